@@ -1,0 +1,117 @@
+//! Shared AWS mechanics: clients built from the SDK's standard chain (profiles,
+//! environment, `AWS_ENDPOINT_URL`) in the stack's region, per-service
+//! concurrency limits, error rendering and tag handling. Resource kinds use
+//! these; nothing here knows a kind.
+
+pub mod tags;
+
+use std::sync::Arc;
+
+use aws_config::retry::RetryConfig;
+use aws_config::BehaviorVersion;
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// An AWS service whose calls are limited together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Service {
+    Ec2,
+    Iam,
+}
+
+impl Service {
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Ec2 => "ec2",
+            Service::Iam => "iam",
+        }
+    }
+
+    /// Concurrent calls allowed per service. IAM throttles far earlier than EC2.
+    fn default_limit(self) -> usize {
+        match self {
+            Service::Ec2 => 16,
+            Service::Iam => 4,
+        }
+    }
+}
+
+/// Everything a resource kind needs to talk to AWS for one stack.
+#[derive(Clone)]
+pub struct Ctx {
+    pub ec2: aws_sdk_ec2::Client,
+    pub iam: aws_sdk_iam::Client,
+    pub stack: String,
+    pub region: String,
+    limits: Arc<[(Service, Semaphore); 2]>,
+}
+
+impl Ctx {
+    pub async fn connect(stack: &str, region: &str) -> Ctx {
+        let conf = aws_config::defaults(BehaviorVersion::latest())
+            .region(aws_config::Region::new(region.to_string()))
+            .retry_config(RetryConfig::adaptive().with_max_attempts(8))
+            .load()
+            .await;
+        let limit = |s: Service| {
+            let env = format!("GPUSTACK_PARALLELISM_{}", s.name().to_uppercase());
+            let n = std::env::var(env).ok().and_then(|v| v.parse().ok()).unwrap_or(s.default_limit());
+            (s, Semaphore::new(n.max(1)))
+        };
+        Ctx {
+            ec2: aws_sdk_ec2::Client::new(&conf),
+            iam: aws_sdk_iam::Client::new(&conf),
+            stack: stack.to_string(),
+            region: region.to_string(),
+            limits: Arc::new([limit(Service::Ec2), limit(Service::Iam)]),
+        }
+    }
+
+    /// A slot for one call to `service`. Hold it for the call only, never while waiting.
+    pub async fn permit(&self, service: Service) -> SemaphorePermit<'_> {
+        let sem = &self.limits.iter().find(|(s, _)| *s == service).map(|(_, sem)| sem).unwrap_or(&self.limits[0].1);
+        // The semaphores are never closed, so acquire cannot fail.
+        sem.acquire().await.unwrap_or_else(|_| unreachable!("semaphore closed"))
+    }
+}
+
+/// An AWS call that failed, with the operation, the AWS error code and message.
+#[derive(Debug, thiserror::Error)]
+#[error("{operation} failed: {detail}")]
+pub struct AwsError {
+    pub operation: &'static str,
+    pub code: Option<String>,
+    pub detail: String,
+}
+
+/// Turns an SDK error into an `AwsError` naming the operation.
+pub fn err<E, R>(operation: &'static str) -> impl FnOnce(aws_sdk_ec2::error::SdkError<E, R>) -> AwsError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    move |e| {
+        let code = e.code().map(str::to_string);
+        let detail = match (&code, e.message()) {
+            (Some(c), Some(m)) => format!("{c}: {m}"),
+            (Some(c), None) => c.clone(),
+            _ => aws_sdk_ec2::error::DisplayErrorContext(&e).to_string(),
+        };
+        AwsError { operation, code, detail }
+    }
+}
+
+impl AwsError {
+    /// True when AWS says the object does not exist (so a delete has nothing left to do).
+    pub fn is_not_found(&self) -> bool {
+        self.code.as_deref().is_some_and(|c| c.ends_with(".NotFound") || c.ends_with(".Unknown") || c == "NoSuchEntity")
+    }
+}
+
+/// `Ok(())` for a delete whose object is already gone.
+pub fn gone_is_ok(r: Result<(), AwsError>) -> Result<(), AwsError> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,73 @@
+//! Tags: every object gpustack creates carries `gpustack:stack` and
+//! `gpustack:address` (how refresh and crash recovery find it) plus the
+//! stack's and the resource's own tags.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
+
+use super::{err, AwsError, Ctx, Service};
+use crate::value::{Attrs, Value};
+
+pub const STACK: &str = "gpustack:stack";
+pub const ADDRESS: &str = "gpustack:address";
+
+/// The user-visible tags among a resource's inputs.
+pub fn user_tags(inputs: &Attrs) -> BTreeMap<String, String> {
+    match inputs.get("tags") {
+        Some(Value::Table(t)) => t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// All tags an object of `address` gets.
+pub fn all_tags(ctx: &Ctx, address: &str, inputs: &Attrs) -> Vec<(String, String)> {
+    let mut t = vec![(STACK.to_string(), ctx.stack.clone()), (ADDRESS.to_string(), address.to_string())];
+    t.extend(user_tags(inputs).into_iter().filter(|(k, _)| !k.starts_with("gpustack:")));
+    t
+}
+
+pub fn ec2_spec(ctx: &Ctx, rt: ResourceType, address: &str, inputs: &Attrs) -> TagSpecification {
+    let tags = all_tags(ctx, address, inputs).into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build());
+    TagSpecification::builder().resource_type(rt).set_tags(Some(tags.collect())).build()
+}
+
+/// The filter that finds every EC2 object of this stack.
+pub fn stack_filter(ctx: &Ctx) -> Filter {
+    Filter::builder().name(format!("tag:{STACK}")).values(ctx.stack.clone()).build()
+}
+
+pub fn ec2_map(tags: &[Tag]) -> BTreeMap<String, String> {
+    tags.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+/// The `tags` input as AWS shows it: every tag except gpustack's own and AWS's.
+pub fn observed(all: &BTreeMap<String, String>) -> Value {
+    Value::Table(
+        all.iter()
+            .filter(|(k, _)| !k.starts_with("gpustack:") && !k.starts_with("aws:"))
+            .map(|(k, v)| (k.clone(), Value::str(v.clone())))
+            .collect(),
+    )
+}
+
+/// Makes an EC2 object's user tags equal the `tags` input.
+pub async fn sync_ec2(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<(), AwsError> {
+    let (old, new) = (user_tags(old), user_tags(new));
+    let removed: Vec<Tag> =
+        old.keys().filter(|k| !new.contains_key(*k)).map(|k| Tag::builder().key(k.clone()).build()).collect();
+    let set: Vec<Tag> = new
+        .iter()
+        .filter(|(k, v)| old.get(*k) != Some(v))
+        .map(|(k, v)| Tag::builder().key(k.clone()).value(v.clone()).build())
+        .collect();
+    if !removed.is_empty() {
+        let _p = ctx.permit(Service::Ec2).await;
+        ctx.ec2.delete_tags().resources(id).set_tags(Some(removed)).send().await.map_err(err("DeleteTags"))?;
+    }
+    if !set.is_empty() {
+        let _p = ctx.permit(Service::Ec2).await;
+        ctx.ec2.create_tags().resources(id).set_tags(Some(set)).send().await.map_err(err("CreateTags"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! `gpustack apply` and `gpustack destroy`: plan, get approval, execute with
+//! the journal, save outputs, report.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use clap::{ArgAction, Args};
+use serde_json::Map;
+
+use super::plan::{header, prepare, Prep, PrepareOpts, Prepared};
+use super::{confirm, load_stack, stdin_is_terminal, Global, VarArgs};
+use crate::engine::journal::Journal;
+use crate::engine::progress::{Mode, Progress};
+use crate::engine::{self, Outcome};
+use crate::plan::{self, render, Action};
+use crate::stack::{Source, Stack, VarSources};
+use crate::state::State;
+use crate::value::Value;
+
+#[derive(Args)]
+#[command(after_help = "A saved plan (from `plan --out FILE`) is its own approval and is refused if the state or AWS changed since.")]
+pub struct ApplyArgs {
+    /// The stack file, or a plan file saved by `gpustack plan --out`
+    file: PathBuf,
+    /// Do not ask for confirmation
+    #[arg(long)]
+    auto_approve: bool,
+    /// Apply only this resource and what it depends on (repeatable)
+    #[arg(long = "target", value_name = "ADDRESS")]
+    targets: Vec<String>,
+    /// Read AWS before planning (always done when state has operations of an interrupted run)
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = ArgAction::Set)]
+    refresh: bool,
+    #[command(flatten)]
+    vars: VarArgs,
+}
+
+#[derive(Args)]
+pub struct DestroyArgs {
+    /// The stack file
+    stack: PathBuf,
+    /// Do not ask for confirmation
+    #[arg(long)]
+    auto_approve: bool,
+    /// Destroy only this resource and what depends on it (repeatable)
+    #[arg(long = "target", value_name = "ADDRESS")]
+    targets: Vec<String>,
+    #[command(flatten)]
+    vars: VarArgs,
+}
+
+pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
+    if plan::file::is_plan_file(&a.file) {
+        return apply_saved(g, &a).await;
+    }
+    let Some(stack) = load_stack(g, &a.file, &a.vars) else { return Ok(1) };
+    let command = format!("gpustack apply {}", a.file.display());
+    let opts = PrepareOpts { targets: &a.targets, refresh: a.refresh, destroy: false, command, resolve_pending: true };
+    let p = match prepare(g, stack, opts).await? {
+        Prep::Ready(p) => p,
+        Prep::Exit(code) => return Ok(code),
+    };
+    show_plan(g, &p, "apply");
+    if !p.plan.has_changes() {
+        return Ok(0);
+    }
+    if !approved(g, a.auto_approve, &format!("Apply these changes to stack {}?", p.stack.name), "apply")? {
+        return Ok(1);
+    }
+    run(g, *p, "Apply").await
+}
+
+async fn apply_saved(g: &Global, a: &ApplyArgs) -> Result<i32> {
+    let saved = plan::file::read(&a.file)?;
+    if !a.vars.vars.is_empty() || !a.targets.is_empty() {
+        bail!("a saved plan already fixes its variables and targets; drop --var and --target, or plan again");
+    }
+    let no_env = |_: &str| None;
+    let sources = VarSources { cli: &saved.vars, env: &no_env };
+    let stack = match Stack::parse(Source::new(&saved.stack_file, saved.source.clone()), &sources) {
+        Ok(s) => s,
+        Err(d) => {
+            eprint!("{}", d.render(g.color()));
+            return Ok(1);
+        }
+    };
+    let command = format!("gpustack apply {}", a.file.display());
+    let opts = PrepareOpts { targets: &saved.targets, refresh: true, destroy: saved.destroy, command, resolve_pending: true };
+    let p = match prepare(g, stack, opts).await? {
+        Prep::Ready(p) => p,
+        Prep::Exit(code) => return Ok(code),
+    };
+    let (lineage, serial) = (p.state.as_ref().map(|s| s.lineage.clone()), p.state.as_ref().map_or(0, |s| s.serial));
+    if lineage != saved.lineage || serial != saved.serial {
+        bail!(
+            "the saved plan {} is stale: it was made against state serial {} and the state is now at serial {serial}{}\n  help: run `gpustack plan --out {}` again and apply the new plan",
+            a.file.display(),
+            saved.serial,
+            if lineage != saved.lineage { " of another lineage" } else { "" },
+            a.file.display()
+        );
+    }
+    if plan::fingerprint(&p.plan) != saved.fingerprint {
+        bail!(
+            "the saved plan {} no longer matches what AWS shows (something changed outside gpustack since it was made)\n  help: run `gpustack plan --out {}` again and review the new plan",
+            a.file.display(),
+            a.file.display()
+        );
+    }
+    show_plan(g, &p, "apply");
+    if !p.plan.has_changes() {
+        return Ok(0);
+    }
+    run(g, *p, "Apply").await
+}
+
+pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
+    let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
+    let command = format!("gpustack destroy {}", a.stack.display());
+    let opts = PrepareOpts { targets: &a.targets, refresh: true, destroy: true, command, resolve_pending: true };
+    let p = match prepare(g, stack, opts).await? {
+        Prep::Ready(p) => p,
+        Prep::Exit(code) => return Ok(code),
+    };
+    show_plan(g, &p, "destroy");
+    if !p.plan.has_changes() {
+        return Ok(0);
+    }
+    let n = p.plan.count(Action::Delete);
+    if !approved(g, a.auto_approve, &format!("Destroy {n} object(s) of stack {}? This cannot be undone.", p.stack.name), "destroy")? {
+        return Ok(1);
+    }
+    run(g, *p, "Destroy").await
+}
+
+fn show_plan(g: &Global, p: &Prepared, verb: &str) {
+    if g.json {
+        println!("{}", serde_json::json!({"event": "plan", "plan": plan::to_json(&p.plan)}));
+    } else {
+        print!("{}", render::render(&p.plan, &header(verb, p), &render::Style { color: g.color_stdout() }));
+    }
+}
+
+fn approved(g: &Global, auto: bool, question: &str, verb: &str) -> Result<bool> {
+    if auto {
+        return Ok(true);
+    }
+    if !stdin_is_terminal() {
+        bail!(
+            "{verb} needs approval and there is no terminal to ask on\n  help: re-run with --auto-approve, or save a plan with `gpustack plan --out FILE` and apply that file"
+        );
+    }
+    if confirm(question, "yes")? {
+        return Ok(true);
+    }
+    if !g.json {
+        eprintln!("Cancelled: nothing was changed.");
+    }
+    Ok(false)
+}
+
+/// Executes the plan, saves outputs, prints the summary. Ctrl-C once: finish in-flight
+/// work and record it; twice: exit at once (the state on disk is consistent either way).
+async fn run(g: &Global, p: Prepared, verb: &str) -> Result<i32> {
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = cancel_tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("Second interrupt: exiting now. The state on disk is consistent; run apply again to resolve pending operations.");
+                std::process::exit(130);
+            }
+        }
+    });
+    let mode = if g.json {
+        Mode::Json
+    } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        Mode::Terminal
+    } else {
+        Mode::Plain
+    };
+    let progress = Arc::new(Progress::new(mode));
+    let initial = p.refreshed.state.clone().or(p.state.clone()).unwrap_or_else(|| State::new(&p.stack.name, &p.stack.region));
+    let journal = Arc::new(Journal::new(p.state_path.clone(), initial));
+    let started = std::time::Instant::now();
+    let outcome = engine::execute(p.ctx.clone(), p.stack.clone(), &p.plan, journal.clone(), progress, cancel_rx).await?;
+    let outputs = if p.plan.destroy { Map::new() } else { compute_outputs(&p.stack, &journal.snapshot()) };
+    let shown = outputs.clone();
+    journal.commit(|s| s.outputs = outputs).await?;
+    report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+    Ok(if outcome.ok() { 0 } else { 1 })
+}
+
+/// `[output]` values from the state after apply; an output whose resource failed is left out.
+fn compute_outputs(stack: &Stack, st: &State) -> Map<String, serde_json::Value> {
+    stack
+        .outputs
+        .iter()
+        .filter_map(|o| {
+            let v = o.expr.resolve(&|r| {
+                st.resources.get(&r.address).and_then(|e| e.outputs.get(&r.output)).map(Value::from_json).unwrap_or(Value::Unknown)
+            });
+            v.is_known().then(|| (o.name.clone(), v.to_json()))
+        })
+        .collect()
+}
+
+fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs: &Map<String, serde_json::Value>) {
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "event": "summary", "ok": o.ok(), "done": o.done, "seconds": secs,
+                "failed": o.failed.iter().map(|(a, e)| serde_json::json!({"address": a, "error": e})).collect::<Vec<_>>(),
+                "skipped": o.skipped, "not_started": o.not_started, "interrupted": o.interrupted, "outputs": outputs,
+            })
+        );
+        return;
+    }
+    let state = p.state_path.display();
+    if o.ok() {
+        println!("\n{verb} complete: {} operation(s) in {secs:.1}s. State: {state}", o.done);
+    } else {
+        println!("\n{verb} incomplete: {} done, {} failed, {} skipped, {} not started. State: {state}", o.done, o.failed.len(), o.skipped.len(), o.not_started.len());
+        for (a, e) in &o.failed {
+            println!("  failed   {a}: {e}");
+        }
+        for a in &o.skipped {
+            println!("  skipped  {a} (a resource it depends on failed)");
+        }
+        if o.interrupted {
+            println!("  interrupted: {} operation(s) not started; run the same command again to continue.", o.not_started.len());
+        }
+    }
+    if !outputs.is_empty() {
+        println!("\nOutputs:");
+        for (k, v) in outputs {
+            println!("  {k} = {}", Value::from_json(v));
+        }
+    }
+}

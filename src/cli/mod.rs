@@ -1,0 +1,236 @@
+//! The command line: global flags, commands, and the plumbing they share
+//! (loading a stack, finding and locking state, asking for approval).
+
+mod apply;
+mod plan;
+mod state;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::stack::{Stack, VarSources};
+
+const ABOUT: &str = "Provision GPU-ready Amazon EKS environments from a declarative TOML stack file.
+
+Typical use:
+  gpustack validate stacks/train.toml      check the file, offline
+  gpustack plan stacks/train.toml          show what would change
+  gpustack apply stacks/train.toml         make it so (asks first)
+  gpustack destroy stacks/train.toml       remove everything the stack created
+
+AWS credentials and endpoints come from the SDK's standard chain (AWS_PROFILE,
+AWS_ACCESS_KEY_ID…, AWS_ENDPOINT_URL); the stack's region is used for every call.";
+
+#[derive(Parser)]
+#[command(name = "gpustack", version, about = ABOUT, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+pub struct Global {
+    /// State file (default: state/<stack-name>.json under the current directory)
+    #[arg(long, global = true, value_name = "PATH")]
+    state: Option<PathBuf>,
+    /// How long to wait for a state lock held by another run, e.g. 30s or 5m (default: fail at once)
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
+    lock_timeout: Duration,
+    /// No colours (also when NO_COLOR is set or output is not a terminal)
+    #[arg(long, global = true)]
+    no_color: bool,
+    /// Machine-readable JSON on stdout
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Args, Clone, Default)]
+pub struct VarArgs {
+    /// Set a variable: --var env=pr-42 (beats GPUSTACK_VAR_env, which beats [vars])
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, String)>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a stack file offline: syntax, keys, types, references, cycles
+    Validate {
+        stack: PathBuf,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
+    /// Print the resource graph (edges point to what a resource depends on)
+    Graph {
+        stack: PathBuf,
+        #[arg(long, value_enum, default_value = "dot")]
+        format: crate::graph::Format,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
+    /// Show what apply would change
+    Plan(plan::PlanArgs),
+    /// Create or update everything in the stack (or apply a saved plan file)
+    Apply(apply::ApplyArgs),
+    /// Delete everything the stack created
+    Destroy(apply::DestroyArgs),
+    /// Inspect state
+    #[command(subcommand)]
+    State(state::StateCommand),
+    /// Print the stack's outputs, saved at the last apply
+    Output(state::OutputArgs),
+    /// Explain or clear a held state lock
+    ForceUnlock(state::UnlockArgs),
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let g = cli.global.clone();
+    let color = g.color();
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Validate { stack, vars } => validate(&g, &stack, &vars),
+            Command::Graph { stack, format, vars } => graph(&g, &stack, format, &vars),
+            Command::Plan(a) => plan::run(&g, a).await,
+            Command::Apply(a) => apply::apply(&g, a).await,
+            Command::Destroy(a) => apply::destroy(&g, a).await,
+            Command::State(c) => state::run(&g, c),
+            Command::Output(a) => state::output(&g, a),
+            Command::ForceUnlock(a) => state::force_unlock(&g, a),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            let label = if color { "\x1b[1;31merror\x1b[0m" } else { "error" };
+            eprintln!("{label}: {e:#}");
+            1
+        }
+    }
+}
+
+impl Global {
+    pub fn color(&self) -> bool {
+        !self.no_color && std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
+    }
+
+    pub fn color_stdout(&self) -> bool {
+        !self.no_color && std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
+    }
+
+    /// `--state`, or `state/<stack>.json` under the current directory.
+    pub fn state_path(&self, stack_name: &str) -> PathBuf {
+        self.state.clone().unwrap_or_else(|| PathBuf::from("state").join(format!("{stack_name}.json")))
+    }
+}
+
+/// Loads a stack, printing warnings; on errors prints them and returns `None`.
+pub fn load_stack(g: &Global, path: &Path, vars: &VarArgs) -> Option<Stack> {
+    let sources = VarSources::process_env(&vars.vars);
+    match Stack::load(path, &sources) {
+        Ok(s) => {
+            for w in &s.warnings {
+                eprint!("{}", s.source.render(w, g.color()));
+            }
+            Some(s)
+        }
+        Err(d) => {
+            if g.json {
+                let items: Vec<_> = d.items.iter().map(|x| d.source.to_json(x)).collect();
+                println!("{}", serde_json::json!({"valid": false, "diagnostics": items}));
+            } else {
+                eprint!("{}", d.render(g.color()));
+            }
+            None
+        }
+    }
+}
+
+fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
+    let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
+    if g.json {
+        let items: Vec<_> = s.warnings.iter().map(|x| s.source.to_json(x)).collect();
+        println!("{}", serde_json::json!({"valid": true, "stack": s.name, "resources": s.resources.len(), "diagnostics": items}));
+    } else {
+        println!("{} is valid: stack {} ({}), {} resource{}.", path.display(), s.name, s.region, s.resources.len(), crate::stack::diag::plural(s.resources.len()));
+    }
+    Ok(0)
+}
+
+fn graph(g: &Global, path: &Path, format: crate::graph::Format, vars: &VarArgs) -> anyhow::Result<i32> {
+    let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
+    print!("{}", crate::graph::render(&s, format));
+    Ok(0)
+}
+
+/// Asks on the terminal; only the exact `expected` answer approves.
+pub fn confirm(question: &str, expected: &str) -> anyhow::Result<bool> {
+    eprint!("{question}\n  Only '{expected}' will be accepted: ");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    Ok(line.trim() == expected)
+}
+
+pub fn stdin_is_terminal() -> bool {
+    std::io::stdin().is_terminal()
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not NAME=VALUE")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration; write e.g. 30s, 5m or 1h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("`{s}` is not a duration; write e.g. 30s, 5m or 1h")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_vars_parse() {
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("five").is_err());
+        assert_eq!(parse_var("env=pr-42=x").unwrap(), ("env".into(), "pr-42=x".into()));
+        assert!(parse_var("=x").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,151 @@
+//! `gpustack plan`, and the preparation plan, apply and destroy share: lock the
+//! state, read it, refresh, diff.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use clap::{ArgAction, Args};
+
+use super::{load_stack, Global, VarArgs};
+use crate::aws::Ctx;
+use crate::plan::{self, file::SavedPlan, render, Plan, Refreshed};
+use crate::stack::Stack;
+use crate::state::{local, State};
+use crate::value::Value;
+
+#[derive(Args)]
+#[command(after_help = "Exit codes: 0 success (with --detailed-exitcode: no changes), 1 error, 2 changes present (only with --detailed-exitcode).")]
+pub struct PlanArgs {
+    /// The stack file
+    stack: PathBuf,
+    /// Save the plan; `gpustack apply FILE` then applies exactly it
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Exit 2 when there are changes, 0 when there are none, 1 on error
+    #[arg(long)]
+    detailed_exitcode: bool,
+    /// Plan only this resource and what it depends on (repeatable)
+    #[arg(long = "target", value_name = "ADDRESS")]
+    targets: Vec<String>,
+    /// Read AWS before planning; --refresh=false plans from state alone (no AWS calls)
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = ArgAction::Set)]
+    refresh: bool,
+    /// Plan the destruction of everything in state
+    #[arg(long)]
+    destroy: bool,
+    #[command(flatten)]
+    vars: VarArgs,
+}
+
+/// Everything apply needs after planning; holds the state lock.
+pub struct Prepared {
+    pub stack: Arc<Stack>,
+    pub state_path: PathBuf,
+    pub state: Option<State>,
+    pub refreshed: Refreshed,
+    pub plan: Plan,
+    pub ctx: Ctx,
+    pub _lock: local::Lock,
+}
+
+pub enum Prep {
+    Ready(Box<Prepared>),
+    Exit(i32),
+}
+
+pub struct PrepareOpts<'a> {
+    pub targets: &'a [String],
+    pub refresh: bool,
+    pub destroy: bool,
+    pub command: String,
+    /// apply and destroy must resolve pending operations even when asked not to refresh.
+    pub resolve_pending: bool,
+}
+
+pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Prep> {
+    let state_path = g.state_path(&stack.name);
+    let lock = local::lock(&state_path, g.lock_timeout, &o.command)?;
+    let state = local::read(&state_path)?;
+    if let Some(st) = &state {
+        if st.stack != stack.name {
+            bail!(
+                "the state file {} belongs to stack \"{}\", not \"{}\"; pass --state for this stack's own state",
+                state_path.display(),
+                st.stack,
+                stack.name
+            );
+        }
+    }
+    let ctx = Ctx::connect(&stack.name, &stack.region).await;
+    let pending = state.as_ref().is_some_and(|s| !s.pending.is_empty());
+    let refreshed = if o.refresh || (o.resolve_pending && pending) {
+        if !o.refresh && !g.json {
+            eprintln!("Refreshing anyway: the state has operations of an interrupted run to resolve.");
+        }
+        plan::refresh::refresh(&ctx, &stack, state.as_ref()).await?
+    } else {
+        Refreshed::skipped()
+    };
+    let opts = plan::Options { destroy: o.destroy, targets: o.targets };
+    match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
+        Ok(plan) => Ok(Prep::Ready(Box::new(Prepared { stack: Arc::new(stack), state_path, state, refreshed, plan, ctx, _lock: lock }))),
+        Err(diags) => {
+            for d in &diags {
+                eprint!("{}", stack.source.render(d, g.color()));
+            }
+            Ok(Prep::Exit(1))
+        }
+    }
+}
+
+pub fn header(verb: &str, p: &Prepared) -> String {
+    let serial = match &p.state {
+        Some(s) => format!("state serial {}", s.serial),
+        None => "no state yet".to_string(),
+    };
+    format!("gpustack {verb} {} — stack {} ({}), {serial}", p.stack.source.path.display(), p.stack.name, p.stack.region)
+}
+
+pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
+    let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
+    let command = format!("gpustack plan {}", a.stack.display());
+    let opts = PrepareOpts { targets: &a.targets, refresh: a.refresh, destroy: a.destroy, command, resolve_pending: false };
+    let p = match prepare(g, stack, opts).await? {
+        Prep::Ready(p) => p,
+        Prep::Exit(code) => return Ok(code),
+    };
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&plan::to_json(&p.plan))?);
+    } else {
+        print!("{}", render::render(&p.plan, &header("plan", &p), &render::Style { color: g.color_stdout() }));
+    }
+    if let Some(out) = &a.out {
+        let saved = SavedPlan {
+            gpustack_plan: 1,
+            stack_file: a.stack.display().to_string(),
+            source: p.stack.source.text.clone(),
+            vars: p.stack.vars.iter().map(|(k, v)| (k.clone(), var_text(v))).collect(),
+            targets: a.targets.clone(),
+            destroy: a.destroy,
+            lineage: p.plan.lineage.clone(),
+            serial: p.plan.serial,
+            fingerprint: plan::fingerprint(&p.plan),
+            summary: render::summary(&p.plan),
+        };
+        plan::file::write(out, &saved)?;
+        if !g.json {
+            println!("\nSaved the plan to {}. Apply exactly it with: gpustack apply {}", out.display(), out.display());
+        }
+    }
+    Ok(if a.detailed_exitcode && p.plan.has_changes() { 2 } else { 0 })
+}
+
+/// A variable's value as `--var` would give it.
+fn var_text(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        Value::List(_) | Value::Table(_) => v.to_json().to_string(),
+        other => other.to_string(),
+    }
+}

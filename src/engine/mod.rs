@@ -1,0 +1,367 @@
+//! The executor: turns a plan into operations with ordering edges and runs them
+//! in parallel over the DAG (tokio). Concurrency is bounded per AWS service
+//! inside the kinds (`Ctx::permit`), so a resource that only waits holds no
+//! slot. Every mutation is journaled: a pending entry is on disk before the AWS
+//! call, the result right after. A failure skips the failed operation's
+//! dependents while independent work finishes; an interrupt starts nothing new
+//! and lets in-flight calls finish and be recorded.
+
+pub mod journal;
+pub mod progress;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::aws::Ctx;
+use crate::plan::{desired_inputs, kind_rank, Action, Change, Plan};
+use crate::resources::{self, Create, ReplaceOrder};
+use crate::stack::Stack;
+use crate::state::{Operation, Pending, ResourceState};
+use crate::value::{attrs_from_json, attrs_to_json, Attrs};
+use journal::Journal;
+use progress::Progress;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OpKind {
+    Create { replacing: bool },
+    Update,
+    Delete,
+}
+
+struct Op {
+    change: usize,
+    kind: OpKind,
+    deps_left: usize,
+    dependents: Vec<usize>,
+}
+
+#[derive(Default, Debug)]
+pub struct Outcome {
+    pub done: usize,
+    pub failed: Vec<(String, String)>,
+    pub skipped: Vec<String>,
+    pub not_started: Vec<String>,
+    pub interrupted: bool,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.failed.is_empty() && self.skipped.is_empty() && self.not_started.is_empty() && !self.interrupted
+    }
+}
+
+struct Env {
+    ctx: Ctx,
+    stack: Arc<Stack>,
+    changes: Vec<Change>,
+    journal: Arc<Journal>,
+    progress: Arc<Progress>,
+}
+
+/// Runs the plan's changes. Adoptions are recorded first, in one write.
+pub async fn execute(
+    ctx: Ctx,
+    stack: Arc<Stack>,
+    plan: &Plan,
+    journal: Arc<Journal>,
+    progress: Arc<Progress>,
+    mut cancel: watch::Receiver<bool>,
+) -> anyhow::Result<Outcome> {
+    let adoptions: Vec<(String, ResourceState)> =
+        plan.changes.iter().filter_map(|c| c.adopt.clone().map(|e| (c.address.clone(), e))).collect();
+    journal
+        .commit(|s| {
+            for (a, e) in adoptions {
+                s.resources.insert(a, e);
+            }
+        })
+        .await?;
+    let mut ops = build_ops(&stack, &plan.changes);
+    let env = Arc::new(Env { ctx, stack, changes: plan.changes.clone(), journal, progress });
+    let mut outcome = Outcome::default();
+    let mut ready: VecDeque<usize> = (0..ops.len()).filter(|&i| ops[i].deps_left == 0).collect();
+    let mut blocked = vec![false; ops.len()];
+    let mut finished = vec![false; ops.len()];
+    let mut running = tokio::task::JoinSet::new();
+    let mut interrupted = false;
+    loop {
+        if !interrupted {
+            while let Some(i) = ready.pop_front() {
+                if blocked[i] {
+                    continue;
+                }
+                let env = env.clone();
+                let (change, kind) = (ops[i].change, ops[i].kind);
+                running.spawn(async move { (i, run_op(&env, change, kind).await) });
+            }
+        }
+        if running.is_empty() {
+            break;
+        }
+        tokio::select! {
+            joined = running.join_next() => {
+                let Some(joined) = joined else { break };
+                let (i, res) = match joined {
+                    Ok(x) => x,
+                    Err(e) => return Err(anyhow::anyhow!("an operation panicked: {e}")),
+                };
+                finished[i] = true;
+                match res {
+                    Ok(()) => {
+                        outcome.done += 1;
+                        for d in ops[i].dependents.clone() {
+                            ops[d].deps_left -= 1;
+                            if ops[d].deps_left == 0 {
+                                ready.push_back(d);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        outcome.failed.push((env.changes[ops[i].change].address.clone(), e));
+                        let mut stack_ix = ops[i].dependents.clone();
+                        while let Some(d) = stack_ix.pop() {
+                            if !blocked[d] {
+                                blocked[d] = true;
+                                outcome.skipped.push(env.changes[ops[d].change].address.clone());
+                                stack_ix.extend(ops[d].dependents.iter().copied());
+                            }
+                        }
+                    }
+                }
+            }
+            changed = cancel.changed(), if !interrupted => {
+                if changed.is_ok() && *cancel.borrow() {
+                    interrupted = true;
+                    env.progress.note(&format!(
+                        "Interrupted: finishing the {} operation(s) in flight and recording them; nothing new starts. Press Ctrl-C again to exit at once.",
+                        running.len()
+                    ));
+                }
+            }
+        }
+    }
+    for i in 0..ops.len() {
+        if !finished[i] && !blocked[i] {
+            outcome.not_started.push(env.changes[ops[i].change].address.clone());
+        }
+    }
+    outcome.interrupted = interrupted;
+    Ok(outcome)
+}
+
+/// Operations and their ordering edges (see the module doc of `plan` for actions).
+fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
+    let mut ops: Vec<Op> = vec![];
+    let mut forward: HashMap<&str, usize> = HashMap::new();
+    let mut deletes: HashMap<&str, usize> = HashMap::new();
+    let mut dbc: Vec<bool> = vec![];
+    let mut strays: Vec<usize> = vec![];
+    let mut edges: Vec<(usize, usize)> = vec![];
+    let push = |ops: &mut Vec<Op>, dbc: &mut Vec<bool>, change: usize, kind: OpKind, is_dbc: bool| {
+        ops.push(Op { change, kind, deps_left: 0, dependents: vec![] });
+        dbc.push(is_dbc);
+        ops.len() - 1
+    };
+    for (ci, c) in changes.iter().enumerate() {
+        let a = c.address.as_str();
+        match c.action {
+            Action::Create => {
+                let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: false }, false);
+                forward.insert(a, k);
+            }
+            Action::Update => {
+                let k = push(&mut ops, &mut dbc, ci, OpKind::Update, false);
+                forward.insert(a, k);
+            }
+            Action::Replace if c.replace_order == Some(ReplaceOrder::DeleteBeforeCreate) => {
+                let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, true);
+                let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: false }, false);
+                edges.push((d, k));
+                forward.insert(a, k);
+                deletes.insert(a, d);
+            }
+            Action::Replace => {
+                let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: true }, false);
+                let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, false);
+                edges.push((k, d));
+                forward.insert(a, k);
+                deletes.insert(a, d);
+            }
+            Action::Delete => {
+                let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, false);
+                if c.stray {
+                    strays.push(d);
+                } else {
+                    deletes.insert(a, d);
+                }
+            }
+            Action::Adopt => {}
+        }
+    }
+    // Creates and updates after those of their dependencies.
+    for r in &stack.resources {
+        let Some(&k) = forward.get(r.address.as_str()) else { continue };
+        for &d in &r.deps {
+            if let Some(&dk) = forward.get(stack.resources[d].address.as_str()) {
+                edges.push((dk, k));
+            }
+        }
+    }
+    // Deletes of old objects before deletes of what they depended on; dependents move
+    // off an object (create or update) before it is deleted, except delete-before-create.
+    for (&x, &d) in &deletes {
+        for y in &changes[ops[d].change].old_deps {
+            if let Some(&dy) = deletes.get(y.as_str()) {
+                edges.push((d, dy));
+            }
+        }
+        if dbc[d] {
+            continue;
+        }
+        for r in &stack.resources {
+            let Some(&k) = forward.get(r.address.as_str()) else { continue };
+            let desired = r.deps.iter().any(|&i| stack.resources[i].address == x);
+            let old = changes[ops[k].change].old_deps.iter().any(|o| o == x);
+            if (desired || old) && r.address != x {
+                edges.push((k, d));
+            }
+        }
+    }
+    // Objects found by tags have no recorded dependencies: order them by kind.
+    let all_deletes: Vec<usize> = deletes.values().copied().chain(strays.iter().copied()).collect();
+    for &s in &strays {
+        for &d in &all_deletes {
+            let (rs, rd) = (kind_rank(changes[ops[s].change].kind), kind_rank(changes[ops[d].change].kind));
+            if rs > rd {
+                edges.push((s, d));
+            } else if rd > rs {
+                edges.push((d, s));
+            }
+        }
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    for (from, to) in edges {
+        if from != to {
+            ops[from].dependents.push(to);
+            ops[to].deps_left += 1;
+        }
+    }
+    ops
+}
+
+async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
+    let c = &env.changes[ci];
+    let (verb, past) = match op {
+        OpKind::Create { .. } => ("creating", "created"),
+        OpKind::Update => ("updating", "updated"),
+        OpKind::Delete => ("deleting", "deleted"),
+    };
+    let task = env.progress.start(&c.address, verb, past);
+    let res = match op {
+        OpKind::Create { replacing } => create(env, c, replacing).await,
+        OpKind::Update => update(env, c).await,
+        OpKind::Delete => delete(env, c).await,
+    };
+    match &res {
+        Ok(detail) => env.progress.finish(task, &c.address, Ok(detail)),
+        Err(e) => env.progress.finish(task, &c.address, Err(e)),
+    }
+    res.map(|_| ())
+}
+
+fn pending(c: &Change, op: Operation, token: &str, id: Option<String>) -> Pending {
+    Pending { address: c.address.clone(), kind: c.kind.to_string(), operation: op, token: token.to_string(), id, started: crate::state::now() }
+}
+
+/// The resource's inputs now that its dependencies are done.
+fn inputs_now(env: &Env, c: &Change) -> Result<(Attrs, usize), String> {
+    let idx = *env.stack.by_address.get(&c.address).ok_or_else(|| format!("{} is not in the stack", c.address))?;
+    let inputs = desired_inputs(&env.stack, idx, &|a| env.journal.read(|s| s.resources.get(a).map(|e| attrs_from_json(&e.outputs))));
+    if let Some((k, _)) = inputs.iter().find(|(_, v)| !v.is_known()) {
+        return Err(format!("input `{k}` is still unknown: a resource it refers to was not created"));
+    }
+    Ok((inputs, idx))
+}
+
+fn deps_of(env: &Env, idx: usize) -> Vec<String> {
+    env.stack.resources[idx].deps.iter().map(|&d| env.stack.resources[d].address.clone()).collect()
+}
+
+async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String> {
+    let kind = resources::kind(c.kind).ok_or("unknown kind")?;
+    let (inputs, idx) = inputs_now(env, c)?;
+    let token = uuid::Uuid::new_v4().to_string();
+    env.journal.commit(|s| s.pending.push(pending(c, Operation::Create, &token, None))).await.map_err(|e| e.to_string())?;
+    let req = Create { address: &c.address, inputs: &inputs, token: &token, replacing };
+    match kind.create(&env.ctx, &req).await {
+        Ok(rec) => {
+            let entry = ResourceState {
+                kind: c.kind.to_string(),
+                id: rec.id.clone(),
+                inputs: attrs_to_json(&inputs),
+                outputs: attrs_to_json(&rec.outputs),
+                deps: deps_of(env, idx),
+                prevent_destroy: env.stack.resources[idx].prevent_destroy,
+            };
+            env.journal
+                .commit(|s| {
+                    s.pending.retain(|p| p.token != token);
+                    if let Some(old) = s.resources.insert(c.address.clone(), entry) {
+                        if replacing {
+                            s.deposed.push(crate::state::Deposed { address: c.address.clone(), resource: old });
+                        }
+                    }
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(rec.id)
+        }
+        // The pending entry stays: the next run looks the object up by its tags.
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn update(env: &Env, c: &Change) -> Result<String, String> {
+    let kind = resources::kind(c.kind).ok_or("unknown kind")?;
+    let (inputs, idx) = inputs_now(env, c)?;
+    let id = c.id.clone().unwrap_or_default();
+    let token = uuid::Uuid::new_v4().to_string();
+    env.journal.commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone())))).await.map_err(|e| e.to_string())?;
+    let rec = kind.update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs()).await.map_err(|e| e.to_string())?;
+    let deps = deps_of(env, idx);
+    env.journal
+        .commit(|s| {
+            s.pending.retain(|p| p.token != token);
+            if let Some(e) = s.resources.get_mut(&c.address) {
+                e.inputs = attrs_to_json(&inputs);
+                e.outputs.extend(attrs_to_json(&rec.outputs));
+                e.deps = deps;
+                e.prevent_destroy = env.stack.resources[idx].prevent_destroy;
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::new())
+}
+
+async fn delete(env: &Env, c: &Change) -> Result<String, String> {
+    let kind = resources::kind(c.kind).ok_or("unknown kind")?;
+    let id = c.id.clone().unwrap_or_default();
+    let token = uuid::Uuid::new_v4().to_string();
+    env.journal.commit(|s| s.pending.push(pending(c, Operation::Delete, &token, Some(id.clone())))).await.map_err(|e| e.to_string())?;
+    kind.delete(&env.ctx, &c.address, &id, &c.old_inputs, &c.old_outputs).await.map_err(|e| e.to_string())?;
+    env.journal
+        .commit(|s| {
+            s.pending.retain(|p| p.token != token);
+            if s.resources.get(&c.address).is_some_and(|e| e.id == id) {
+                s.resources.remove(&c.address);
+            }
+            s.deposed.retain(|d| d.resource.id != id);
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(id)
+}

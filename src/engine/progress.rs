@@ -1,0 +1,99 @@
+//! Progress of an apply or destroy on stderr: live bars with elapsed time on a
+//! terminal (indicatif), plain lines otherwise, or JSON events on stdout with `--json`.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Terminal,
+    Plain,
+    Json,
+}
+
+pub struct Progress {
+    mode: Mode,
+    multi: MultiProgress,
+    lines: Mutex<()>,
+}
+
+pub struct Task {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    pub label: String,
+    address: String,
+    past: &'static str,
+}
+
+impl Progress {
+    pub fn new(mode: Mode) -> Progress {
+        let target = if mode == Mode::Terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Progress { mode, multi: MultiProgress::with_draw_target(target), lines: Mutex::new(()) }
+    }
+
+    pub fn start(&self, address: &str, verb: &str, past: &'static str) -> Task {
+        let label = format!("{address}: {verb}");
+        let bar = match self.mode {
+            Mode::Terminal => {
+                let b = self.multi.add(ProgressBar::new_spinner());
+                b.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                b.set_message(label.clone());
+                b.enable_steady_tick(Duration::from_millis(120));
+                Some(b)
+            }
+            Mode::Plain => {
+                self.line(&format!("{label}…"));
+                None
+            }
+            Mode::Json => {
+                self.event(serde_json::json!({"event": "start", "address": address, "operation": verb}));
+                None
+            }
+        };
+        Task { bar, started: Instant::now(), label, address: address.to_string(), past }
+    }
+
+    pub fn finish(&self, task: Task, address: &str, outcome: Result<&str, &str>) {
+        let secs = task.started.elapsed().as_secs_f64();
+        let text = match outcome {
+            Ok(detail) => format!("{}: {}{} ({secs:.1}s)", task.address, task.past, if detail.is_empty() { String::new() } else { format!(" {detail}") }),
+            Err(e) => format!("{} FAILED ({secs:.1}s): {e}", task.label),
+        };
+        match self.mode {
+            Mode::Terminal => {
+                if let Some(b) = task.bar {
+                    b.finish_and_clear();
+                    self.multi.remove(&b);
+                }
+                let _ = self.multi.println(text);
+            }
+            Mode::Plain => self.line(&text),
+            Mode::Json => self.event(match outcome {
+                Ok(detail) => serde_json::json!({"event": "done", "address": address, "detail": detail, "seconds": secs}),
+                Err(e) => serde_json::json!({"event": "failed", "address": address, "error": e, "seconds": secs}),
+            }),
+        }
+    }
+
+    pub fn note(&self, text: &str) {
+        match self.mode {
+            Mode::Terminal => {
+                let _ = self.multi.println(text);
+            }
+            Mode::Plain => self.line(text),
+            Mode::Json => self.event(serde_json::json!({"event": "note", "message": text})),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let _g = self.lines.lock();
+        eprintln!("{text}");
+    }
+
+    pub fn event(&self, v: serde_json::Value) {
+        let _g = self.lines.lock();
+        println!("{v}");
+    }
+}

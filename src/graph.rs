@@ -1,0 +1,167 @@
+//! The resource DAG: built from references and `depends_on`, checked for cycles
+//! (each loop reported with every edge and where it is written), ordered for
+//! the planner, and drawn as DOT or Mermaid. No network.
+
+use std::collections::VecDeque;
+
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::stack::{Diagnostic, Resource, Source, Span, Stack};
+
+/// Edges point from a resource to what it depends on (Terraform's convention).
+fn build(resources: &[Resource]) -> DiGraph<(), ()> {
+    let mut g = DiGraph::with_capacity(resources.len(), resources.len() * 2);
+    for _ in resources {
+        g.add_node(());
+    }
+    for (i, r) in resources.iter().enumerate() {
+        for &d in &r.deps {
+            g.add_edge(NodeIndex::new(i), NodeIndex::new(d), ());
+        }
+    }
+    g
+}
+
+/// One diagnostic per reference cycle, listing each edge of one loop through it.
+pub fn cycle_diagnostics(resources: &[Resource], source: &Source) -> Vec<Diagnostic> {
+    let g = build(resources);
+    let mut out = vec![];
+    for scc in tarjan_scc(&g) {
+        let start = scc[0].index();
+        let self_loop = resources[start].deps.contains(&start);
+        if scc.len() < 2 && !self_loop {
+            continue;
+        }
+        let members: Vec<bool> = {
+            let mut m = vec![false; resources.len()];
+            scc.iter().for_each(|n| m[n.index()] = true);
+            m
+        };
+        let path = if self_loop { vec![start] } else { loop_through(resources, start, &members) };
+        let mut edges = vec![];
+        for (k, &from) in path.iter().enumerate() {
+            let to = path[(k + 1) % path.len()];
+            edges.push(format!(
+                "  {} → {} (at {})",
+                resources[from].address,
+                resources[to].address,
+                reference_site(&resources[from], &resources[to].address)
+                    .map_or_else(|| source.location(&resources[from].span), |s| source.location(&Some(s)))
+            ));
+        }
+        let first = &resources[path[0]];
+        let span = reference_site(first, &resources[path[1 % path.len()]].address).or(first.span.clone());
+        let names: Vec<&str> = path.iter().map(|&i| resources[i].address.as_str()).collect();
+        out.push(
+            Diagnostic::error(
+                format!("reference cycle: {} → {}\n{}", names.join(" → "), names[0], edges.join("\n")),
+                span,
+            )
+            .help("a resource cannot depend on itself through references; remove one of these references or depends_on entries"),
+        );
+    }
+    out
+}
+
+/// The shortest loop from `start` back to itself, staying inside the cycle's members.
+fn loop_through(resources: &[Resource], start: usize, members: &[bool]) -> Vec<usize> {
+    let mut parent = vec![usize::MAX; resources.len()];
+    let mut queue = VecDeque::from([start]);
+    while let Some(n) = queue.pop_front() {
+        for &d in &resources[n].deps {
+            if !members[d] {
+                continue;
+            }
+            if d == start {
+                let mut path = vec![n];
+                let mut cur = n;
+                while cur != start {
+                    cur = parent[cur];
+                    path.push(cur);
+                }
+                path.reverse();
+                return path;
+            }
+            if parent[d] == usize::MAX {
+                parent[d] = n;
+                queue.push_back(d);
+            }
+        }
+    }
+    vec![start]
+}
+
+/// Where resource `r` refers to `target` (an attribute reference or its depends_on).
+pub fn reference_site(r: &Resource, target: &str) -> Span {
+    let mut refs = vec![];
+    for e in r.attrs.values() {
+        e.refs(&mut refs);
+    }
+    refs.extend(r.depends_on.iter().cloned());
+    refs.into_iter().find(|x| x.address == target).and_then(|x| x.span)
+}
+
+/// Resource indices with every dependency before its dependents (Kahn's algorithm;
+/// ties keep file order). The stack is known to be acyclic.
+pub fn topo_order(resources: &[Resource]) -> Vec<usize> {
+    let n = resources.len();
+    let mut indegree = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![vec![]; n];
+    for (i, r) in resources.iter().enumerate() {
+        indegree[i] = r.deps.len();
+        for &d in &r.deps {
+            dependents[d].push(i);
+        }
+    }
+    let mut queue: VecDeque<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = queue.pop_front() {
+        order.push(i);
+        for &j in &dependents[i] {
+            indegree[j] -= 1;
+            if indegree[j] == 0 {
+                queue.push_back(j);
+            }
+        }
+    }
+    order
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Dot,
+    Mermaid,
+}
+
+/// The stack's DAG as text. Edges point from a resource to what it depends on.
+pub fn render(stack: &Stack, format: Format) -> String {
+    let mut out = String::new();
+    match format {
+        Format::Dot => {
+            out.push_str(&format!("digraph \"{}\" {{\n  rankdir = \"RL\";\n  node [shape = box];\n", stack.name));
+            for r in &stack.resources {
+                out.push_str(&format!("  \"{}\";\n", r.address));
+            }
+            for r in &stack.resources {
+                for &d in &r.deps {
+                    out.push_str(&format!("  \"{}\" -> \"{}\";\n", r.address, stack.resources[d].address));
+                }
+            }
+            out.push_str("}\n");
+        }
+        Format::Mermaid => {
+            out.push_str("flowchart RL\n");
+            let id = |a: &str| a.replace(['.', '-'], "_");
+            for r in &stack.resources {
+                out.push_str(&format!("  {}[\"{}\"]\n", id(&r.address), r.address));
+            }
+            for r in &stack.resources {
+                for &d in &r.deps {
+                    out.push_str(&format!("  {} --> {}\n", id(&r.address), id(&stack.resources[d].address)));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,199 @@
+//! Plan rendering for people: Terraform-familiar symbols, field-level diffs,
+//! long text as unified diffs, and a summary line.
+
+use std::fmt::Write as _;
+
+use similar::TextDiff;
+
+use super::{Action, Change, FieldDiff, Plan};
+use crate::resources::ReplaceOrder;
+use crate::value::Value;
+
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+}
+
+fn color_of(a: Action) -> &'static str {
+    match a {
+        Action::Create => "32",
+        Action::Update => "33",
+        Action::Replace => "35",
+        Action::Delete => "31",
+        Action::Adopt => "36",
+    }
+}
+
+pub fn render(plan: &Plan, header: &str, style: &Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{header}\n");
+    if plan.changes.is_empty() {
+        let _ = writeln!(out, "No changes. {} resource{} in sync.", plan.unchanged, crate::stack::diag::plural(plan.unchanged));
+        return out;
+    }
+    for c in &plan.changes {
+        render_change(&mut out, c, style);
+    }
+    out.push('\n');
+    let _ = writeln!(out, "{}", summary(plan));
+    for w in &plan.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+pub fn summary(plan: &Plan) -> String {
+    let mut s = format!(
+        "Plan: {} to add, {} to change, {} to replace, {} to delete",
+        plan.count(Action::Create),
+        plan.count(Action::Update),
+        plan.count(Action::Replace),
+        plan.count(Action::Delete)
+    );
+    if plan.count(Action::Adopt) > 0 {
+        let _ = write!(s, ", {} to adopt", plan.count(Action::Adopt));
+    }
+    s.push('.');
+    s
+}
+
+fn render_change(out: &mut String, c: &Change, style: &Style) {
+    let sym = c.action.symbol(c.replace_order);
+    let what = match c.action {
+        Action::Create => "create".to_string(),
+        Action::Update => "update in place".to_string(),
+        Action::Replace => {
+            let reasons: Vec<String> = c.fields.iter().filter(|f| f.forces_replace).map(short_change).collect();
+            let order = match c.replace_order {
+                Some(ReplaceOrder::CreateBeforeDestroy) => "create before destroy",
+                _ => "delete before create",
+            };
+            format!("replace, {order} ({})", reasons.join("; "))
+        }
+        Action::Delete => match &c.id {
+            Some(id) => format!("delete {id}"),
+            None => "delete".into(),
+        },
+        Action::Adopt => "adopt into state (no change to AWS)".into(),
+    };
+    let line = format!("{sym:>4} {:<34} {what}", c.address);
+    let _ = writeln!(out, "{}", style.paint(color_of(c.action), &line));
+    if let Some(n) = &c.note {
+        let _ = writeln!(out, "{:9}# {n}", "");
+    }
+    match c.action {
+        Action::Create => {
+            for f in &c.fields {
+                let empty = matches!(&f.new, Some(Value::Table(t)) if t.is_empty()) || matches!(&f.new, Some(Value::List(l)) if l.is_empty());
+                if let Some(v) = f.new.as_ref().filter(|_| !empty) {
+                    let _ = writeln!(out, "{:9}{} = {}", "", f.path, v);
+                }
+            }
+        }
+        Action::Update | Action::Replace | Action::Adopt => {
+            for f in &c.fields {
+                render_field(out, f);
+            }
+        }
+        Action::Delete => {}
+    }
+}
+
+fn show(v: &Option<Value>) -> String {
+    v.as_ref().map_or("(none)".into(), |v| v.to_string())
+}
+
+fn short_change(f: &FieldDiff) -> String {
+    format!("{} {} → {}", f.path, show(&f.old), show(&f.new))
+}
+
+fn is_long(v: &Option<Value>) -> bool {
+    matches!(v, Some(Value::Str(s)) if s.contains('\n') || s.len() > 100)
+}
+
+fn render_field(out: &mut String, f: &FieldDiff) {
+    let mark = if f.forces_replace { "  # forces replacement" } else { "" };
+    if is_long(&f.old) || is_long(&f.new) {
+        let o = f.old.as_ref().and_then(Value::as_str).unwrap_or_default();
+        let n = f.new.as_ref().and_then(Value::as_str).unwrap_or_default();
+        let _ = writeln!(out, "{:9}{}:{mark}", "", f.path);
+        let diff = TextDiff::from_lines(o, n);
+        for line in diff.unified_diff().context_radius(3).to_string().lines() {
+            let _ = writeln!(out, "{:11}{line}", "");
+        }
+    } else {
+        let _ = writeln!(out, "{:9}{}: {} → {}{mark}", "", f.path, show(&f.old), show(&f.new));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Attrs;
+
+    fn change(action: Action, fields: Vec<FieldDiff>) -> Change {
+        Change {
+            address: "security_group.efa".into(),
+            kind: "security_group",
+            action,
+            fields,
+            replace_order: None,
+            id: Some("sg-1".into()),
+            old_inputs: Attrs::new(),
+            old_outputs: Attrs::new(),
+            old_deps: vec![],
+            adopt: None,
+            stray: false,
+            note: None,
+        }
+    }
+
+    fn plan(changes: Vec<Change>) -> Plan {
+        Plan { stack: "s".into(), region: "r".into(), lineage: None, serial: 1, changes, unchanged: 2, destroy: false, warnings: vec![] }
+    }
+
+    #[test]
+    fn update_shows_field_diff_and_summary() {
+        let f = FieldDiff { path: "tags.team".into(), old: Some(Value::str("a")), new: Some(Value::str("b")), forces_replace: false };
+        let out = render(&plan(vec![change(Action::Update, vec![f])]), "h", &Style { color: false });
+        assert_eq!(
+            out,
+            "h\n\n   ~ security_group.efa                 update in place\n         tags.team: \"a\" → \"b\"\n\nPlan: 0 to add, 1 to change, 0 to replace, 0 to delete.\n"
+        );
+    }
+
+    #[test]
+    fn long_text_renders_as_unified_diff() {
+        let f = FieldDiff {
+            path: "user_data".into(),
+            old: Some(Value::str("[a]\nreplicas = 4\nx = 1\n")),
+            new: Some(Value::str("[a]\nreplicas = 8\nx = 1\n")),
+            forces_replace: false,
+        };
+        let out = render(&plan(vec![change(Action::Update, vec![f])]), "h", &Style { color: false });
+        assert!(out.contains("-replicas = 4"), "{out}");
+        assert!(out.contains("+replicas = 8"), "{out}");
+        assert!(out.contains("@@"), "{out}");
+    }
+
+    #[test]
+    fn replace_names_the_reason_and_order() {
+        let f = FieldDiff { path: "cidr_block".into(), old: Some(Value::str("10.0.2.0/24")), new: Some(Value::str("10.0.3.0/24")), forces_replace: true };
+        let mut c = change(Action::Replace, vec![f]);
+        c.replace_order = Some(ReplaceOrder::DeleteBeforeCreate);
+        let out = render(&plan(vec![c]), "h", &Style { color: false });
+        assert!(out.contains(" -/+ security_group.efa"), "{out}");
+        assert!(out.contains("replace, delete before create (cidr_block \"10.0.2.0/24\" → \"10.0.3.0/24\")"), "{out}");
+    }
+
+    #[test]
+    fn no_changes_says_so() {
+        let out = render(&plan(vec![]), "h", &Style { color: false });
+        assert!(out.contains("No changes. 2 resources in sync."), "{out}");
+    }
+}

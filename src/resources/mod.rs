@@ -1,0 +1,111 @@
+//! Resource kinds. Each kind is one file implementing [`Kind`]; adding a kind
+//! means adding its file and one line in [`KINDS`].
+
+mod iam_role;
+mod placement_group;
+mod security_group;
+mod subnet;
+mod vpc;
+
+use async_trait::async_trait;
+
+use crate::aws::{AwsError, Ctx, Service};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::Attrs;
+
+pub static KINDS: &[&'static dyn Kind] = &[
+    &vpc::Vpc,
+    &subnet::Subnet,
+    &iam_role::IamRole,
+    &security_group::SecurityGroup,
+    &placement_group::PlacementGroup,
+];
+
+pub fn kind(name: &str) -> Option<&'static dyn Kind> {
+    KINDS.iter().copied().find(|k| k.name() == name)
+}
+
+/// The `tags` attribute every taggable kind accepts.
+pub const TAGS: Attr = Attr::opt("tags", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update);
+
+/// What a kind's create or update returns: the physical id and the outputs.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub id: String,
+    pub outputs: Attrs,
+}
+
+/// An object found by refresh.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// From the `gpustack:address` tag (or the physical name, for IAM).
+    pub address: Option<String>,
+    pub id: String,
+    /// The inputs as AWS shows them now (a subset of the schema).
+    pub attrs: Attrs,
+    pub outputs: Attrs,
+}
+
+/// One create call's arguments.
+pub struct Create<'a> {
+    pub address: &'a str,
+    pub inputs: &'a Attrs,
+    /// Unique per attempt; sent as the idempotency token where the API has one.
+    pub token: &'a str,
+    /// True when this create replaces an object that still exists (create before destroy):
+    /// kinds with unique physical names then pick a fresh one.
+    pub replacing: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplaceOrder {
+    CreateBeforeDestroy,
+    DeleteBeforeCreate,
+}
+
+pub type Result<T> = std::result::Result<T, AwsError>;
+
+#[async_trait]
+pub trait Kind: Send + Sync + 'static {
+    /// The name users write: `[vpc.main]`.
+    fn name(&self) -> &'static str;
+    fn attrs(&self) -> &'static [Attr];
+    fn outputs(&self) -> &'static [(&'static str, Ty)];
+    fn service(&self) -> Service;
+    fn replace_order(&self) -> ReplaceOrder {
+        ReplaceOrder::CreateBeforeDestroy
+    }
+    /// Offline checks beyond the schema.
+    fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}
+    /// Puts resolved inputs into canonical form (sorted sets and the like) so that
+    /// equal meaning compares equal.
+    fn normalize(&self, _inputs: &mut Attrs) {}
+    /// The recorded inputs as they are now, given what refresh observed.
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        cur.extend(observed.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.normalize(&mut cur);
+        cur
+    }
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded>;
+    /// Every object of this kind tagged for `ctx.stack`: one paged call, not one per resource.
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>>;
+    /// Changes the fields in `changed` in place.
+    async fn update(&self, ctx: &Ctx, address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded>;
+    /// Deletes the object; an object already gone is success.
+    async fn delete(&self, ctx: &Ctx, address: &str, id: &str, inputs: &Attrs, outputs: &Attrs) -> Result<()>;
+}
+
+/// A string input (the planner has filled defaults and checked types).
+pub fn s<'a>(a: &'a Attrs, k: &str) -> &'a str {
+    a.get(k).and_then(|v| v.as_str()).unwrap_or_default()
+}
+
+pub fn b(a: &Attrs, k: &str) -> bool {
+    a.get(k).and_then(|v| v.as_bool()).unwrap_or(false)
+}
+
+pub fn i(a: &Attrs, k: &str) -> Option<i64> {
+    a.get(k).and_then(|v| v.as_int())
+}

@@ -1,0 +1,112 @@
+//! `placement_group`: an EC2 placement group (cluster for EFA training, spread or
+//! partition). Names are unique per account and region, so a replace deletes the
+//! old group first.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
+
+use super::{i, s, Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS};
+use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct PlacementGroup;
+
+const ATTRS: &[Attr] = &[
+    Attr::req("strategy", Ty::Enum(&["cluster", "spread", "partition"]), OnChange::Replace),
+    Attr::opt("partition_count", Ty::Int, Default::None, OnChange::Replace),
+    Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
+    TAGS,
+];
+
+#[async_trait]
+impl Kind for PlacementGroup {
+    fn name(&self) -> &'static str {
+        "placement_group"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("name", Ty::Str), ("id", Ty::Str)]
+    }
+    fn service(&self) -> Service {
+        Service::Ec2
+    }
+    fn replace_order(&self) -> ReplaceOrder {
+        ReplaceOrder::DeleteBeforeCreate
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        let strategy = r.attrs.get("strategy").and_then(|e| e.as_literal()).and_then(|v| v.as_str());
+        if let Some(pc) = r.attrs.get("partition_count") {
+            if strategy.is_some_and(|st| st != "partition") {
+                diags.push(
+                    Diagnostic::error("`partition_count` only applies to strategy \"partition\"", pc.span.clone())
+                        .help("remove partition_count, or set strategy = \"partition\""),
+                );
+            }
+            if let Some(n) = pc.as_literal().and_then(|v| v.as_int()) {
+                if !(1..=7).contains(&n) {
+                    diags.push(Diagnostic::error(format!("`partition_count` must be 1 to 7, found {n}"), pc.span.clone()));
+                }
+            }
+        }
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let name = s(req.inputs, "name");
+        let mut call = ctx
+            .ec2
+            .create_placement_group()
+            .group_name(name)
+            .strategy(PlacementStrategy::from(s(req.inputs, "strategy")))
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::PlacementGroup, req.address, req.inputs));
+        if let Some(n) = i(req.inputs, "partition_count") {
+            call = call.partition_count(n as i32);
+        }
+        let _p = ctx.permit(Service::Ec2).await;
+        let out = call.send().await.map_err(err("CreatePlacementGroup"))?;
+        let id = out.placement_group().and_then(|g| g.group_id()).unwrap_or_default().to_string();
+        Ok(recorded(id, name.to_string()))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        // DescribePlacementGroups is not paginated: one call returns every match.
+        let _p = ctx.permit(Service::Ec2).await;
+        let out = ctx.ec2.describe_placement_groups().filters(tags::stack_filter(ctx)).send().await.map_err(err("DescribePlacementGroups"))?;
+        Ok(out
+            .placement_groups()
+            .iter()
+            .map(|g| {
+                let all = tags::ec2_map(g.tags());
+                let id = g.group_id().unwrap_or_default().to_string();
+                let name = g.group_name().unwrap_or_default().to_string();
+                let mut attrs = Attrs::from([
+                    ("strategy".into(), Value::str(g.strategy().map(|x| x.as_str()).unwrap_or_default())),
+                    ("name".into(), Value::str(name.clone())),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                if let Some(n) = g.partition_count().filter(|n| *n > 0) {
+                    attrs.insert("partition_count".into(), Value::Int(n.into()));
+                }
+                Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id, name).outputs }
+            })
+            .collect())
+    }
+
+    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, _changed: &[String]) -> Result<Recorded> {
+        tags::sync_ec2(ctx, id, old, new).await?;
+        Ok(recorded(id.to_string(), s(new, "name").to_string()))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let _p = ctx.permit(Service::Ec2).await;
+        gone_is_ok(ctx.ec2.delete_placement_group().group_name(s(inputs, "name")).send().await.map(|_| ()).map_err(err("DeletePlacementGroup")))
+    }
+}
+
+fn recorded(id: String, name: String) -> Recorded {
+    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("name".into(), Value::str(name))]), id }
+}

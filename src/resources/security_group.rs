@@ -1,0 +1,364 @@
+//! `security_group`: a VPC security group whose rules are the complete set —
+//! what is not declared is revoked, AWS's default allow-all egress included.
+//! `efa = true` adds the rule EFA needs: all traffic in from and out to the
+//! group itself (aws-facts §3). Rules and `efa` update in place; `description`
+//! and `vpc` replace (create before destroy, the new group with a fresh name).
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
+
+use super::{b, s, Create, Kind, Observed, Recorded, Result, TAGS};
+use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct SecurityGroup;
+
+const RULE: &[Attr] = &[
+    Attr::opt("protocol", Ty::Str, Default::Str("-1"), OnChange::Update),
+    Attr::opt("from_port", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("to_port", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("cidr", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("security_group", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("self", Ty::Bool, Default::None, OnChange::Update),
+    Attr::opt("description", Ty::Str, Default::None, OnChange::Update),
+];
+
+const ATTRS: &[Attr] = &[
+    Attr::req("vpc", Ty::Str, OnChange::Replace),
+    Attr::opt("description", Ty::Str, Default::None, OnChange::Replace),
+    Attr::opt("efa", Ty::Bool, Default::Bool(false), OnChange::Update),
+    Attr::opt("ingress", Ty::List(&Ty::Object(RULE)), Default::EmptyList, OnChange::Update),
+    Attr::opt("egress", Ty::List(&Ty::Object(RULE)), Default::EmptyList, OnChange::Update),
+    Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
+    TAGS,
+];
+
+#[async_trait]
+impl Kind for SecurityGroup {
+    fn name(&self) -> &'static str {
+        "security_group"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("name", Ty::Str)]
+    }
+    fn service(&self) -> Service {
+        Service::Ec2
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        for dir in ["ingress", "egress"] {
+            let Some(crate::stack::expr::ExprKind::List(rules)) = r.attrs.get(dir).map(|e| &e.kind) else { continue };
+            for (n, rule) in rules.iter().enumerate() {
+                let crate::stack::expr::ExprKind::Table(t) = &rule.kind else { continue };
+                let sources = ["cidr", "security_group", "self"].iter().filter(|k| t.contains_key(**k)).count();
+                if sources != 1 {
+                    diags.push(
+                        Diagnostic::error(format!("`{dir}[{n}]` needs exactly one of `cidr`, `security_group` or `self`"), rule.span.clone())
+                            .help("for example { protocol = \"tcp\", from_port = 443, to_port = 443, cidr = \"10.0.0.0/16\" }"),
+                    );
+                }
+                let proto = t.get("protocol").and_then(|e| e.as_literal()).and_then(|v| v.as_str()).unwrap_or("-1");
+                if matches!(proto, "tcp" | "udp" | "6" | "17") && !t.contains_key("from_port") {
+                    diags.push(
+                        Diagnostic::error(format!("`{dir}[{n}]` with protocol \"{proto}\" needs `from_port`"), rule.span.clone())
+                            .help("add from_port (and to_port for a range), or use protocol = \"-1\" for all traffic"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        for dir in ["ingress", "egress"] {
+            if let Some(Value::List(rules)) = inputs.get(dir) {
+                let mut canon: Vec<Value> = rules.iter().map(canonical_rule).collect();
+                canon.sort_by_key(|r| r.to_string());
+                canon.dedup();
+                inputs.insert(dir.into(), Value::List(canon));
+            }
+        }
+    }
+
+    /// Observed rules are the whole effective set; fold the EFA self rules back into `efa`
+    /// when the recorded inputs had it, so an unchanged group shows no drift.
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        cur.extend(observed.iter().map(|(k, v)| (k.clone(), v.clone())));
+        self.normalize(&mut cur);
+        let efa_rule = canonical_rule(&self_all_traffic());
+        let has = |dir: &str, cur: &Attrs| cur.get(dir).and_then(Value::as_list).is_some_and(|l| l.contains(&efa_rule));
+        let efa = b(recorded, "efa") && has("ingress", &cur) && has("egress", &cur);
+        if efa {
+            for dir in ["ingress", "egress"] {
+                if let Some(Value::List(l)) = cur.get_mut(dir) {
+                    l.retain(|r| *r != efa_rule);
+                }
+            }
+        }
+        cur.insert("efa".into(), Value::Bool(efa));
+        cur
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let mut name = s(req.inputs, "name").to_string();
+        if req.replacing {
+            name = format!("{name}-{}", &req.token[..8.min(req.token.len())]);
+        }
+        let id = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2
+                .create_security_group()
+                .group_name(&name)
+                .description(s(req.inputs, "description"))
+                .vpc_id(s(req.inputs, "vpc"))
+                .tag_specifications(tags::ec2_spec(ctx, ResourceType::SecurityGroup, req.address, req.inputs))
+                .send()
+                .await
+                .map_err(err("CreateSecurityGroup"))?
+                .group_id()
+                .unwrap_or_default()
+                .to_string()
+        };
+        // A new VPC group starts with AWS's allow-all egress; declared rules are the whole set.
+        let default = Attrs::from([
+            ("ingress".into(), Value::List(vec![])),
+            ("egress".into(), Value::List(vec![canonical_rule(&rule("-1", "cidr", Value::str("0.0.0.0/0")))])),
+        ]);
+        sync_rules(ctx, &id, &default, req.inputs).await?;
+        Ok(recorded(id, name))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let mut found = vec![];
+        let mut pages = ctx.ec2.describe_security_groups().filters(tags::stack_filter(ctx)).into_paginator().send();
+        while let Some(page) = {
+            let _p = ctx.permit(Service::Ec2).await;
+            pages.next().await
+        } {
+            for g in page.map_err(err("DescribeSecurityGroups"))?.security_groups() {
+                let all = tags::ec2_map(g.tags());
+                let id = g.group_id().unwrap_or_default().to_string();
+                let attrs = Attrs::from([
+                    ("vpc".into(), Value::str(g.vpc_id().unwrap_or_default())),
+                    ("description".into(), Value::str(g.description().unwrap_or_default())),
+                    ("ingress".into(), Value::List(observed_rules(g.ip_permissions(), &id))),
+                    ("egress".into(), Value::List(observed_rules(g.ip_permissions_egress(), &id))),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                let name = g.group_name().unwrap_or_default().to_string();
+                found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id, name).outputs });
+            }
+        }
+        Ok(found)
+    }
+
+    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
+        if changed.iter().any(|c| matches!(c.as_str(), "ingress" | "egress" | "efa")) {
+            sync_rules(ctx, id, old, new).await?;
+        }
+        if changed.iter().any(|c| c == "tags") {
+            tags::sync_ec2(ctx, id, old, new).await?;
+        }
+        Ok(recorded(id.to_string(), String::new()))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let _p = ctx.permit(Service::Ec2).await;
+        gone_is_ok(ctx.ec2.delete_security_group().group_id(id).send().await.map(|_| ()).map_err(err("DeleteSecurityGroup")))
+    }
+}
+
+fn recorded(id: String, name: String) -> Recorded {
+    let mut outputs = Attrs::from([("id".into(), Value::str(id.clone()))]);
+    if !name.is_empty() {
+        outputs.insert("name".into(), Value::str(name));
+    }
+    Recorded { outputs, id }
+}
+
+fn rule(protocol: &str, source: &str, value: Value) -> Value {
+    Value::Table([("protocol".into(), Value::str(protocol)), (source.into(), value)].into())
+}
+
+fn self_all_traffic() -> Value {
+    rule("-1", "self", Value::Bool(true))
+}
+
+/// One rule in canonical form: protocol names lowercased (`all` → `-1`), no ports for
+/// all-traffic, `to_port` defaulting to `from_port`.
+fn canonical_rule(r: &Value) -> Value {
+    let Some(t) = r.as_table() else { return r.clone() };
+    let mut c = t.clone();
+    let proto = match t.get("protocol").and_then(Value::as_str).unwrap_or("-1").to_ascii_lowercase().as_str() {
+        "all" | "-1" => "-1".to_string(),
+        "6" => "tcp".into(),
+        "17" => "udp".into(),
+        "1" => "icmp".into(),
+        p => p.to_string(),
+    };
+    if proto == "-1" {
+        c.remove("from_port");
+        c.remove("to_port");
+    } else if let (Some(f), None) = (t.get("from_port"), t.get("to_port")) {
+        c.insert("to_port".into(), f.clone());
+    }
+    if c.get("self") == Some(&Value::Bool(false)) {
+        c.remove("self");
+    }
+    c.insert("protocol".into(), Value::str(proto));
+    Value::Table(c)
+}
+
+/// The group's effective rules: declared ones plus the EFA self rule.
+fn effective(inputs: &Attrs, dir: &str) -> Vec<Value> {
+    let mut rules: Vec<Value> = inputs.get(dir).and_then(Value::as_list).unwrap_or_default().iter().map(canonical_rule).collect();
+    if b(inputs, "efa") {
+        rules.push(canonical_rule(&self_all_traffic()));
+    }
+    rules.sort_by_key(|r| r.to_string());
+    rules.dedup();
+    rules
+}
+
+/// Revokes the rules `old` has and `new` lacks, then authorizes the rest.
+async fn sync_rules(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<()> {
+    for dir in ["ingress", "egress"] {
+        let (o, n) = (effective(old, dir), effective(new, dir));
+        let revoke: Vec<IpPermission> = o.iter().filter(|r| !n.contains(r)).map(|r| permission(r, id)).collect();
+        let grant: Vec<IpPermission> = n.iter().filter(|r| !o.contains(r)).map(|r| permission(r, id)).collect();
+        let _p = ctx.permit(Service::Ec2).await;
+        match (dir, revoke.is_empty()) {
+            ("ingress", false) => {
+                ctx.ec2.revoke_security_group_ingress().group_id(id).set_ip_permissions(Some(revoke)).send().await.map_err(err("RevokeSecurityGroupIngress"))?;
+            }
+            ("egress", false) => {
+                ctx.ec2.revoke_security_group_egress().group_id(id).set_ip_permissions(Some(revoke)).send().await.map_err(err("RevokeSecurityGroupEgress"))?;
+            }
+            _ => {}
+        }
+        match (dir, grant.is_empty()) {
+            ("ingress", false) => {
+                ctx.ec2.authorize_security_group_ingress().group_id(id).set_ip_permissions(Some(grant)).send().await.map_err(err("AuthorizeSecurityGroupIngress"))?;
+            }
+            ("egress", false) => {
+                ctx.ec2.authorize_security_group_egress().group_id(id).set_ip_permissions(Some(grant)).send().await.map_err(err("AuthorizeSecurityGroupEgress"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn permission(r: &Value, own_id: &str) -> IpPermission {
+    let t = r.as_table().cloned().unwrap_or_default();
+    let proto = t.get("protocol").and_then(Value::as_str).unwrap_or("-1");
+    let desc = t.get("description").and_then(Value::as_str).map(str::to_string);
+    let mut p = IpPermission::builder().ip_protocol(proto);
+    if proto != "-1" {
+        if let Some(f) = t.get("from_port").and_then(Value::as_int) {
+            p = p.from_port(f as i32);
+        }
+        if let Some(to) = t.get("to_port").and_then(Value::as_int) {
+            p = p.to_port(to as i32);
+        }
+    }
+    if let Some(c) = t.get("cidr").and_then(Value::as_str) {
+        p = if c.contains(':') {
+            p.ipv6_ranges(Ipv6Range::builder().cidr_ipv6(c).set_description(desc).build())
+        } else {
+            p.ip_ranges(IpRange::builder().cidr_ip(c).set_description(desc).build())
+        };
+    } else {
+        let group = match t.get("security_group").and_then(Value::as_str) {
+            Some(g) => g,
+            None => own_id,
+        };
+        p = p.user_id_group_pairs(UserIdGroupPair::builder().group_id(group).set_description(desc).build());
+    }
+    p.build()
+}
+
+/// AWS's permissions as canonical rules, one per source.
+fn observed_rules(perms: &[IpPermission], own_id: &str) -> Vec<Value> {
+    let mut out = vec![];
+    for p in perms {
+        let base = |source: &str, v: Value, desc: Option<&str>| {
+            let mut t = std::collections::BTreeMap::from([
+                ("protocol".to_string(), Value::str(p.ip_protocol().unwrap_or("-1"))),
+                (source.to_string(), v),
+            ]);
+            if let Some(f) = p.from_port() {
+                t.insert("from_port".into(), Value::Int(f.into()));
+            }
+            if let Some(to) = p.to_port() {
+                t.insert("to_port".into(), Value::Int(to.into()));
+            }
+            if let Some(d) = desc.filter(|d| !d.is_empty()) {
+                t.insert("description".into(), Value::str(d));
+            }
+            canonical_rule(&Value::Table(t))
+        };
+        for r in p.ip_ranges() {
+            out.push(base("cidr", Value::str(r.cidr_ip().unwrap_or_default()), r.description()));
+        }
+        for r in p.ipv6_ranges() {
+            out.push(base("cidr", Value::str(r.cidr_ipv6().unwrap_or_default()), r.description()));
+        }
+        for g in p.user_id_group_pairs() {
+            let gid = g.group_id().unwrap_or_default();
+            if gid == own_id {
+                out.push(base("self", Value::Bool(true), g.description()));
+            } else {
+                out.push(base("security_group", Value::str(gid), g.description()));
+            }
+        }
+    }
+    out.sort_by_key(|r| r.to_string());
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn efa_adds_self_all_traffic_both_ways() {
+        let inputs = Attrs::from([("efa".into(), Value::Bool(true))]);
+        for dir in ["ingress", "egress"] {
+            let rules = effective(&inputs, dir);
+            assert_eq!(rules, vec![canonical_rule(&self_all_traffic())]);
+        }
+    }
+
+    #[test]
+    fn canonical_rules_compare_by_meaning() {
+        let a = rule("ALL", "cidr", Value::str("10.0.0.0/8"));
+        let b = rule("-1", "cidr", Value::str("10.0.0.0/8"));
+        assert_eq!(canonical_rule(&a), canonical_rule(&b));
+        let mut tcp = rule("tcp", "cidr", Value::str("0.0.0.0/0")).as_table().cloned().unwrap();
+        tcp.insert("from_port".into(), Value::Int(443));
+        let c = canonical_rule(&Value::Table(tcp));
+        assert_eq!(c.as_table().unwrap().get("to_port"), Some(&Value::Int(443)));
+    }
+
+    #[test]
+    fn current_folds_observed_efa_rules() {
+        let recorded = Attrs::from([("efa".into(), Value::Bool(true)), ("ingress".into(), Value::List(vec![]))]);
+        let observed = Attrs::from([
+            ("ingress".into(), Value::List(vec![canonical_rule(&self_all_traffic())])),
+            ("egress".into(), Value::List(vec![canonical_rule(&self_all_traffic())])),
+        ]);
+        let cur = SecurityGroup.current(&recorded, &observed);
+        assert_eq!(cur.get("efa"), Some(&Value::Bool(true)));
+        assert_eq!(cur.get("ingress"), Some(&Value::List(vec![])));
+        // The egress self rule missing is drift: efa shows false.
+        let observed = Attrs::from([("ingress".into(), Value::List(vec![canonical_rule(&self_all_traffic())])), ("egress".into(), Value::List(vec![]))]);
+        assert_eq!(SecurityGroup.current(&recorded, &observed).get("efa"), Some(&Value::Bool(false)));
+    }
+}

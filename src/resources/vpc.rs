@@ -1,0 +1,234 @@
+//! `vpc`: a VPC, optionally with an internet gateway and a public route table
+//! (a default route to the gateway) that public subnets associate with.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{Filter, ResourceType};
+
+use super::{b, s, Create, Kind, Observed, Recorded, Result, TAGS};
+use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::value::{Attrs, Value};
+
+pub struct Vpc;
+
+const ATTRS: &[Attr] = &[
+    Attr::req("cidr_block", Ty::Str, OnChange::Replace),
+    Attr::opt("internet_gateway", Ty::Bool, Default::Bool(false), OnChange::Update),
+    TAGS,
+];
+
+/// Tag on the route table that public subnets use.
+pub const PUBLIC_ROUTES: &str = "gpustack:public-routes";
+
+#[async_trait]
+impl Kind for Vpc {
+    fn name(&self) -> &'static str {
+        "vpc"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str)]
+    }
+    fn service(&self) -> Service {
+        Service::Ec2
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let out = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2
+                .create_vpc()
+                .cidr_block(s(req.inputs, "cidr_block"))
+                .tag_specifications(tags::ec2_spec(ctx, ResourceType::Vpc, req.address, req.inputs))
+                .send()
+                .await
+                .map_err(err("CreateVpc"))?
+        };
+        let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
+        if b(req.inputs, "internet_gateway") {
+            attach_gateway(ctx, req.address, &id, req.inputs).await?;
+        }
+        Ok(recorded(id))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let mut found = vec![];
+        let mut pages = ctx.ec2.describe_vpcs().filters(tags::stack_filter(ctx)).into_paginator().send();
+        while let Some(page) = {
+            let _p = ctx.permit(Service::Ec2).await;
+            pages.next().await
+        } {
+            for v in page.map_err(err("DescribeVpcs"))?.vpcs() {
+                let all = tags::ec2_map(v.tags());
+                let id = v.vpc_id().unwrap_or_default().to_string();
+                let attrs = Attrs::from([
+                    ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id).outputs });
+            }
+        }
+        // Gateways: one paged call for the whole stack, matched to VPCs by attachment.
+        let gateways = stack_gateways(ctx).await?;
+        for o in &mut found {
+            let attached = gateways.iter().any(|(_, vpc)| vpc.as_deref() == Some(o.id.as_str()));
+            o.attrs.insert("internet_gateway".into(), Value::Bool(attached));
+        }
+        Ok(found)
+    }
+
+    async fn update(&self, ctx: &Ctx, address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
+        if changed.iter().any(|c| c == "internet_gateway") {
+            if b(new, "internet_gateway") {
+                attach_gateway(ctx, address, id, new).await?;
+            } else {
+                remove_gateways(ctx, address, id).await?;
+            }
+        }
+        if changed.iter().any(|c| c == "tags") {
+            tags::sync_ec2(ctx, id, old, new).await?;
+        }
+        Ok(recorded(id.to_string()))
+    }
+
+    async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        remove_gateways(ctx, address, id).await?;
+        let _p = ctx.permit(Service::Ec2).await;
+        gone_is_ok(ctx.ec2.delete_vpc().vpc_id(id).send().await.map(|_| ()).map_err(err("DeleteVpc")))
+    }
+}
+
+fn recorded(id: String) -> Recorded {
+    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone()))]), id }
+}
+
+/// Gives the VPC an attached, tagged internet gateway and the public route table.
+/// Idempotent: a gateway or table left by an interrupted run is found by its tags and reused.
+async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs) -> Result<()> {
+    let _p = ctx.permit(Service::Ec2).await;
+    let mine = ctx
+        .ec2
+        .describe_internet_gateways()
+        .filters(tags::stack_filter(ctx))
+        .filters(Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build())
+        .send()
+        .await
+        .map_err(err("DescribeInternetGateways"))?;
+    let existing = mine.internet_gateways().iter().find(|g| {
+        g.attachments().is_empty() || g.attachments().iter().any(|a| a.vpc_id() == Some(vpc))
+    });
+    let igw_id = match existing {
+        Some(g) => g.internet_gateway_id().unwrap_or_default().to_string(),
+        None => ctx
+            .ec2
+            .create_internet_gateway()
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::InternetGateway, address, inputs))
+            .send()
+            .await
+            .map_err(err("CreateInternetGateway"))?
+            .internet_gateway()
+            .and_then(|g| g.internet_gateway_id())
+            .unwrap_or_default()
+            .to_string(),
+    };
+    if !existing.is_some_and(|g| g.attachments().iter().any(|a| a.vpc_id() == Some(vpc))) {
+        ctx.ec2
+            .attach_internet_gateway()
+            .internet_gateway_id(&igw_id)
+            .vpc_id(vpc)
+            .send()
+            .await
+            .map_err(err("AttachInternetGateway"))?;
+    }
+    if !public_route_tables(ctx, vpc).await?.is_empty() {
+        return Ok(());
+    }
+    let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
+    spec.tags.get_or_insert_with(Vec::new).push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
+    let rt = ctx.ec2.create_route_table().vpc_id(vpc).tag_specifications(spec).send().await.map_err(err("CreateRouteTable"))?;
+    let rt_id = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default();
+    ctx.ec2
+        .create_route()
+        .route_table_id(rt_id)
+        .destination_cidr_block("0.0.0.0/0")
+        .gateway_id(&igw_id)
+        .send()
+        .await
+        .map_err(err("CreateRoute"))?;
+    Ok(())
+}
+
+/// The VPC's public route tables (those gpustack made for its internet gateway).
+pub async fn public_route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<aws_sdk_ec2::types::RouteTable>> {
+    let out = ctx
+        .ec2
+        .describe_route_tables()
+        .filters(Filter::builder().name("vpc-id").values(vpc).build())
+        .filters(Filter::builder().name(format!("tag:{PUBLIC_ROUTES}")).values("true").build())
+        .send()
+        .await
+        .map_err(err("DescribeRouteTables"))?;
+    Ok(out.route_tables().to_vec())
+}
+
+/// Removes the VPC's public route tables and its gateways: those attached to it and
+/// any unattached one tagged with its address (left by an interrupted create).
+async fn remove_gateways(ctx: &Ctx, address: &str, vpc: &str) -> Result<()> {
+    let _p = ctx.permit(Service::Ec2).await;
+    for rt in public_route_tables(ctx, vpc).await? {
+        for a in rt.associations().iter().filter(|a| !a.main().unwrap_or(false)) {
+            if let Some(aid) = a.route_table_association_id() {
+                gone_is_ok(ctx.ec2.disassociate_route_table().association_id(aid).send().await.map(|_| ()).map_err(err("DisassociateRouteTable")))?;
+            }
+        }
+        if let Some(id) = rt.route_table_id() {
+            gone_is_ok(ctx.ec2.delete_route_table().route_table_id(id).send().await.map(|_| ()).map_err(err("DeleteRouteTable")))?;
+        }
+    }
+    let mut gateways = vec![];
+    for filter in [
+        Filter::builder().name("attachment.vpc-id").values(vpc).build(),
+        Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build(),
+    ] {
+        let out = ctx
+            .ec2
+            .describe_internet_gateways()
+            .filters(filter)
+            .filters(tags::stack_filter(ctx))
+            .send()
+            .await
+            .map_err(err("DescribeInternetGateways"))?;
+        for g in out.internet_gateways() {
+            let attached_elsewhere = g.attachments().iter().any(|a| a.vpc_id().is_some_and(|v| v != vpc));
+            if !attached_elsewhere && !gateways.iter().any(|x: &aws_sdk_ec2::types::InternetGateway| x.internet_gateway_id() == g.internet_gateway_id()) {
+                gateways.push(g.clone());
+            }
+        }
+    }
+    for g in gateways {
+        let Some(gid) = g.internet_gateway_id() else { continue };
+        if !g.attachments().is_empty() {
+            gone_is_ok(ctx.ec2.detach_internet_gateway().internet_gateway_id(gid).vpc_id(vpc).send().await.map(|_| ()).map_err(err("DetachInternetGateway")))?;
+        }
+        gone_is_ok(ctx.ec2.delete_internet_gateway().internet_gateway_id(gid).send().await.map(|_| ()).map_err(err("DeleteInternetGateway")))?;
+    }
+    Ok(())
+}
+
+/// This stack's internet gateways: (gateway id, attached VPC).
+async fn stack_gateways(ctx: &Ctx) -> Result<Vec<(String, Option<String>)>> {
+    let mut out = vec![];
+    let mut pages = ctx.ec2.describe_internet_gateways().filters(tags::stack_filter(ctx)).into_paginator().send();
+    while let Some(page) = {
+        let _p = ctx.permit(Service::Ec2).await;
+        pages.next().await
+    } {
+        for g in page.map_err(err("DescribeInternetGateways"))?.internet_gateways() {
+            let vpc = g.attachments().first().and_then(|a| a.vpc_id()).map(str::to_string);
+            out.push((g.internet_gateway_id().unwrap_or_default().to_string(), vpc));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,136 @@
+"""Request log: a WSGI middleware that records every AWS request, so tests can count calls.
+
+Each request is recorded, in arrival order, as ``{"service": ..., "action": ...}``:
+
+* ``service``: the SigV4 credential scope's service (``Authorization: AWS4-HMAC-SHA256
+  Credential=AKID/20260101/us-west-2/ec2/aws4_request, ...`` -> ``"ec2"``; also the
+  ``X-Amz-Credential`` query parameter of presigned URLs), else ``null``.
+* ``action``: the ``Action`` query/form parameter (EC2, IAM, STS: query protocol), else the part
+  of ``X-Amz-Target`` after the last dot (JSON protocols), else ``"METHOD /path"`` (REST).
+
+Control endpoints, answered here and not forwarded to moto (nor recorded):
+
+* ``GET  /_gpustack/requests``       -> JSON array of the records, oldest first.
+* ``POST /_gpustack/requests/reset`` -> clears the log (``{"cleared": N}``).
+
+moto's own ``/moto-api/...`` calls are not recorded either. moto has nothing like this.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import threading
+from typing import Any, Callable, Iterable
+from urllib.parse import parse_qs
+
+CONTROL_PREFIX = "/_gpustack/"
+_CREDENTIAL = re.compile(r"Credential=([^,\s]+)")
+
+_lock = threading.Lock()
+_records: list[dict[str, Any]] = []
+
+
+def records() -> list[dict[str, Any]]:
+    with _lock:
+        return [dict(r) for r in _records]
+
+
+def reset() -> int:
+    with _lock:
+        n = len(_records)
+        _records.clear()
+        return n
+
+
+def _service_from_credential(credential: str) -> str | None:
+    # AKID/yyyymmdd/region/service/aws4_request
+    parts = credential.split("/")
+    if len(parts) >= 5 and parts[-1] == "aws4_request":
+        return parts[-2]
+    return None
+
+
+def _service(environ: dict[str, Any], query: dict[str, list[str]]) -> str | None:
+    match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+    if match:
+        return _service_from_credential(match.group(1))
+    cred = query.get("X-Amz-Credential")
+    if cred:
+        return _service_from_credential(cred[0])
+    return None
+
+
+def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
+    """Parse a form-encoded body without consuming it (wsgi.input is replaced by a copy)."""
+    if not environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    stream = environ["wsgi.input"]
+    if length > 0:
+        raw = stream.read(length)
+    elif "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        raw = stream.read()
+        environ["CONTENT_LENGTH"] = str(len(raw))
+    else:
+        return {}
+    environ["wsgi.input"] = io.BytesIO(raw)
+    if environ.get("HTTP_CONTENT_ENCODING", "").lower() == "gzip":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError:
+            return {}
+    return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
+
+
+def describe(environ: dict[str, Any]) -> dict[str, Any]:
+    query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+    service = _service(environ, query)
+    action = (query.get("Action") or [None])[0]
+    if action is None:
+        action = (_form_body(environ).get("Action") or [None])[0]
+    if action is None:
+        target = environ.get("HTTP_X_AMZ_TARGET")
+        if target:
+            action = target.rsplit(".", 1)[-1]
+    if action is None:
+        action = f"{environ.get('REQUEST_METHOD', 'GET')} {environ.get('PATH_INFO', '/')}"
+    return {"service": service, "action": action}
+
+
+def _json(start_response: Callable[..., Any], status: str, body: Any) -> Iterable[bytes]:
+    data = json.dumps(body).encode()
+    start_response(
+        status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+    )
+    return [data]
+
+
+class RequestLog:
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if path.startswith(CONTROL_PREFIX):
+            route = path.rstrip("/")
+            if route == "/_gpustack/requests" and method in ("GET", "HEAD"):
+                return _json(start_response, "200 OK", records())
+            if route == "/_gpustack/requests/reset" and method == "POST":
+                return _json(start_response, "200 OK", {"cleared": reset()})
+            return _json(start_response, "404 Not Found", {"error": f"no route {method} {path}"})
+        if not path.startswith("/moto-api"):
+            record = describe(environ)
+            with _lock:
+                _records.append(record)
+        return self.app(environ, start_response)
+
+
+def wrap_wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
+    return RequestLog(app)
