@@ -28,7 +28,7 @@ pub fn cycle_diagnostics(resources: &[Resource], source: &Source) -> Vec<Diagnos
     let g = build(resources);
     let mut out = vec![];
     for scc in tarjan_scc(&g) {
-        let start = scc[0].index();
+        let start = scc.iter().map(|n| n.index()).min().unwrap_or(0);
         let self_loop = resources[start].deps.contains(&start);
         if scc.len() < 2 && !self_loop {
             continue;

@@ -178,7 +178,16 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     let lower = word.to_ascii_lowercase();
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
-        let d = if c.eq_ignore_ascii_case(word) { 0 } else { edit_distance(&lower, &c.to_ascii_lowercase()) };
+        let cl = c.to_ascii_lowercase();
+        // A key that starts with a valid key (or is its start) is most likely that key.
+        let prefix = cl.len() >= 3 && lower.len() >= 3 && (lower.starts_with(&cl) || cl.starts_with(&lower));
+        let d = if c.eq_ignore_ascii_case(word) {
+            0
+        } else if prefix {
+            1
+        } else {
+            edit_distance(&lower, &cl)
+        };
         if best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
@@ -218,6 +227,7 @@ mod tests {
         assert_eq!(closest("Cidr_block", ["cidr_block", "vpc"]), Some("cidr_block"));
         assert_eq!(closest("cidr_blok", ["cidr_block", "vpc"]), Some("cidr_block"));
         assert_eq!(closest("zzzzzz", ["cidr_block", "vpc"]), None);
+        assert_eq!(closest("cidr_blok", ["protocol", "cidr", "self"]), Some("cidr"));
     }
 
     #[test]

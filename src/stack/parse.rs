@@ -225,7 +225,8 @@ impl Parser<'_> {
             };
             let mut depends_on = vec![];
             if let Some(e) = attrs.remove("depends_on") {
-                match e.as_literal() {
+                let literal = if e.as_single_ref().is_none() { Some(e.resolve(&|_| Value::Unknown)) } else { None };
+                match literal.as_ref() {
                     Some(Value::List(items)) if items.iter().all(|v| v.as_str().is_some()) => {
                         depends_on = items
                             .iter()

@@ -12,6 +12,9 @@ Control endpoints, answered here and not forwarded to moto (nor recorded):
 
 * ``GET  /_gpustack/requests``       -> JSON array of the records, oldest first.
 * ``POST /_gpustack/requests/reset`` -> clears the log (``{"cleared": N}``).
+* ``POST /_gpustack/latency?ms=N``   -> every later AWS request waits N ms before moto answers
+  (0 turns it off). Tests use it to hold an apply open (lock and kill -9 tests) and benchmarks to
+  model real API latency.
 
 moto's own ``/moto-api/...`` calls are not recorded either. moto has nothing like this.
 """
@@ -23,6 +26,7 @@ import io
 import json
 import re
 import threading
+import time
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs
 
@@ -31,6 +35,7 @@ _CREDENTIAL = re.compile(r"Credential=([^,\s]+)")
 
 _lock = threading.Lock()
 _records: list[dict[str, Any]] = []
+_latency_ms = 0
 
 
 def records() -> list[dict[str, Any]]:
@@ -124,11 +129,22 @@ class RequestLog:
                 return _json(start_response, "200 OK", records())
             if route == "/_gpustack/requests/reset" and method == "POST":
                 return _json(start_response, "200 OK", {"cleared": reset()})
+            if route == "/_gpustack/latency" and method == "POST":
+                global _latency_ms
+                query = parse_qs(environ.get("QUERY_STRING", ""))
+                try:
+                    _latency_ms = max(0, int((query.get("ms") or ["0"])[0]))
+                except ValueError:
+                    return _json(start_response, "400 Bad Request", {"error": "ms must be an integer"})
+                return _json(start_response, "200 OK", {"latency_ms": _latency_ms})
             return _json(start_response, "404 Not Found", {"error": f"no route {method} {path}"})
         if not path.startswith("/moto-api"):
             record = describe(environ)
             with _lock:
                 _records.append(record)
+                delay = _latency_ms
+            if delay:
+                time.sleep(delay / 1000.0)
         return self.app(environ, start_response)
 
 

@@ -1,0 +1,12 @@
+//! gpustack's integration tests: one test binary (the AWS SDKs link once).
+//! Each test runs the real `gpustack` binary against its own local emulator
+//! (moto's server, extended in tests/emulator/) and reads AWS back through the
+//! real Rust SDK.
+
+mod harness;
+
+mod crash;
+mod lifecycle;
+mod locking;
+mod refresh;
+mod validate;
