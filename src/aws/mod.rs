@@ -42,7 +42,6 @@ pub struct Ctx {
     pub ec2: aws_sdk_ec2::Client,
     pub iam: aws_sdk_iam::Client,
     pub stack: String,
-    pub region: String,
     limits: Arc<[(Service, Semaphore); 2]>,
 }
 
@@ -62,7 +61,6 @@ impl Ctx {
             ec2: aws_sdk_ec2::Client::new(&conf),
             iam: aws_sdk_iam::Client::new(&conf),
             stack: stack.to_string(),
-            region: region.to_string(),
             limits: Arc::new([limit(Service::Ec2), limit(Service::Iam)]),
         }
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use clap::{ArgAction, Args};
 use serde_json::Map;
+use tokio::sync::watch;
 
 use super::plan::{header, prepare, Prep, PrepareOpts, Prepared};
 use super::{confirm, load_stack, stdin_is_terminal, Global, VarArgs};
@@ -51,8 +52,9 @@ pub struct DestroyArgs {
 }
 
 pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
+    let cancel = on_interrupt();
     if plan::file::is_plan_file(&a.file) {
-        return apply_saved(g, &a).await;
+        return apply_saved(g, &a, cancel).await;
     }
     let Some(stack) = load_stack(g, &a.file, &a.vars) else { return Ok(1) };
     let command = format!("gpustack apply {}", a.file.display());
@@ -68,10 +70,10 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
     if !approved(g, a.auto_approve, &format!("Apply these changes to stack {}?", p.stack.name), "apply")? {
         return Ok(1);
     }
-    run(g, *p, "Apply").await
+    run(g, *p, "Apply", cancel).await
 }
 
-async fn apply_saved(g: &Global, a: &ApplyArgs) -> Result<i32> {
+async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -> Result<i32> {
     let saved = plan::file::read(&a.file)?;
     if !a.vars.vars.is_empty() || !a.targets.is_empty() {
         bail!("a saved plan already fixes its variables and targets; drop --var and --target, or plan again");
@@ -112,10 +114,11 @@ async fn apply_saved(g: &Global, a: &ApplyArgs) -> Result<i32> {
     if !p.plan.has_changes() {
         return Ok(0);
     }
-    run(g, *p, "Apply").await
+    run(g, *p, "Apply", cancel).await
 }
 
 pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
+    let cancel = on_interrupt();
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
     let command = format!("gpustack destroy {}", a.stack.display());
     let opts = PrepareOpts { targets: &a.targets, refresh: true, destroy: true, command, resolve_pending: true };
@@ -131,7 +134,7 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
     if !approved(g, a.auto_approve, &format!("Destroy {n} object(s) of stack {}? This cannot be undone.", p.stack.name), "destroy")? {
         return Ok(1);
     }
-    run(g, *p, "Destroy").await
+    run(g, *p, "Destroy", cancel).await
 }
 
 fn show_plan(g: &Global, p: &Prepared, verb: &str) {
@@ -160,19 +163,25 @@ fn approved(g: &Global, auto: bool, question: &str, verb: &str) -> Result<bool> 
     Ok(false)
 }
 
-/// Executes the plan, saves outputs, prints the summary. Ctrl-C once: finish in-flight
-/// work and record it; twice: exit at once (the state on disk is consistent either way).
-async fn run(g: &Global, p: Prepared, verb: &str) -> Result<i32> {
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+/// Ctrl-C once: start nothing new, let in-flight calls finish and be recorded. Twice: exit
+/// at once (the state on disk is consistent either way). Installed before planning so an
+/// early Ctrl-C means "change nothing" rather than the default kill.
+fn on_interrupt() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = cancel_tx.send(true);
+            let _ = tx.send(true);
             if tokio::signal::ctrl_c().await.is_ok() {
                 eprintln!("Second interrupt: exiting now. The state on disk is consistent; run apply again to resolve pending operations.");
                 std::process::exit(130);
             }
         }
     });
+    rx
+}
+
+/// Executes the plan, saves outputs, prints the summary.
+async fn run(g: &Global, p: Prepared, verb: &str, cancel_rx: watch::Receiver<bool>) -> Result<i32> {
     let mode = if g.json {
         Mode::Json
     } else if std::io::IsTerminal::is_terminal(&std::io::stderr()) {

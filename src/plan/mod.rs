@@ -108,16 +108,10 @@ impl Plan {
 /// stack's tags merged, physical name and description defaulted, normalized.
 pub fn desired_inputs(stack: &Stack, idx: usize, outputs_of: &dyn Fn(&str) -> Option<Attrs>) -> Attrs {
     let r = &stack.resources[idx];
-    let mut cache: HashMap<&str, Option<Attrs>> = HashMap::new();
     let lookup = |x: &crate::stack::OutputRef| -> Value {
-        let outs = match cache.get(x.address.as_str()) {
-            Some(o) => o.clone(),
-            None => outputs_of(&x.address),
-        };
-        outs.and_then(|o| o.get(&x.output).cloned()).unwrap_or(Value::Unknown)
+        outputs_of(&x.address).and_then(|o| o.get(&x.output).cloned()).unwrap_or(Value::Unknown)
     };
     let mut inputs: Attrs = r.attrs.iter().map(|(k, e)| (k.clone(), e.resolve(&lookup))).collect();
-    cache.clear();
     for a in r.kind.attrs() {
         if !inputs.contains_key(a.name) {
             let v = match a.name {

@@ -34,9 +34,6 @@ impl Kind for IamRole {
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("arn", Ty::Str), ("name", Ty::Str), ("instance_profile", Ty::Str)]
     }
-    fn service(&self) -> Service {
-        Service::Iam
-    }
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate
     }

@@ -9,7 +9,7 @@ mod vpc;
 
 use async_trait::async_trait;
 
-use crate::aws::{AwsError, Ctx, Service};
+use crate::aws::{AwsError, Ctx};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::Attrs;
@@ -72,7 +72,6 @@ pub trait Kind: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     fn attrs(&self) -> &'static [Attr];
     fn outputs(&self) -> &'static [(&'static str, Ty)];
-    fn service(&self) -> Service;
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }

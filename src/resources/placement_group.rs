@@ -31,9 +31,6 @@ impl Kind for PlacementGroup {
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("name", Ty::Str), ("id", Ty::Str)]
     }
-    fn service(&self) -> Service {
-        Service::Ec2
-    }
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate
     }

@@ -46,9 +46,6 @@ impl Kind for SecurityGroup {
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("id", Ty::Str), ("name", Ty::Str)]
     }
-    fn service(&self) -> Service {
-        Service::Ec2
-    }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         for dir in ["ingress", "egress"] {

@@ -31,9 +31,6 @@ impl Kind for Subnet {
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("id", Ty::Str), ("availability_zone", Ty::Str)]
     }
-    fn service(&self) -> Service {
-        Service::Ec2
-    }
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate
     }

@@ -31,9 +31,6 @@ impl Kind for Vpc {
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("id", Ty::Str)]
     }
-    fn service(&self) -> Service {
-        Service::Ec2
-    }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let out = {
@@ -48,7 +45,7 @@ impl Kind for Vpc {
         };
         let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
         if b(req.inputs, "internet_gateway") {
-            attach_gateway(ctx, req.address, &id, req.inputs).await?;
+            attach_gateway(ctx, req.address, &id, req.inputs, req.token).await?;
         }
         Ok(recorded(id))
     }
@@ -82,7 +79,7 @@ impl Kind for Vpc {
     async fn update(&self, ctx: &Ctx, address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
         if changed.iter().any(|c| c == "internet_gateway") {
             if b(new, "internet_gateway") {
-                attach_gateway(ctx, address, id, new).await?;
+                attach_gateway(ctx, address, id, new, &uuid::Uuid::new_v4().to_string()).await?;
             } else {
                 remove_gateways(ctx, address, id).await?;
             }
@@ -106,7 +103,7 @@ fn recorded(id: String) -> Recorded {
 
 /// Gives the VPC an attached, tagged internet gateway and the public route table.
 /// Idempotent: a gateway or table left by an interrupted run is found by its tags and reused.
-async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs) -> Result<()> {
+async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs, token: &str) -> Result<()> {
     let _p = ctx.permit(Service::Ec2).await;
     let mine = ctx
         .ec2
@@ -147,7 +144,7 @@ async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs) -> 
     }
     let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
     spec.tags.get_or_insert_with(Vec::new).push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
-    let rt = ctx.ec2.create_route_table().vpc_id(vpc).tag_specifications(spec).send().await.map_err(err("CreateRouteTable"))?;
+    let rt = ctx.ec2.create_route_table().vpc_id(vpc).client_token(token).tag_specifications(spec).send().await.map_err(err("CreateRouteTable"))?;
     let rt_id = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default();
     ctx.ec2
         .create_route()

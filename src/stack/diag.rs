@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,10 +55,6 @@ impl Source {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         Source { path: path.into(), text, line_starts }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -135,10 +131,6 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
-    pub fn has_errors(&self) -> bool {
-        self.items.iter().any(Diagnostic::is_error)
-    }
-
     pub fn render(&self, color: bool) -> String {
         let mut out = String::new();
         for d in &self.items {

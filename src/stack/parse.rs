@@ -19,6 +19,7 @@ const META_KEYS: &[&str] = &["depends_on", "prevent_destroy"];
 struct Parser<'a> {
     src: &'a str,
     vars: BTreeMap<String, Value>,
+    used_vars: std::collections::BTreeSet<String>,
     diags: Vec<Diagnostic>,
 }
 
@@ -37,7 +38,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         }
     };
     let root = doc.as_table();
-    let mut p = Parser { src: &source.text, vars: BTreeMap::new(), diags: vec![] };
+    let mut p = Parser { src: &source.text, vars: BTreeMap::new(), used_vars: Default::default(), diags: vec![] };
     p.collect_vars(root, var_sources);
 
     // [stack]
@@ -103,6 +104,19 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
     let cycle_diags = crate::graph::cycle_diagnostics(&resources, &source);
     p.diags.extend(cycle_diags);
 
+    let declared: Vec<String> = match root.get("vars") {
+        Some(Item::Table(t)) => t.iter().map(|(k, _)| k.to_string()).collect(),
+        _ => vec![],
+    };
+    for (k, _) in var_sources.cli {
+        if !p.used_vars.contains(k) && !declared.contains(k) {
+            let d = Diagnostic::warning(format!("--var {k} is not declared in [vars] and nothing uses it"), None);
+            p.diags.push(match closest(k, declared.iter().map(String::as_str)) {
+                Some(c) => d.help(format!("did you mean --var {c}=...?")),
+                None => d.help("check the variable's name; ${var.NAME} uses it"),
+            });
+        }
+    }
     let vars = std::mem::take(&mut p.vars);
     let (errors, warnings): (Vec<_>, Vec<_>) = p.diags.into_iter().partition(Diagnostic::is_error);
     if !errors.is_empty() {
@@ -433,6 +447,7 @@ impl Parser<'_> {
     }
 
     fn var(&mut self, name: &str, span: Span) -> Value {
+        self.used_vars.insert(name.to_string());
         match self.vars.get(name) {
             Some(v) => v.clone(),
             None => {

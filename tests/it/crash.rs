@@ -52,3 +52,31 @@ fn kill_9_mid_apply() {
 fn kill_9_late_in_apply() {
     crash_then_recover(Duration::from_millis(1200));
 }
+
+#[test]
+fn ctrl_c_finishes_in_flight_work_records_it_and_exits_non_zero() {
+    let env = Env::new();
+    env.write("s.toml", &network_stack("intr", ""));
+    env.emu.set_latency(80);
+    let child = env
+        .command(&["apply", "s.toml", "--auto-approve"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "interrupted apply exits non-zero:\n{stderr}");
+    assert!(stderr.contains("Interrupted: finishing the"), "{stderr}");
+    // In-flight calls finished and were recorded: nothing is left pending.
+    let st = env.state("intr");
+    assert!(st.get("pending").is_none(), "in-flight work recorded: {st}");
+    assert!(st["resources"].as_object().unwrap().len() < 6, "something was left to do: {st}");
+    env.emu.set_latency(0);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
+    assert_eq!(env.tagged("intr").vpcs.len(), 1);
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs every test: sets up the local AWS emulator's virtualenv (moto, pinned; from PyPI the
+# first time), then cargo test — unit tests and the one integration-test binary, which
+# starts an emulator per test on a free loopback port.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tests/emulator/setup.sh
+# Two cores: two tests at a time keeps each test's emulator responsive.
+exec cargo test --locked "$@" -- --test-threads "${GPUSTACK_TEST_THREADS:-2}"
