@@ -167,9 +167,9 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
             let Some(entry) = entry else {
                 planned_outputs.insert(r.address.clone(), None);
                 if in_scope {
-                    changes.push(new_change(r.address.clone(), r.kind.name(), Action::Create, refreshed.notes.get(&r.address).cloned()));
-                    let c = changes.last_mut().unwrap_or_else(|| unreachable!());
+                    let mut c = new_change(r.address.clone(), r.kind.name(), Action::Create, refreshed.notes.get(&r.address).cloned());
                     c.fields = desired.iter().map(|(k, v)| FieldDiff { path: k.clone(), old: None, new: Some(v.clone()), forces_replace: false }).collect();
+                    changes.push(c);
                 }
                 continue;
             };

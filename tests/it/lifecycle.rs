@@ -253,3 +253,18 @@ fn a_failure_skips_dependents_and_independent_work_finishes() {
     let v: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
     assert_eq!(v["summary"]["unchanged"], 6, "{v}");
 }
+
+#[test]
+fn json_mode_emits_one_event_per_line_for_pipelines() {
+    let env = Env::new();
+    env.write("s.toml", &network_stack("jsonl", ""));
+    let r = env.ok(&["apply", "s.toml", "--auto-approve", "--json"]);
+    let events: Vec<serde_json::Value> = r.stdout.lines().map(|l| serde_json::from_str(l).expect("each stdout line is JSON")).collect();
+    assert_eq!(events.first().unwrap()["event"], "plan");
+    assert_eq!(events.first().unwrap()["plan"]["summary"]["create"], 6);
+    assert_eq!(events.iter().filter(|e| e["event"] == "done").count(), 6, "{events:?}");
+    let summary = events.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(summary["ok"], true);
+    assert!(summary["outputs"]["vpc_id"].as_str().unwrap().starts_with("vpc-"));
+}

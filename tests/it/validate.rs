@@ -215,3 +215,20 @@ fn usage_errors_exit_1_and_help_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--detailed-exitcode"));
 }
+
+#[test]
+fn every_shipped_stack_validates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for dir in ["stacks", "examples"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let out = Command::new(bin()).arg("validate").arg(&path).output().unwrap();
+                assert!(out.status.success(), "{} does not validate:\n{}", path.display(), String::from_utf8_lossy(&out.stderr));
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 2, "found {n} shipped stacks");
+}
