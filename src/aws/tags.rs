@@ -71,3 +71,10 @@ pub async fn sync_ec2(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<(
     }
     Ok(())
 }
+
+/// True when EC2 tags say the object was created by `address` of this stack: the test
+/// for adopting an object whose create raced with a crash or whose name is taken.
+pub fn is_ours(ctx: &Ctx, tags: &[Tag], address: &str) -> bool {
+    let m = ec2_map(tags);
+    m.get(STACK) == Some(&ctx.stack) && m.get(ADDRESS).map(String::as_str) == Some(address)
+}

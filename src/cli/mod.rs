@@ -83,7 +83,7 @@ enum Command {
     State(state::StateCommand),
     /// Print the stack's outputs, saved at the last apply
     Output(state::OutputArgs),
-    /// Explain or clear a held state lock
+    /// Show who holds the state lock (a local lock frees itself when its holder exits)
     ForceUnlock(state::UnlockArgs),
 }
 

@@ -85,7 +85,11 @@ pub async fn execute(
     let mut blocked = vec![false; ops.len()];
     let mut finished = vec![false; ops.len()];
     let mut running = tokio::task::JoinSet::new();
-    let mut interrupted = false;
+    // An interrupt before execution (say, at the prompt) means: change nothing.
+    let mut interrupted = *cancel.borrow_and_update();
+    if interrupted {
+        env.progress.note("Interrupted before any change: nothing was started.");
+    }
     loop {
         if !interrupted {
             while let Some(i) = ready.pop_front() {

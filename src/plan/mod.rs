@@ -215,13 +215,20 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
                 planned_outputs.insert(r.address.clone(), None);
                 change.action = Action::Replace;
                 change.replace_order = Some(r.kind.replace_order());
-                if r.prevent_destroy || entry.prevent_destroy {
+                if r.prevent_destroy {
                     errors.push(refusal(stack, &r.address, "replace"));
                 }
             } else {
                 planned_outputs.insert(r.address.clone(), Some(old_outputs));
                 if change.fields.is_empty() {
                     change.action = Action::Adopt;
+                    // Only prevent_destroy changed: state records it, AWS is not touched.
+                    if change.adopt.is_none() && entry.prevent_destroy != r.prevent_destroy {
+                        let mut e = entry.clone();
+                        e.prevent_destroy = r.prevent_destroy;
+                        change.adopt = Some(e);
+                        change.note = Some(format!("prevent_destroy: {} → {} (state only)", entry.prevent_destroy, r.prevent_destroy));
+                    }
                 }
             }
             if !in_scope || (change.action == Action::Adopt && change.adopt.is_none()) {

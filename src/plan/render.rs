@@ -79,7 +79,7 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             Some(id) => format!("delete {id}"),
             None => "delete".into(),
         },
-        Action::Adopt => "adopt into state (no change to AWS)".into(),
+        Action::Adopt => "record in state (no change to AWS)".into(),
     };
     let line = format!("{sym:>4} {:<34} {what}", c.address);
     let _ = writeln!(out, "{}", style.paint(color_of(c.action), &line));

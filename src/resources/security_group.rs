@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
 use super::{b, s, Create, Kind, Observed, Recorded, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use crate::aws::{err, gone_is_ok, tags, AwsError, Ctx, Service};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -106,27 +106,52 @@ impl Kind for SecurityGroup {
         if req.replacing {
             name = format!("{name}-{}", &req.token[..8.min(req.token.len())]);
         }
-        let id = {
+        let vpc = s(req.inputs, "vpc");
+        let created = {
             let _p = ctx.permit(Service::Ec2).await;
             ctx.ec2
                 .create_security_group()
                 .group_name(&name)
                 .description(s(req.inputs, "description"))
-                .vpc_id(s(req.inputs, "vpc"))
+                .vpc_id(vpc)
                 .tag_specifications(tags::ec2_spec(ctx, ResourceType::SecurityGroup, req.address, req.inputs))
                 .send()
                 .await
-                .map_err(err("CreateSecurityGroup"))?
-                .group_id()
-                .unwrap_or_default()
-                .to_string()
+                .map_err(err("CreateSecurityGroup"))
         };
         // A new VPC group starts with AWS's allow-all egress; declared rules are the whole set.
-        let default = Attrs::from([
+        let mut current = Attrs::from([
             ("ingress".into(), Value::List(vec![])),
             ("egress".into(), Value::List(vec![canonical_rule(&rule("-1", "cidr", Value::str("0.0.0.0/0")))])),
         ]);
-        sync_rules(ctx, &id, &default, req.inputs).await?;
+        let id = match created {
+            Ok(out) => out.group_id().unwrap_or_default().to_string(),
+            // The name is taken: by this very resource (a create that raced a crash) it is
+            // adopted, with whatever rules it has now as the starting point.
+            Err(e) if e.code.as_deref() == Some("InvalidGroup.Duplicate") => {
+                let _p = ctx.permit(Service::Ec2).await;
+                let found = ctx
+                    .ec2
+                    .describe_security_groups()
+                    .filters(aws_sdk_ec2::types::Filter::builder().name("group-name").values(&name).build())
+                    .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(vpc).build())
+                    .send()
+                    .await
+                    .map_err(err("DescribeSecurityGroups"))?;
+                let Some(g) = found.security_groups().iter().find(|g| tags::is_ours(ctx, g.tags(), req.address)) else {
+                    return Err(AwsError {
+                        detail: format!("{}; it was not created by {} of this stack: set `name` to another name", e.detail, req.address),
+                        ..e
+                    });
+                };
+                let id = g.group_id().unwrap_or_default().to_string();
+                current.insert("ingress".into(), Value::List(observed_rules(g.ip_permissions(), &id)));
+                current.insert("egress".into(), Value::List(observed_rules(g.ip_permissions_egress(), &id)));
+                id
+            }
+            Err(e) => return Err(e),
+        };
+        sync_rules(ctx, &id, &current, req.inputs).await?;
         Ok(recorded(id, name))
     }
 

@@ -3,7 +3,7 @@
 //! Everything but tags replaces, deleting the old subnet first (its CIDR is taken).
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{AttributeBooleanValue, ResourceType};
+use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
 use super::{b, s, Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS};
 use crate::aws::{err, gone_is_ok, tags, AwsError, Ctx, Service};
@@ -37,20 +37,40 @@ impl Kind for Subnet {
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let vpc = s(req.inputs, "vpc");
+        let cidr = s(req.inputs, "cidr_block");
         let _p = ctx.permit(Service::Ec2).await;
-        let out = ctx
+        let created = ctx
             .ec2
             .create_subnet()
             .vpc_id(vpc)
-            .cidr_block(s(req.inputs, "cidr_block"))
+            .cidr_block(cidr)
             .availability_zone(s(req.inputs, "availability_zone"))
             .tag_specifications(tags::ec2_spec(ctx, ResourceType::Subnet, req.address, req.inputs))
             .send()
             .await
-            .map_err(err("CreateSubnet"))?;
-        let sub = out.subnet();
-        let id = sub.and_then(|x| x.subnet_id()).unwrap_or_default().to_string();
-        let az = sub.and_then(|x| x.availability_zone()).unwrap_or_default().to_string();
+            .map_err(err("CreateSubnet"));
+        let (id, az) = match created {
+            Ok(out) => {
+                let sub = out.subnet();
+                (sub.and_then(|x| x.subnet_id()).unwrap_or_default().to_string(), sub.and_then(|x| x.availability_zone()).unwrap_or_default().to_string())
+            }
+            // The CIDR is taken: by this very resource (a create that raced a crash) it is adopted.
+            Err(e) if e.code.as_deref() == Some("InvalidSubnet.Conflict") => {
+                let found = ctx
+                    .ec2
+                    .describe_subnets()
+                    .filters(Filter::builder().name("vpc-id").values(vpc).build())
+                    .filters(Filter::builder().name("cidr-block").values(cidr).build())
+                    .send()
+                    .await
+                    .map_err(err("DescribeSubnets"))?;
+                let Some(sn) = found.subnets().iter().find(|sn| tags::is_ours(ctx, sn.tags(), req.address)) else {
+                    return Err(AwsError { detail: format!("{}; another subnet of the VPC uses that CIDR", e.detail), ..e });
+                };
+                (sn.subnet_id().unwrap_or_default().to_string(), sn.availability_zone().unwrap_or_default().to_string())
+            }
+            Err(e) => return Err(e),
+        };
         if b(req.inputs, "public") {
             ctx.ec2
                 .modify_subnet_attribute()
@@ -67,7 +87,10 @@ impl Kind for Subnet {
                     detail: format!("VPC {vpc} has no public route table; set internet_gateway = true on its vpc"),
                 });
             };
-            ctx.ec2.associate_route_table().route_table_id(rt).subnet_id(&id).send().await.map_err(err("AssociateRouteTable"))?;
+            let associated = rts.iter().flat_map(|r| r.associations()).any(|a| a.subnet_id() == Some(id.as_str()));
+            if !associated {
+                ctx.ec2.associate_route_table().route_table_id(rt).subnet_id(&id).send().await.map_err(err("AssociateRouteTable"))?;
+            }
         }
         Ok(recorded(id, az))
     }

@@ -67,11 +67,15 @@ impl Kind for Vpc {
                 found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id).outputs });
             }
         }
-        // Gateways: one paged call for the whole stack, matched to VPCs by attachment.
+        // A VPC has its internet gateway when the gateway is attached and the public route
+        // table exists: an interrupted create can leave one without the other, and then the
+        // plan shows an update that finishes the job. One paged call each for the whole stack.
         let gateways = stack_gateways(ctx).await?;
+        let routed = stack_public_route_vpcs(ctx).await?;
         for o in &mut found {
             let attached = gateways.iter().any(|(_, vpc)| vpc.as_deref() == Some(o.id.as_str()));
-            o.attrs.insert("internet_gateway".into(), Value::Bool(attached));
+            let complete = attached && routed.iter().any(|v| *v == o.id);
+            o.attrs.insert("internet_gateway".into(), Value::Bool(complete));
         }
         Ok(found)
     }
@@ -226,6 +230,26 @@ async fn stack_gateways(ctx: &Ctx) -> Result<Vec<(String, Option<String>)>> {
             let vpc = g.attachments().first().and_then(|a| a.vpc_id()).map(str::to_string);
             out.push((g.internet_gateway_id().unwrap_or_default().to_string(), vpc));
         }
+    }
+    Ok(out)
+}
+
+/// VPCs of this stack that have a public route table.
+async fn stack_public_route_vpcs(ctx: &Ctx) -> Result<Vec<String>> {
+    let mut out = vec![];
+    let mut pages = ctx
+        .ec2
+        .describe_route_tables()
+        .filters(tags::stack_filter(ctx))
+        .filters(Filter::builder().name(format!("tag:{PUBLIC_ROUTES}")).values("true").build())
+        .into_paginator()
+        .send();
+    while let Some(page) = {
+        let _p = ctx.permit(Service::Ec2).await;
+        pages.next().await
+    } {
+        let page = page.map_err(err("DescribeRouteTables"))?;
+        out.extend(page.route_tables().iter().filter_map(|r| r.vpc_id().map(str::to_string)));
     }
     Ok(out)
 }

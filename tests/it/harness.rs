@@ -201,7 +201,13 @@ impl Env {
                 route_tables: rts.route_tables().iter().filter_map(|v| v.route_table_id().map(String::from)).collect(),
                 placement_groups: pgs.placement_groups().iter().filter_map(|v| v.group_name().map(String::from)).collect(),
                 roles: roles.roles().iter().map(|r| r.role_name().to_string()).collect(),
-                instance_profiles: profiles.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()).collect(),
+                // moto ignores PathPrefix for ListInstanceProfiles: filter here.
+                instance_profiles: profiles
+                    .instance_profiles()
+                    .iter()
+                    .filter(|p| p.path() == format!("/gpustack/{stack}/"))
+                    .map(|p| p.instance_profile_name().to_string())
+                    .collect(),
             }
         })
     }

@@ -162,6 +162,16 @@ fn prevent_destroy_refuses_destroy_and_replace() {
     let p = env.run(&["plan", "s.toml"]);
     assert_eq!(p.code, 1, "{p:?}");
     assert!(p.stderr.contains("would replace it"), "{p:?}");
+
+    // Lifting the protection is recorded in state by itself; then destroy proceeds.
+    env.write("s.toml", &network_stack("keep", ""));
+    let lift = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(lift.code, 2, "{lift:?}");
+    assert!(lift.stdout.contains("prevent_destroy: true → false (state only)"), "{lift:?}");
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(env.state("keep")["resources"]["placement_group.train"].get("prevent_destroy"), None);
+    env.ok(&["destroy", "s.toml", "--auto-approve"]);
+    assert_eq!(env.tagged("keep").total(), 0);
 }
 
 #[test]

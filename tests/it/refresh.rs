@@ -29,8 +29,8 @@ fn refresh_calls_grow_with_kinds_not_resources() {
     let many = refresh_calls(&env);
     assert_eq!(few.len(), many.len(), "2 groups: {few:?}\n20 groups: {many:?}");
     assert_eq!(many.iter().filter(|(_, a)| a == "DescribeSecurityGroups").count(), 1, "{many:?}");
-    // Two kinds: VPCs (plus their gateways) and security groups.
-    assert!(many.len() <= 3, "{many:?}");
+    // Two kinds: VPCs (with their gateways and public route tables) and security groups.
+    assert_eq!(many.len(), 4, "{many:?}");
     // No refresh at all: no AWS call.
     env.emu.reset_requests();
     env.ok(&["plan", "s.toml", "--refresh=false"]);
