@@ -213,24 +213,27 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
             }
         }
     }
+    // Who refers to an address, now or as last applied: the creates and updates that must
+    // move off an object before it is deleted. Built once, so ordering stays linear.
+    let mut referrers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for r in &stack.resources {
+        let Some(&k) = forward.get(r.address.as_str()) else { continue };
+        let desired = r.deps.iter().map(|&i| stack.resources[i].address.as_str());
+        let old = changes[ops[k].change].old_deps.iter().map(String::as_str);
+        for target in desired.chain(old).filter(|t| *t != r.address) {
+            referrers.entry(target).or_default().push(k);
+        }
+    }
     // Deletes of old objects before deletes of what they depended on; dependents move
-    // off an object (create or update) before it is deleted, except delete-before-create.
+    // off an object before it is deleted, except delete-before-create.
     for (&x, &d) in &deletes {
         for y in &changes[ops[d].change].old_deps {
             if let Some(&dy) = deletes.get(y.as_str()) {
                 edges.push((d, dy));
             }
         }
-        if dbc[d] {
-            continue;
-        }
-        for r in &stack.resources {
-            let Some(&k) = forward.get(r.address.as_str()) else { continue };
-            let desired = r.deps.iter().any(|&i| stack.resources[i].address == x);
-            let old = changes[ops[k].change].old_deps.iter().any(|o| o == x);
-            if (desired || old) && r.address != x {
-                edges.push((k, d));
-            }
+        if !dbc[d] {
+            edges.extend(referrers.get(x).into_iter().flatten().map(|&k| (k, d)));
         }
     }
     // Objects found by tags have no recorded dependencies: order them by kind.

@@ -131,8 +131,7 @@ impl Kind for IamRole {
         Ok(found)
     }
 
-    async fn update(&self, ctx: &Ctx, address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
-        let _ = address;
+    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
         let has = |f: &str| changed.iter().any(|c| c == f);
         if has("service") {
             let _p = ctx.permit(Service::Iam).await;

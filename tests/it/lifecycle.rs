@@ -278,3 +278,41 @@ fn json_mode_emits_one_event_per_line_for_pipelines() {
     assert_eq!(summary["ok"], true);
     assert!(summary["outputs"]["vpc_id"].as_str().unwrap().starts_with("vpc-"));
 }
+
+#[test]
+fn security_group_replace_creates_first_and_moves_dependents_before_deleting() {
+    let env = Env::new();
+    let extra = "\n[security_group.nodes]\nvpc = \"${vpc.main.id}\"\ningress = [{ security_group = \"${security_group.efa.id}\" }]\n";
+    env.write("s.toml", &network_stack("cbd", extra));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let old = env.state("cbd")["resources"]["security_group.efa"]["id"].as_str().unwrap().to_string();
+
+    // A new description replaces the group; `nodes` refers to it and must follow.
+    let changed = network_stack("cbd", extra).replace("[security_group.efa]\n", "[security_group.efa]\ndescription = \"EFA group\"\n");
+    env.write("s.toml", &changed);
+    let plan = env.ok(&["plan", "s.toml"]);
+    assert!(plan.stdout.contains(" +/- security_group.efa                 replace, create before destroy"), "{plan:?}");
+    assert!(plan.stdout.contains("   ~ security_group.nodes"), "{plan:?}");
+    let apply = env.ok(&["apply", "s.toml", "--auto-approve"]);
+    // Order: the new group exists, nodes moves to it, then the old group goes.
+    let pos = |s: &str| apply.stderr.find(s).unwrap_or_else(|| panic!("{s} missing:\n{apply:?}"));
+    assert!(pos("security_group.efa: created") < pos("security_group.nodes: updated"), "{apply:?}");
+    assert!(pos("security_group.nodes: updated") < pos(&format!("security_group.efa: deleted {old}")), "{apply:?}");
+
+    let st = env.state("cbd");
+    let new = st["resources"]["security_group.efa"]["id"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    assert!(st.get("deposed").is_none(), "old copy deleted: {st}");
+    assert!(st["resources"]["security_group.efa"]["outputs"]["name"].as_str().unwrap().starts_with("cbd-efa-"), "the new group got a fresh name");
+    let t = env.tagged("cbd");
+    assert_eq!(t.security_groups.len(), 2, "{t:?}");
+    assert!(!t.security_groups.contains(&old));
+    let nodes = st["resources"]["security_group.nodes"]["id"].as_str().unwrap().to_string();
+    let ec2 = env.emu.ec2();
+    block_on(async move {
+        let g = ec2.describe_security_groups().group_ids(&nodes).send().await.unwrap();
+        let refs: Vec<_> = g.security_groups()[0].ip_permissions().iter().flat_map(|p| p.user_id_group_pairs()).filter_map(|u| u.group_id()).map(String::from).collect();
+        assert_eq!(refs, vec![new], "nodes refers to the new group");
+    });
+    assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
+}
