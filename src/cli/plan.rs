@@ -67,8 +67,8 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     let state_path = g.state_path(&stack.name);
     let lock = local::lock(&state_path, g.lock_timeout, &o.command)?;
     let state = local::read(&state_path)?;
-    if let Some(st) = &state {
-        if st.stack != stack.name {
+    if let Some(st) = &state
+        && st.stack != stack.name {
             bail!(
                 "the state file {} belongs to stack \"{}\", not \"{}\"; pass --state for this stack's own state",
                 state_path.display(),
@@ -76,14 +76,29 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
                 stack.name
             );
         }
-    }
     let ctx = Ctx::connect(&stack.name, &stack.region).await;
     let pending = state.as_ref().is_some_and(|s| !s.pending.is_empty());
     let refreshed = if o.refresh || (o.resolve_pending && pending) {
         if !o.refresh && !g.json {
             eprintln!("Refreshing anyway: the state has operations of an interrupted run to resolve.");
         }
-        plan::refresh::refresh(&ctx, &stack, state.as_ref()).await?
+        let first = plan::refresh::refresh(&ctx, &stack, state.as_ref()).await?;
+        if first.unconfirmed.is_empty() {
+            first
+        } else {
+            // A create that was in flight when the last run died may land after we looked;
+            // creating again now could make a duplicate. Look once more after a pause.
+            let secs: f64 = std::env::var("GPUSTACK_SETTLE_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5.0);
+            if !g.json {
+                eprintln!(
+                    "{} create(s) of an interrupted run ({}) not found yet; looking again in {secs}s before creating anew.",
+                    first.unconfirmed.len(),
+                    first.unconfirmed.join(", ")
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_secs_f64(secs.max(0.0))).await;
+            plan::refresh::refresh(&ctx, &stack, state.as_ref()).await?
+        }
     } else {
         Refreshed::skipped()
     };

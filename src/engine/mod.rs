@@ -316,11 +316,10 @@ async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String
             env.journal
                 .commit(|s| {
                     s.pending.retain(|p| p.token != token);
-                    if let Some(old) = s.resources.insert(c.address.clone(), entry) {
-                        if replacing {
+                    if let Some(old) = s.resources.insert(c.address.clone(), entry)
+                        && replacing {
                             s.deposed.push(crate::state::Deposed { address: c.address.clone(), resource: old });
                         }
-                    }
                 })
                 .await
                 .map_err(|e| e.to_string())?;

@@ -184,11 +184,10 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
                     for a in r.kind.attrs() {
                         if let Some(v) = obs.get(a.name) {
                             cur.insert(a.name.to_string(), v.clone());
-                        } else if a.on_change == OnChange::Replace {
-                            if let Some(v) = desired.get(a.name) {
+                        } else if a.on_change == OnChange::Replace
+                            && let Some(v) = desired.get(a.name) {
                                 cur.insert(a.name.to_string(), v.clone());
                             }
-                        }
                     }
                     r.kind.current(&cur, &obs)
                 }

@@ -26,6 +26,9 @@ pub struct Refreshed {
     pub strays: Vec<(String, ResourceState)>,
     pub notes: HashMap<String, String>,
     pub skipped: bool,
+    /// Addresses whose pending create found nothing tagged for them: the call may still be
+    /// landing (AWS shows new objects after a moment), so look again before creating anew.
+    pub unconfirmed: Vec<String>,
 }
 
 impl Refreshed {
@@ -103,7 +106,66 @@ pub fn merge(stack: &Stack, state: Option<&State>, found: Vec<(&'static dyn Kind
             }
         }
     }
+    if let Some(before) = state {
+        out.unconfirmed = before
+            .pending
+            .iter()
+            .filter(|p| p.operation == crate::state::Operation::Create && !before.resources.contains_key(&p.address))
+            .filter(|p| !out.adopted.contains_key(&p.address) && !out.strays.iter().any(|(a, _)| *a == p.address))
+            .map(|p| p.address.clone())
+            .collect();
+    }
     st.pending.clear();
     out.state = Some(st);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::{Source, VarSources};
+    use crate::state::{Operation, Pending};
+    use crate::value::Value;
+
+    fn stack() -> Stack {
+        let text = "[stack]\nname = \"m\"\nregion = \"us-west-2\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[vpc.other]\ncidr_block = \"10.1.0.0/16\"\n";
+        let none = |_: &str| None;
+        Stack::parse(Source::new("m.toml", text.into()), &VarSources { cli: &[], env: &none }).unwrap_or_else(|d| panic!("{d}"))
+    }
+
+    fn vpc(id: &str, address: &str) -> Observed {
+        Observed { address: Some(address.into()), id: id.into(), attrs: Attrs::from([("cidr_block".into(), Value::str("10.0.0.0/16"))]), outputs: Attrs::new() }
+    }
+
+    fn pending_create(address: &str) -> Pending {
+        Pending { address: address.into(), kind: "vpc".into(), operation: Operation::Create, token: "t".into(), id: None, started: "now".into() }
+    }
+
+    #[test]
+    fn pending_creates_are_adopted_when_found_and_unconfirmed_when_not() {
+        let s = stack();
+        let mut st = State::new("m", "us-west-2");
+        st.pending = vec![pending_create("vpc.main"), pending_create("vpc.other")];
+        let kind = resources::kind("vpc").unwrap();
+        let r = merge(&s, Some(&st), vec![(kind, vec![vpc("vpc-1", "vpc.main")])]);
+        assert_eq!(r.adopted.keys().collect::<Vec<_>>(), vec!["vpc.main"]);
+        assert_eq!(r.unconfirmed, vec!["vpc.other".to_string()]);
+        assert!(r.state.unwrap().pending.is_empty());
+    }
+
+    #[test]
+    fn duplicates_become_strays_and_vanished_objects_leave_state() {
+        let s = stack();
+        let mut st = State::new("m", "us-west-2");
+        st.resources.insert(
+            "vpc.other".into(),
+            ResourceState { kind: "vpc".into(), id: "vpc-gone".into(), inputs: Default::default(), outputs: Default::default(), deps: vec![], prevent_destroy: false },
+        );
+        let kind = resources::kind("vpc").unwrap();
+        let r = merge(&s, Some(&st), vec![(kind, vec![vpc("vpc-1", "vpc.main"), vpc("vpc-2", "vpc.main")])]);
+        assert_eq!(r.adopted["vpc.main"].id, "vpc-1");
+        assert_eq!(r.strays.iter().map(|(a, e)| (a.as_str(), e.id.as_str())).collect::<Vec<_>>(), vec![("vpc.main", "vpc-2")]);
+        assert!(!r.state.as_ref().unwrap().resources.contains_key("vpc.other"));
+        assert_eq!(r.notes["vpc.other"], "vpc-gone was deleted outside gpustack");
+    }
 }

@@ -39,8 +39,8 @@ impl Kind for IamRole {
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
-        if let Some(e) = r.attrs.get("inline_policies") {
-            if let Some(Value::Table(t)) = e.as_literal() {
+        if let Some(e) = r.attrs.get("inline_policies")
+            && let Some(Value::Table(t)) = e.as_literal() {
                 for (name, doc) in t {
                     if let Some(Err(je)) = doc.as_str().map(serde_json::from_str::<serde_json::Value>) {
                         diags.push(
@@ -50,9 +50,8 @@ impl Kind for IamRole {
                     }
                 }
             }
-        }
-        if let Some(e) = r.attrs.get("managed_policies") {
-            if let Some(Value::List(l)) = e.as_literal() {
+        if let Some(e) = r.attrs.get("managed_policies")
+            && let Some(Value::List(l)) = e.as_literal() {
                 for p in l.iter().filter_map(Value::as_str).filter(|p| !p.starts_with("arn:")) {
                     diags.push(
                         Diagnostic::error(format!("managed policy \"{p}\" is not an ARN"), e.span.clone())
@@ -60,7 +59,6 @@ impl Kind for IamRole {
                     );
                 }
             }
-        }
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
@@ -212,13 +210,12 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+        if bytes[i] == b'%' && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
                 out.push(b);
                 i += 3;
                 continue;
             }
-        }
         out.push(bytes[i]);
         i += 1;
     }

@@ -44,11 +44,10 @@ impl Kind for PlacementGroup {
                         .help("remove partition_count, or set strategy = \"partition\""),
                 );
             }
-            if let Some(n) = pc.as_literal().and_then(|v| v.as_int()) {
-                if !(1..=7).contains(&n) {
+            if let Some(n) = pc.as_literal().and_then(|v| v.as_int())
+                && !(1..=7).contains(&n) {
                     diags.push(Diagnostic::error(format!("`partition_count` must be 1 to 7, found {n}"), pc.span.clone()));
                 }
-            }
         }
     }
 

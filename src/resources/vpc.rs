@@ -74,7 +74,7 @@ impl Kind for Vpc {
         let routed = stack_public_route_vpcs(ctx).await?;
         for o in &mut found {
             let attached = gateways.iter().any(|(_, vpc)| vpc.as_deref() == Some(o.id.as_str()));
-            let complete = attached && routed.iter().any(|v| *v == o.id);
+            let complete = attached && routed.contains(&o.id);
             o.attrs.insert("internet_gateway".into(), Value::Bool(complete));
         }
         Ok(found)

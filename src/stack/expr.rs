@@ -69,9 +69,9 @@ pub fn parse_template(s: &str) -> Result<Vec<RawPart>, (usize, String)> {
     while let Some(i) = rest.find('$') {
         lit.push_str(&rest[..i]);
         let after = &rest[i..];
-        if after.starts_with("$${") {
+        if let Some(tail) = after.strip_prefix("$${") {
             lit.push_str("${");
-            rest = &after[3..];
+            rest = tail;
             offset += i + 3;
         } else if after.starts_with("${") {
             let Some(close) = after.find('}') else {

@@ -51,11 +51,10 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
                 region = p.stack_string(m, "region", e.span.clone());
                 if let Some(te) = m.get("tags") {
                     schema::check(te, &Ty::Map(&Ty::Str), "stack.tags", &|_| None, &mut p.diags);
-                    if te.as_single_ref().is_none() {
-                        if let Value::Table(t) = te.resolve(&|_| Value::Unknown) {
+                    if te.as_single_ref().is_none()
+                        && let Value::Table(t) = te.resolve(&|_| Value::Unknown) {
                             tags = t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
                         }
-                    }
                 }
                 for (k, v) in m.iter().filter(|(k, _)| !STACK_KEYS.contains(&k.as_str())) {
                     p.diags.push(schema::unknown_key(k, v, STACK_KEYS.iter().copied(), "stack"));

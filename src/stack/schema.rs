@@ -100,11 +100,10 @@ pub fn check(expr: &Expr, ty: &Ty, what: &str, out_ty: OutputType, diags: &mut V
     }
     if let Some(r) = expr.as_single_ref() {
         // The referenced output's type decides; a list output may fill a list attribute.
-        if let Some(rt) = out_ty(r) {
-            if !compatible(&rt, ty) {
+        if let Some(rt) = out_ty(r)
+            && !compatible(&rt, ty) {
                 diags.push(mismatch(&format!("`{}.{}`, which is {}", r.address, r.output, rt.describe())));
             }
-        }
         return;
     }
     match (&expr.kind, ty) {
@@ -159,16 +158,14 @@ fn check_value(v: &Value, expr: &Expr, ty: &Ty, what: &str, diags: &mut Vec<Diag
     };
     if !ok {
         let mut d = Diagnostic::error(format!("`{what}` must be {}, found {}", ty.describe(), v.type_name()), expr.span.clone());
-        if let (Value::Str(s), Ty::Int | Ty::Number) = (v, ty) {
-            if s.parse::<f64>().is_ok() {
+        if let (Value::Str(s), Ty::Int | Ty::Number) = (v, ty)
+            && s.parse::<f64>().is_ok() {
                 d = d.help(format!("write the number without quotes: {s}"));
             }
-        }
-        if let (Value::Str(s), Ty::Bool) = (v, ty) {
-            if s == "true" || s == "false" {
+        if let (Value::Str(s), Ty::Bool) = (v, ty)
+            && (s == "true" || s == "false") {
                 d = d.help(format!("write the boolean without quotes: {s}"));
             }
-        }
         if let (Value::Str(_), Ty::List(_)) = (v, ty) {
             d = d.help("wrap the value in brackets: [\"...\"]");
         }

@@ -153,6 +153,8 @@ impl Env {
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env_remove("AWS_PROFILE")
             .env("NO_COLOR", "1")
+            // The emulator answers in-flight calls within milliseconds of a kill.
+            .env("GPUSTACK_SETTLE_SECONDS", "1")
             .stdin(Stdio::null());
         c
     }
