@@ -72,6 +72,13 @@ impl Emulator {
         self.http("POST", &format!("/_gpustack/latency?ms={ms}"));
     }
 
+    /// Every `every`th later AWS request fails with `kind` ("throttle" or "5xx"); 0 turns it off.
+    /// Returns how many faults the emulator has injected so far.
+    pub fn set_faults(&self, every: u64, kind: &str) -> u64 {
+        let v: serde_json::Value = serde_json::from_str(&self.http("POST", &format!("/_gpustack/faults?every={every}&kind={kind}"))).unwrap();
+        v["injected_so_far"].as_u64().unwrap()
+    }
+
     fn sdk_config(&self) -> aws_sdk_ec2::config::Builder {
         aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())

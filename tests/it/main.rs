@@ -6,6 +6,7 @@
 mod harness;
 
 mod crash;
+mod faults;
 mod lifecycle;
 mod locking;
 mod refresh;

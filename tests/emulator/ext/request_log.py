@@ -15,6 +15,11 @@ Control endpoints, answered here and not forwarded to moto (nor recorded):
 * ``POST /_gpustack/latency?ms=N``   -> every later AWS request waits N ms before moto answers
   (0 turns it off). Tests use it to hold an apply open (lock and kill -9 tests) and benchmarks to
   model real API latency.
+* ``POST /_gpustack/faults?every=N&kind=throttle|5xx`` -> every Nth later AWS request fails before
+  moto sees it (so a retry is always safe): ``throttle`` answers like AWS's rate limiting
+  (EC2 ``RequestLimitExceeded``/503, other services ``Throttling``/400), ``5xx`` with
+  ``InternalError``/500. ``every=0`` turns it off. Tests use it to prove apply converges
+  through the SDK's retries.
 
 moto's own ``/moto-api/...`` calls are not recorded either. moto has nothing like this.
 """
@@ -36,6 +41,9 @@ _CREDENTIAL = re.compile(r"Credential=([^,\s]+)")
 _lock = threading.Lock()
 _records: list[dict[str, Any]] = []
 _latency_ms = 0
+# Fault injection: fail every Nth AWS request (`every`), of `kind`; `seen` counts requests since
+# it was set, `injected` counts faults served in total.
+_faults: dict[str, Any] = {"every": 0, "kind": "throttle", "seen": 0, "injected": 0}
 
 
 def records() -> list[dict[str, Any]]:
@@ -116,6 +124,29 @@ def _json(start_response: Callable[..., Any], status: str, body: Any) -> Iterabl
     return [data]
 
 
+def _fault_response(start_response: Callable[..., Any], kind: str, service: str | None) -> Iterable[bytes]:
+    """An AWS error as the query protocols write it: EC2's <Response><Errors> shape, or the
+    <ErrorResponse> shape of IAM and the other query services."""
+    if kind == "throttle":
+        code, message = ("RequestLimitExceeded", "Request limit exceeded.") if service == "ec2" else ("Throttling", "Rate exceeded")
+        status = "503 Service Unavailable" if service == "ec2" else "400 Bad Request"
+    else:
+        code, message, status = "InternalError", "An internal error has occurred", "500 Internal Server Error"
+    if service == "ec2":
+        body = (
+            f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code>"
+            f"<Message>{message}</Message></Error></Errors><RequestID>gpustack-fault</RequestID></Response>"
+        )
+    else:
+        body = (
+            f"<ErrorResponse><Error><Type>{'Sender' if kind == 'throttle' else 'Receiver'}</Type><Code>{code}</Code>"
+            f"<Message>{message}</Message></Error><RequestId>gpustack-fault</RequestId></ErrorResponse>"
+        )
+    data = body.encode()
+    start_response(status, [("Content-Type", "text/xml"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
 class RequestLog:
     def __init__(self, app: Callable[..., Any]) -> None:
         self.app = app
@@ -129,6 +160,19 @@ class RequestLog:
                 return _json(start_response, "200 OK", records())
             if route == "/_gpustack/requests/reset" and method == "POST":
                 return _json(start_response, "200 OK", {"cleared": reset()})
+            if route == "/_gpustack/faults" and method == "POST":
+                query = parse_qs(environ.get("QUERY_STRING", ""))
+                kind = (query.get("kind") or ["throttle"])[0]
+                try:
+                    every = max(0, int((query.get("every") or ["0"])[0]))
+                except ValueError:
+                    return _json(start_response, "400 Bad Request", {"error": "every must be an integer"})
+                if kind not in ("throttle", "5xx"):
+                    return _json(start_response, "400 Bad Request", {"error": "kind is throttle or 5xx"})
+                with _lock:
+                    _faults.update(every=every, kind=kind, seen=0)
+                    injected = _faults["injected"]
+                return _json(start_response, "200 OK", {"every": every, "kind": kind, "injected_so_far": injected})
             if route == "/_gpustack/latency" and method == "POST":
                 global _latency_ms
                 query = parse_qs(environ.get("QUERY_STRING", ""))
@@ -143,8 +187,16 @@ class RequestLog:
             with _lock:
                 _records.append(record)
                 delay = _latency_ms
+                fault = None
+                if _faults["every"]:
+                    _faults["seen"] += 1
+                    if _faults["seen"] % _faults["every"] == 0:
+                        _faults["injected"] += 1
+                        fault = _faults["kind"]
             if delay:
                 time.sleep(delay / 1000.0)
+            if fault:
+                return _fault_response(start_response, fault, record.get("service"))
         return self.app(environ, start_response)
 
 
