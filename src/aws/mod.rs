@@ -100,6 +100,12 @@ where
 }
 
 impl AwsError {
+    /// The create's name (or CIDR) is held by an object that is not this address's: say so
+    /// and what to do, keeping AWS's code and message.
+    pub fn taken_by_other(self, what_to_do: &str) -> AwsError {
+        AwsError { detail: format!("{}; the object holding it was not created by this resource: {what_to_do}", self.detail), ..self }
+    }
+
     /// True when AWS says the object does not exist (so a delete has nothing left to do).
     pub fn is_not_found(&self) -> bool {
         self.code.as_deref().is_some_and(|c| c.ends_with(".NotFound") || c.ends_with(".Unknown") || c == "NoSuchEntity")

@@ -82,23 +82,18 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
         if !o.refresh && !g.json {
             eprintln!("Refreshing anyway: the state has operations of an interrupted run to resolve.");
         }
-        let first = plan::refresh::refresh(&ctx, &stack, state.as_ref()).await?;
-        if first.unconfirmed.is_empty() {
-            first
-        } else {
-            // A create that was in flight when the last run died may land after we looked;
-            // creating again now could make a duplicate. Look once more after a pause.
-            let secs: f64 = std::env::var("GPUSTACK_SETTLE_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5.0);
+        let secs: f64 = std::env::var("GPUSTACK_SETTLE_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5.0);
+        let on_wait = |addresses: &[String]| {
             if !g.json {
                 eprintln!(
                     "{} create(s) of an interrupted run ({}) not found yet; looking again in {secs}s before creating anew.",
-                    first.unconfirmed.len(),
-                    first.unconfirmed.join(", ")
+                    addresses.len(),
+                    addresses.join(", ")
                 );
             }
-            tokio::time::sleep(std::time::Duration::from_secs_f64(secs.max(0.0))).await;
-            plan::refresh::refresh(&ctx, &stack, state.as_ref()).await?
-        }
+        };
+        let settle = std::time::Duration::from_secs_f64(secs.max(0.0));
+        plan::refresh::refresh_settled(&ctx, &stack, state.as_ref(), settle, &on_wait).await?
     } else {
         Refreshed::skipped()
     };

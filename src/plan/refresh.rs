@@ -37,6 +37,25 @@ impl Refreshed {
     }
 }
 
+/// Refreshes; when a pending create of an interrupted run finds nothing tagged for it, waits
+/// `settle` (after telling `on_wait` which addresses) and looks once more, because the call may
+/// have landed just as the run died and AWS shows new objects after a moment.
+pub async fn refresh_settled(
+    ctx: &Ctx,
+    stack: &Stack,
+    state: Option<&State>,
+    settle: std::time::Duration,
+    on_wait: &dyn Fn(&[String]),
+) -> Result<Refreshed> {
+    let first = refresh(ctx, stack, state).await?;
+    if first.unconfirmed.is_empty() {
+        return Ok(first);
+    }
+    on_wait(&first.unconfirmed);
+    tokio::time::sleep(settle).await;
+    refresh(ctx, stack, state).await
+}
+
 /// Reads every kind the stack or the state uses, concurrently, one paged call each.
 pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<Refreshed> {
     let mut kinds: BTreeSet<&'static str> = stack.resources.iter().map(|r| r.kind.name()).collect();

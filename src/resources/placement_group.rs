@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
 use super::{i, s, Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, AwsError, Ctx, Service};
+use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -70,12 +70,7 @@ impl Kind for PlacementGroup {
                 let found = ctx.ec2.describe_placement_groups().group_names(name).send().await.map_err(err("DescribePlacementGroups"))?;
                 match found.placement_groups().iter().find(|g| tags::is_ours(ctx, g.tags(), req.address)) {
                     Some(g) => g.group_id().unwrap_or_default().to_string(),
-                    None => {
-                        return Err(AwsError {
-                            detail: format!("{}; it was not created by {} of this stack: set `name` to another name", e.detail, req.address),
-                            ..e
-                        })
-                    }
+                    None => return Err(e.taken_by_other("set `name` to another name")),
                 }
             }
             Err(e) => return Err(e),

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
 use super::{b, s, Create, Kind, Observed, Recorded, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, AwsError, Ctx, Service};
+use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -139,10 +139,7 @@ impl Kind for SecurityGroup {
                     .await
                     .map_err(err("DescribeSecurityGroups"))?;
                 let Some(g) = found.security_groups().iter().find(|g| tags::is_ours(ctx, g.tags(), req.address)) else {
-                    return Err(AwsError {
-                        detail: format!("{}; it was not created by {} of this stack: set `name` to another name", e.detail, req.address),
-                        ..e
-                    });
+                    return Err(e.taken_by_other("set `name` to another name"));
                 };
                 let id = g.group_id().unwrap_or_default().to_string();
                 current.insert("ingress".into(), Value::List(observed_rules(g.ip_permissions(), &id)));

@@ -65,7 +65,7 @@ impl Kind for Subnet {
                     .await
                     .map_err(err("DescribeSubnets"))?;
                 let Some(sn) = found.subnets().iter().find(|sn| tags::is_ours(ctx, sn.tags(), req.address)) else {
-                    return Err(AwsError { detail: format!("{}; another subnet of the VPC uses that CIDR", e.detail), ..e });
+                    return Err(e.taken_by_other("choose a CIDR no other subnet of the VPC uses"));
                 };
                 (sn.subnet_id().unwrap_or_default().to_string(), sn.availability_zone().unwrap_or_default().to_string())
             }

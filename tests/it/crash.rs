@@ -42,7 +42,7 @@ fn crash_then_recover(at: KillPoint) {
     assert_eq!(again.code, 0, "recovery apply failed after a kill at (recorded, pending) = {seen:?}:\n{again:?}");
     let t = env.tagged("crash");
     assert_eq!(
-        (t.vpcs.len(), t.subnets.len(), t.security_groups.len(), t.gateways.len(), t.route_tables.len(), t.placement_groups.len(), t.roles.len(), t.instance_profiles.len()),
+        t.counts(),
         (1, 2, 1, 1, 1, 1, 1, 1),
         "every object exactly once after a kill at {seen:?}: {t:?}\n{again:?}"
     );

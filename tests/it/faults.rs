@@ -13,7 +13,7 @@ fn converges_through(kind: &str, every: u64) {
     assert!(injected >= 3, "the faults were exercised: {injected}");
     let t = env.tagged("flaky");
     assert_eq!(
-        (t.vpcs.len(), t.subnets.len(), t.security_groups.len(), t.gateways.len(), t.route_tables.len(), t.placement_groups.len(), t.roles.len(), t.instance_profiles.len()),
+        t.counts(),
         (1, 2, 1, 1, 1, 1, 1, 1),
         "{t:?}"
     );

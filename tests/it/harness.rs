@@ -235,6 +235,20 @@ pub struct Tagged {
 }
 
 impl Tagged {
+    /// (vpcs, subnets, security groups, gateways, route tables, placement groups, roles, instance profiles)
+    pub fn counts(&self) -> (usize, usize, usize, usize, usize, usize, usize, usize) {
+        (
+            self.vpcs.len(),
+            self.subnets.len(),
+            self.security_groups.len(),
+            self.gateways.len(),
+            self.route_tables.len(),
+            self.placement_groups.len(),
+            self.roles.len(),
+            self.instance_profiles.len(),
+        )
+    }
+
     pub fn total(&self) -> usize {
         self.vpcs.len()
             + self.subnets.len()
