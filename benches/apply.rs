@@ -18,9 +18,14 @@ const CHAIN_CALLS: u64 = 4;
 const CALLS_PER_GROUP: u64 = 3;
 
 fn stack(n: usize) -> String {
-    let mut s = String::from("[stack]\nname = \"wide\"\nregion = \"us-west-2\"\n\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n");
+    let mut s =
+        String::from("[stack]\nname = \"wide\"\nregion = \"us-west-2\"\n\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n");
     for i in 0..n {
-        let _ = write!(s, "\n[security_group.g{i}]\nvpc = \"${{vpc.main.id}}\"\ningress = [{{ protocol = \"tcp\", from_port = {}, cidr = \"10.0.0.0/8\" }}]\n", 2000 + i);
+        let _ = write!(
+            s,
+            "\n[security_group.g{i}]\nvpc = \"${{vpc.main.id}}\"\ningress = [{{ protocol = \"tcp\", from_port = {}, cidr = \"10.0.0.0/8\" }}]\n",
+            2000 + i
+        );
     }
     s
 }
@@ -42,7 +47,9 @@ fn apply_ms(n: usize, slots: u64, latency: u64) -> f64 {
 }
 
 fn main() {
-    println!("gpustack apply, 1 VPC + N security groups, {LATENCY_MS} ms per AWS call (execution only, refresh excluded)");
+    println!(
+        "gpustack apply, 1 VPC + N security groups, {LATENCY_MS} ms per AWS call (execution only, refresh excluded)"
+    );
     println!(
         "{:>5} {:>10} {:>10} {:>14} {:>16} {:>12} {:>12} {:>8}",
         "N", "EC2 slots", "calls", "critical ms", "concurrency ms", "at 0 ms", "measured ms", "ratio"
@@ -54,7 +61,10 @@ fn main() {
         let critical = (CHAIN_CALLS * LATENCY_MS) as f64;
         let concurrency = (LATENCY_MS + (CALLS_PER_GROUP * n as u64).div_ceil(slots) * LATENCY_MS) as f64;
         let bound = critical.max(concurrency);
-        println!("{n:>5} {slots:>10} {calls:>10} {critical:>14.0} {concurrency:>16.0} {baseline:>12.0} {measured:>12.0} {:>8.2}", measured / bound);
+        println!(
+            "{n:>5} {slots:>10} {calls:>10} {critical:>14.0} {concurrency:>16.0} {baseline:>12.0} {measured:>12.0} {:>8.2}",
+            measured / bound
+        );
     }
     println!("ratio = measured ÷ the larger lower bound (target 1.10). \"at 0 ms\" is the same apply with no injected");
     println!("latency: the floor set by the local emulator's own cost per request on this machine.");

@@ -44,7 +44,10 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let runs = 5;
     println!("gpustack plan --refresh=false, empty state, 1 VPC + N security groups ({runs} runs each)");
-    println!("{:>8} {:>10} {:>10} {:>10} {:>12} {:>12}", "N", "file KiB", "best ms", "median ms", "peak MiB", "µs/resource");
+    println!(
+        "{:>8} {:>10} {:>10} {:>10} {:>12} {:>12}",
+        "N", "file KiB", "best ms", "median ms", "peak MiB", "µs/resource"
+    );
     for n in [1_000usize, 2_500, 5_000, 10_000] {
         let text = stack(n);
         let file = dir.join(format!("s{n}.toml"));
@@ -52,7 +55,13 @@ fn main() {
         let mut times = vec![];
         let mut peak: f64 = 0.0;
         for _ in 0..runs {
-            let (t, m) = measure(Command::new(bin).args(["plan", "--refresh=false"]).arg(&file).current_dir(&dir).env("AWS_EC2_METADATA_DISABLED", "true"));
+            let (t, m) = measure(
+                Command::new(bin)
+                    .args(["plan", "--refresh=false"])
+                    .arg(&file)
+                    .current_dir(&dir)
+                    .env("AWS_EC2_METADATA_DISABLED", "true"),
+            );
             times.push(t);
             peak = peak.max(m);
         }

@@ -7,8 +7,8 @@ pub mod tags;
 
 use std::sync::Arc;
 
-use aws_config::retry::RetryConfig;
 use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -103,7 +103,10 @@ impl AwsError {
     /// The create's name (or CIDR) is held by an object that is not this address's: say so
     /// and what to do, keeping AWS's code and message.
     pub fn taken_by_other(self, what_to_do: &str) -> AwsError {
-        AwsError { detail: format!("{}; the object holding it was not created by this resource: {what_to_do}", self.detail), ..self }
+        AwsError {
+            detail: format!("{}; the object holding it was not created by this resource: {what_to_do}", self.detail),
+            ..self
+        }
     }
 
     /// True when AWS says the object does not exist (so a delete has nothing left to do).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 
-use super::{err, AwsError, Ctx, Service};
+use super::{AwsError, Ctx, Service, err};
 use crate::value::{Attrs, Value};
 
 pub const STACK: &str = "gpustack:stack";

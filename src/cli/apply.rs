@@ -4,23 +4,25 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use clap::{ArgAction, Args};
 use serde_json::Map;
 use tokio::sync::watch;
 
-use super::plan::{header, prepare, Prep, PrepareOpts, Prepared};
-use super::{confirm, load_stack, stdin_is_terminal, Global, VarArgs};
+use super::plan::{Prep, PrepareOpts, Prepared, header, prepare};
+use super::{Global, VarArgs, confirm, load_stack, stdin_is_terminal};
 use crate::engine::journal::Journal;
 use crate::engine::progress::{Mode, Progress};
 use crate::engine::{self, Outcome};
-use crate::plan::{self, render, Action};
+use crate::plan::{self, Action, render};
 use crate::stack::{Source, Stack, VarSources};
 use crate::state::State;
 use crate::value::Value;
 
 #[derive(Args)]
-#[command(after_help = "A saved plan (from `plan --out FILE`) is its own approval and is refused if the state or AWS changed since.")]
+#[command(
+    after_help = "A saved plan (from `plan --out FILE`) is its own approval and is refused if the state or AWS changed since."
+)]
 pub struct ApplyArgs {
     /// The stack file, or a plan file saved by `gpustack plan --out`
     file: PathBuf,
@@ -88,7 +90,8 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
         }
     };
     let command = format!("gpustack apply {}", a.file.display());
-    let opts = PrepareOpts { targets: &saved.targets, refresh: true, destroy: saved.destroy, command, resolve_pending: true };
+    let opts =
+        PrepareOpts { targets: &saved.targets, refresh: true, destroy: saved.destroy, command, resolve_pending: true };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),
@@ -131,7 +134,12 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
         return Ok(0);
     }
     let n = p.plan.count(Action::Delete);
-    if !approved(g, a.auto_approve, &format!("Destroy {n} object(s) of stack {}? This cannot be undone.", p.stack.name), "destroy")? {
+    if !approved(
+        g,
+        a.auto_approve,
+        &format!("Destroy {n} object(s) of stack {}? This cannot be undone.", p.stack.name),
+        "destroy",
+    )? {
         return Ok(1);
     }
     run(g, *p, "Destroy", cancel).await
@@ -172,7 +180,9 @@ fn on_interrupt() -> watch::Receiver<bool> {
         if tokio::signal::ctrl_c().await.is_ok() {
             let _ = tx.send(true);
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("Second interrupt: exiting now. The state on disk is consistent; run apply again to resolve pending operations.");
+                eprintln!(
+                    "Second interrupt: exiting now. The state on disk is consistent; run apply again to resolve pending operations."
+                );
                 std::process::exit(130);
             }
         }
@@ -190,10 +200,12 @@ async fn run(g: &Global, p: Prepared, verb: &str, cancel_rx: watch::Receiver<boo
         Mode::Plain
     };
     let progress = Arc::new(Progress::new(mode));
-    let initial = p.refreshed.state.clone().or(p.state.clone()).unwrap_or_else(|| State::new(&p.stack.name, &p.stack.region));
+    let initial =
+        p.refreshed.state.clone().or(p.state.clone()).unwrap_or_else(|| State::new(&p.stack.name, &p.stack.region));
     let journal = Arc::new(Journal::new(p.state_path.clone(), initial));
     let started = std::time::Instant::now();
-    let outcome = engine::execute(p.ctx.clone(), p.stack.clone(), &p.plan, journal.clone(), progress, cancel_rx).await?;
+    let outcome =
+        engine::execute(p.ctx.clone(), p.stack.clone(), &p.plan, journal.clone(), progress, cancel_rx).await?;
     let outputs = if p.plan.destroy { Map::new() } else { compute_outputs(&p.stack, &journal.snapshot()) };
     let shown = outputs.clone();
     journal.commit(|s| s.outputs = outputs).await?;
@@ -208,7 +220,11 @@ fn compute_outputs(stack: &Stack, st: &State) -> Map<String, serde_json::Value> 
         .iter()
         .filter_map(|o| {
             let v = o.expr.resolve(&|r| {
-                st.resources.get(&r.address).and_then(|e| e.outputs.get(&r.output)).map(Value::from_json).unwrap_or(Value::Unknown)
+                st.resources
+                    .get(&r.address)
+                    .and_then(|e| e.outputs.get(&r.output))
+                    .map(Value::from_json)
+                    .unwrap_or(Value::Unknown)
             });
             v.is_known().then(|| (o.name.clone(), v.to_json()))
         })
@@ -231,7 +247,13 @@ fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs:
     if o.ok() {
         println!("\n{verb} complete: {} operation(s) in {secs:.1}s. State: {state}", o.done);
     } else {
-        println!("\n{verb} incomplete: {} done, {} failed, {} skipped, {} not started. State: {state}", o.done, o.failed.len(), o.skipped.len(), o.not_started.len());
+        println!(
+            "\n{verb} incomplete: {} done, {} failed, {} skipped, {} not started. State: {state}",
+            o.done,
+            o.failed.len(),
+            o.skipped.len(),
+            o.not_started.len()
+        );
         for (a, e) in &o.failed {
             println!("  failed   {a}: {e}");
         }
@@ -239,7 +261,10 @@ fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs:
             println!("  skipped  {a} (a resource it depends on failed)");
         }
         if o.interrupted {
-            println!("  interrupted: {} operation(s) not started; run the same command again to continue.", o.not_started.len());
+            println!(
+                "  interrupted: {} operation(s) not started; run the same command again to continue.",
+                o.not_started.len()
+            );
         }
     }
     if !outputs.is_empty() {

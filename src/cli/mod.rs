@@ -168,9 +168,19 @@ fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
     if g.json {
         let items: Vec<_> = s.warnings.iter().map(|x| s.source.to_json(x)).collect();
-        println!("{}", serde_json::json!({"valid": true, "stack": s.name, "resources": s.resources.len(), "diagnostics": items}));
+        println!(
+            "{}",
+            serde_json::json!({"valid": true, "stack": s.name, "resources": s.resources.len(), "diagnostics": items})
+        );
     } else {
-        println!("{} is valid: stack {} ({}), {} resource{}.", path.display(), s.name, s.region, s.resources.len(), crate::stack::diag::plural(s.resources.len()));
+        println!(
+            "{} is valid: stack {} ({}), {} resource{}.",
+            path.display(),
+            s.name,
+            s.region,
+            s.resources.len(),
+            crate::stack::diag::plural(s.resources.len())
+        );
     }
     Ok(0)
 }

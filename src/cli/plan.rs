@@ -4,18 +4,20 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use clap::{ArgAction, Args};
 
-use super::{load_stack, Global, VarArgs};
+use super::{Global, VarArgs, load_stack};
 use crate::aws::Ctx;
-use crate::plan::{self, file::SavedPlan, render, Plan, Refreshed};
+use crate::plan::{self, Plan, Refreshed, file::SavedPlan, render};
 use crate::stack::Stack;
-use crate::state::{local, State};
+use crate::state::{State, local};
 use crate::value::Value;
 
 #[derive(Args)]
-#[command(after_help = "Exit codes: 0 success (with --detailed-exitcode: no changes), 1 error, 2 changes present (only with --detailed-exitcode).")]
+#[command(
+    after_help = "Exit codes: 0 success (with --detailed-exitcode: no changes), 1 error, 2 changes present (only with --detailed-exitcode)."
+)]
 pub struct PlanArgs {
     /// The stack file
     stack: PathBuf,
@@ -68,14 +70,15 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     let lock = local::lock(&state_path, g.lock_timeout, &o.command)?;
     let state = local::read(&state_path)?;
     if let Some(st) = &state
-        && st.stack != stack.name {
-            bail!(
-                "the state file {} belongs to stack \"{}\", not \"{}\"; pass --state for this stack's own state",
-                state_path.display(),
-                st.stack,
-                stack.name
-            );
-        }
+        && st.stack != stack.name
+    {
+        bail!(
+            "the state file {} belongs to stack \"{}\", not \"{}\"; pass --state for this stack's own state",
+            state_path.display(),
+            st.stack,
+            stack.name
+        );
+    }
     let ctx = Ctx::connect(&stack.name, &stack.region).await;
     let pending = state.as_ref().is_some_and(|s| !s.pending.is_empty());
     let refreshed = if o.refresh || (o.resolve_pending && pending) {
@@ -99,7 +102,15 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     };
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
-        Ok(plan) => Ok(Prep::Ready(Box::new(Prepared { stack: Arc::new(stack), state_path, state, refreshed, plan, ctx, _lock: lock }))),
+        Ok(plan) => Ok(Prep::Ready(Box::new(Prepared {
+            stack: Arc::new(stack),
+            state_path,
+            state,
+            refreshed,
+            plan,
+            ctx,
+            _lock: lock,
+        }))),
         Err(diags) => {
             for d in &diags {
                 eprint!("{}", stack.source.render(d, g.color()));
@@ -120,7 +131,8 @@ pub fn header(verb: &str, p: &Prepared) -> String {
 pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
     let command = format!("gpustack plan {}", a.stack.display());
-    let opts = PrepareOpts { targets: &a.targets, refresh: a.refresh, destroy: a.destroy, command, resolve_pending: false };
+    let opts =
+        PrepareOpts { targets: &a.targets, refresh: a.refresh, destroy: a.destroy, command, resolve_pending: false };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),

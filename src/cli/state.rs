@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use super::{load_stack, Global, VarArgs};
-use crate::state::{local, State};
+use super::{Global, VarArgs, load_stack};
+use crate::state::{State, local};
 use crate::value::Value;
 
 #[derive(Args)]
@@ -56,7 +56,8 @@ fn state_path(g: &Global, w: &Which) -> Result<Option<PathBuf>> {
 
 fn read(g: &Global, w: &Which) -> Result<Option<State>> {
     let Some(path) = state_path(g, w)? else { return Ok(None) };
-    let st = local::read(&path)?.with_context(|| format!("no state at {}: nothing has been applied yet", path.display()))?;
+    let st =
+        local::read(&path)?.with_context(|| format!("no state at {}: nothing has been applied yet", path.display()))?;
     Ok(Some(st))
 }
 
@@ -65,8 +66,11 @@ pub fn run(g: &Global, c: StateCommand) -> Result<i32> {
         StateCommand::List(w) => {
             let Some(st) = read(g, &w)? else { return Ok(1) };
             if g.json {
-                let items: Vec<_> =
-                    st.resources.iter().map(|(a, e)| serde_json::json!({"address": a, "kind": e.kind, "id": e.id})).collect();
+                let items: Vec<_> = st
+                    .resources
+                    .iter()
+                    .map(|(a, e)| serde_json::json!({"address": a, "kind": e.kind, "id": e.id}))
+                    .collect();
                 println!("{}", serde_json::to_string_pretty(&items)?);
             } else {
                 for (a, e) in &st.resources {

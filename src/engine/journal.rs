@@ -5,12 +5,12 @@
 //! not write the file once per call.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Result;
 
-use crate::state::{local, State};
+use crate::state::{State, local};
 
 pub struct Journal {
     path: PathBuf,
@@ -24,7 +24,13 @@ pub struct Journal {
 
 impl Journal {
     pub fn new(path: PathBuf, state: State) -> Journal {
-        Journal { path, state: Mutex::new(state), changed: AtomicU64::new(0), written: AtomicU64::new(0), writer: tokio::sync::Mutex::new(()) }
+        Journal {
+            path,
+            state: Mutex::new(state),
+            changed: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            writer: tokio::sync::Mutex::new(()),
+        }
     }
 
     /// Changes the state in memory; returns a ticket to `persist`.

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::aws::Ctx;
-use crate::plan::{desired_inputs, kind_rank, Action, Change, Plan};
+use crate::plan::{Action, Change, Plan, desired_inputs, kind_rank};
 use crate::resources::{self, Create, ReplaceOrder};
 use crate::stack::Stack;
 use crate::state::{Operation, Pending, ResourceState};
-use crate::value::{attrs_from_json, attrs_to_json, Attrs};
+use crate::value::{Attrs, attrs_from_json, attrs_to_json};
 use journal::Journal;
 use progress::Progress;
 
@@ -280,13 +280,22 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
 }
 
 fn pending(c: &Change, op: Operation, token: &str, id: Option<String>) -> Pending {
-    Pending { address: c.address.clone(), kind: c.kind.to_string(), operation: op, token: token.to_string(), id, started: crate::state::now() }
+    Pending {
+        address: c.address.clone(),
+        kind: c.kind.to_string(),
+        operation: op,
+        token: token.to_string(),
+        id,
+        started: crate::state::now(),
+    }
 }
 
 /// The resource's inputs now that its dependencies are done.
 fn inputs_now(env: &Env, c: &Change) -> Result<(Attrs, usize), String> {
     let idx = *env.stack.by_address.get(&c.address).ok_or_else(|| format!("{} is not in the stack", c.address))?;
-    let inputs = desired_inputs(&env.stack, idx, &|a| env.journal.read(|s| s.resources.get(a).map(|e| attrs_from_json(&e.outputs))));
+    let inputs = desired_inputs(&env.stack, idx, &|a| {
+        env.journal.read(|s| s.resources.get(a).map(|e| attrs_from_json(&e.outputs)))
+    });
     if let Some((k, _)) = inputs.iter().find(|(_, v)| !v.is_known()) {
         return Err(format!("input `{k}` is still unknown: a resource it refers to was not created"));
     }
@@ -301,7 +310,10 @@ async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String
     let kind = resources::kind(c.kind).ok_or("unknown kind")?;
     let (inputs, idx) = inputs_now(env, c)?;
     let token = uuid::Uuid::new_v4().to_string();
-    env.journal.commit(|s| s.pending.push(pending(c, Operation::Create, &token, None))).await.map_err(|e| e.to_string())?;
+    env.journal
+        .commit(|s| s.pending.push(pending(c, Operation::Create, &token, None)))
+        .await
+        .map_err(|e| e.to_string())?;
     let req = Create { address: &c.address, inputs: &inputs, token: &token, replacing };
     match kind.create(&env.ctx, &req).await {
         Ok(rec) => {
@@ -317,9 +329,10 @@ async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String
                 .commit(|s| {
                     s.pending.retain(|p| p.token != token);
                     if let Some(old) = s.resources.insert(c.address.clone(), entry)
-                        && replacing {
-                            s.deposed.push(crate::state::Deposed { address: c.address.clone(), resource: old });
-                        }
+                        && replacing
+                    {
+                        s.deposed.push(crate::state::Deposed { address: c.address.clone(), resource: old });
+                    }
                 })
                 .await
                 .map_err(|e| e.to_string())?;
@@ -335,8 +348,14 @@ async fn update(env: &Env, c: &Change) -> Result<String, String> {
     let (inputs, idx) = inputs_now(env, c)?;
     let id = c.id.clone().unwrap_or_default();
     let token = uuid::Uuid::new_v4().to_string();
-    env.journal.commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone())))).await.map_err(|e| e.to_string())?;
-    let rec = kind.update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs()).await.map_err(|e| e.to_string())?;
+    env.journal
+        .commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone()))))
+        .await
+        .map_err(|e| e.to_string())?;
+    let rec = kind
+        .update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs())
+        .await
+        .map_err(|e| e.to_string())?;
     let deps = deps_of(env, idx);
     env.journal
         .commit(|s| {
@@ -357,7 +376,10 @@ async fn delete(env: &Env, c: &Change) -> Result<String, String> {
     let kind = resources::kind(c.kind).ok_or("unknown kind")?;
     let id = c.id.clone().unwrap_or_default();
     let token = uuid::Uuid::new_v4().to_string();
-    env.journal.commit(|s| s.pending.push(pending(c, Operation::Delete, &token, Some(id.clone())))).await.map_err(|e| e.to_string())?;
+    env.journal
+        .commit(|s| s.pending.push(pending(c, Operation::Delete, &token, Some(id.clone()))))
+        .await
+        .map_err(|e| e.to_string())?;
     kind.delete(&env.ctx, &c.address, &id, &c.old_inputs, &c.old_outputs).await.map_err(|e| e.to_string())?;
     env.journal
         .commit(|s| {

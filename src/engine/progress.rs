@@ -38,7 +38,10 @@ impl Progress {
         let bar = match self.mode {
             Mode::Terminal => {
                 let b = self.multi.add(ProgressBar::new_spinner());
-                b.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                b.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
                 b.set_message(label.clone());
                 b.enable_steady_tick(Duration::from_millis(120));
                 Some(b)
@@ -58,7 +61,12 @@ impl Progress {
     pub fn finish(&self, task: Task, address: &str, outcome: Result<&str, &str>) {
         let secs = task.started.elapsed().as_secs_f64();
         let text = match outcome {
-            Ok(detail) => format!("{}: {}{} ({secs:.1}s)", task.address, task.past, if detail.is_empty() { String::new() } else { format!(" {detail}") }),
+            Ok(detail) => format!(
+                "{}: {}{} ({secs:.1}s)",
+                task.address,
+                task.past,
+                if detail.is_empty() { String::new() } else { format!(" {detail}") }
+            ),
             Err(e) => format!("{} FAILED ({secs:.1}s): {e}", task.label),
         };
         match self.mode {
@@ -71,7 +79,9 @@ impl Progress {
             }
             Mode::Plain => self.line(&text),
             Mode::Json => self.event(match outcome {
-                Ok(detail) => serde_json::json!({"event": "done", "address": address, "detail": detail, "seconds": secs}),
+                Ok(detail) => {
+                    serde_json::json!({"event": "done", "address": address, "detail": detail, "seconds": secs})
+                }
                 Err(e) => serde_json::json!({"event": "failed", "address": address, "error": e, "seconds": secs}),
             }),
         }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &str = "gpustack_plan";
@@ -39,8 +39,10 @@ pub fn write(path: &Path, plan: &SavedPlan) -> Result<()> {
 }
 
 pub fn read(path: &Path) -> Result<SavedPlan> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the plan file {}", path.display()))?;
-    let p: SavedPlan = serde_json::from_str(&text).with_context(|| format!("{} is not a gpustack plan file", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the plan file {}", path.display()))?;
+    let p: SavedPlan =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a gpustack plan file", path.display()))?;
     if p.gpustack_plan != 1 {
         bail!("{} was written by a newer gpustack (plan format {}); use that version", path.display(), p.gpustack_plan);
     }

@@ -16,7 +16,7 @@ use crate::resources::ReplaceOrder;
 use crate::stack::schema::OnChange;
 use crate::stack::{Diagnostic, Stack};
 use crate::state::{ResourceState, State};
-use crate::value::{attrs_from_json, attrs_to_json, Attrs, Value};
+use crate::value::{Attrs, Value, attrs_from_json, attrs_to_json};
 
 /// What apply does to one object. The symbols are what users see.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -75,7 +75,8 @@ pub struct Change {
 impl Change {
     /// Top-level attribute names that change.
     pub fn changed_attrs(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.fields.iter().map(|f| f.path.split('.').next().unwrap_or_default().to_string()).collect();
+        let mut v: Vec<String> =
+            self.fields.iter().map(|f| f.path.split('.').next().unwrap_or_default().to_string()).collect();
         v.dedup();
         v
     }
@@ -141,7 +142,12 @@ pub struct Options<'a> {
 }
 
 /// Computes the plan. Errors are refusals (prevent_destroy, unknown target).
-pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &Options) -> Result<Plan, Vec<Diagnostic>> {
+pub fn diff(
+    stack: &Stack,
+    state: Option<&State>,
+    refreshed: &Refreshed,
+    opts: &Options,
+) -> Result<Plan, Vec<Diagnostic>> {
     let empty = State::new(&stack.name, &stack.region);
     let st = refreshed.state.as_ref().or(state).unwrap_or(&empty);
     let scope = target_scope(stack, st, opts)?;
@@ -167,8 +173,21 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
             let Some(entry) = entry else {
                 planned_outputs.insert(r.address.clone(), None);
                 if in_scope {
-                    let mut c = new_change(r.address.clone(), r.kind.name(), Action::Create, refreshed.notes.get(&r.address).cloned());
-                    c.fields = desired.iter().map(|(k, v)| FieldDiff { path: k.clone(), old: None, new: Some(v.clone()), forces_replace: false }).collect();
+                    let mut c = new_change(
+                        r.address.clone(),
+                        r.kind.name(),
+                        Action::Create,
+                        refreshed.notes.get(&r.address).cloned(),
+                    );
+                    c.fields = desired
+                        .iter()
+                        .map(|(k, v)| FieldDiff {
+                            path: k.clone(),
+                            old: None,
+                            new: Some(v.clone()),
+                            forces_replace: false,
+                        })
+                        .collect();
                     changes.push(c);
                 }
                 continue;
@@ -185,9 +204,10 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
                         if let Some(v) = obs.get(a.name) {
                             cur.insert(a.name.to_string(), v.clone());
                         } else if a.on_change == OnChange::Replace
-                            && let Some(v) = desired.get(a.name) {
-                                cur.insert(a.name.to_string(), v.clone());
-                            }
+                            && let Some(v) = desired.get(a.name)
+                        {
+                            cur.insert(a.name.to_string(), v.clone());
+                        }
                     }
                     r.kind.current(&cur, &obs)
                 }
@@ -226,7 +246,10 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
                         let mut e = entry.clone();
                         e.prevent_destroy = r.prevent_destroy;
                         change.adopt = Some(e);
-                        change.note = Some(format!("prevent_destroy: {} → {} (state only)", entry.prevent_destroy, r.prevent_destroy));
+                        change.note = Some(format!(
+                            "prevent_destroy: {} → {} (state only)",
+                            entry.prevent_destroy, r.prevent_destroy
+                        ));
                     }
                 }
             }
@@ -255,7 +278,12 @@ pub fn diff(stack: &Stack, state: Option<&State>, refreshed: &Refreshed, opts: &
             deletes.push(delete_change(&d.address, &d.resource, true, Some("replaced object still to delete".into())));
         }
         for (address, e) in &refreshed.strays {
-            deletes.push(delete_change(address, e, true, Some("found by its tags, not in state: left by an interrupted run".into())));
+            deletes.push(delete_change(
+                address,
+                e,
+                true,
+                Some("found by its tags, not in state: left by an interrupted run".into()),
+            ));
         }
         if opts.destroy {
             for (address, e) in &refreshed.adopted {
@@ -340,12 +368,19 @@ fn field_diffs(kind: &dyn crate::resources::Kind, old: &Attrs, new: &Attrs) -> V
         }
         let forces_replace = a.on_change == OnChange::Replace;
         match (o, n) {
-            (Some(Value::Table(ot)), Some(Value::Table(nt))) if a.name == "tags" || matches!(a.ty, crate::stack::schema::Ty::Map(_)) => {
+            (Some(Value::Table(ot)), Some(Value::Table(nt)))
+                if a.name == "tags" || matches!(a.ty, crate::stack::schema::Ty::Map(_)) =>
+            {
                 let keys: std::collections::BTreeSet<&String> = ot.keys().chain(nt.keys()).collect();
                 for k in keys {
                     let (ov, nv) = (ot.get(k), nt.get(k));
                     if ov != nv {
-                        out.push(FieldDiff { path: format!("{}.{k}", a.name), old: ov.cloned(), new: nv.cloned(), forces_replace });
+                        out.push(FieldDiff {
+                            path: format!("{}.{k}", a.name),
+                            old: ov.cloned(),
+                            new: nv.cloned(),
+                            forces_replace,
+                        });
                     }
                 }
             }
@@ -372,7 +407,9 @@ fn target_scope(stack: &Stack, st: &State, opts: &Options) -> Result<Option<Hash
                     while changed {
                         changed = false;
                         for r in &stack.resources {
-                            if !scope.contains(&r.address) && r.deps.iter().any(|&d| scope.contains(&stack.resources[d].address)) {
+                            if !scope.contains(&r.address)
+                                && r.deps.iter().any(|&d| scope.contains(&stack.resources[d].address))
+                            {
                                 scope.insert(r.address.clone());
                                 changed = true;
                             }
@@ -474,4 +511,3 @@ pub fn fingerprint(plan: &Plan) -> String {
     }
     format!("{:x}", h.finalize())
 }
-

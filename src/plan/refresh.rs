@@ -12,7 +12,7 @@ use crate::aws::Ctx;
 use crate::resources::{self, Kind, Observed};
 use crate::stack::Stack;
 use crate::state::{ResourceState, State};
-use crate::value::{attrs_to_json, Attrs};
+use crate::value::{Attrs, attrs_to_json};
 
 #[derive(Default)]
 pub struct Refreshed {
@@ -86,7 +86,8 @@ pub fn merge(stack: &Stack, state: Option<&State>, found: Vec<(&'static dyn Kind
     let mut out = Refreshed::default();
     for (kind, observed) in found {
         let mut by_id: HashMap<String, Observed> = observed.into_iter().map(|o| (o.id.clone(), o)).collect();
-        let addresses: Vec<String> = st.resources.iter().filter(|(_, e)| e.kind == kind.name()).map(|(a, _)| a.clone()).collect();
+        let addresses: Vec<String> =
+            st.resources.iter().filter(|(_, e)| e.kind == kind.name()).map(|(a, _)| a.clone()).collect();
         for a in addresses {
             let id = st.resources[&a].id.clone();
             match by_id.remove(&id) {
@@ -149,15 +150,28 @@ mod tests {
     fn stack() -> Stack {
         let text = "[stack]\nname = \"m\"\nregion = \"us-west-2\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[vpc.other]\ncidr_block = \"10.1.0.0/16\"\n";
         let none = |_: &str| None;
-        Stack::parse(Source::new("m.toml", text.into()), &VarSources { cli: &[], env: &none }).unwrap_or_else(|d| panic!("{d}"))
+        Stack::parse(Source::new("m.toml", text.into()), &VarSources { cli: &[], env: &none })
+            .unwrap_or_else(|d| panic!("{d}"))
     }
 
     fn vpc(id: &str, address: &str) -> Observed {
-        Observed { address: Some(address.into()), id: id.into(), attrs: Attrs::from([("cidr_block".into(), Value::str("10.0.0.0/16"))]), outputs: Attrs::new() }
+        Observed {
+            address: Some(address.into()),
+            id: id.into(),
+            attrs: Attrs::from([("cidr_block".into(), Value::str("10.0.0.0/16"))]),
+            outputs: Attrs::new(),
+        }
     }
 
     fn pending_create(address: &str) -> Pending {
-        Pending { address: address.into(), kind: "vpc".into(), operation: Operation::Create, token: "t".into(), id: None, started: "now".into() }
+        Pending {
+            address: address.into(),
+            kind: "vpc".into(),
+            operation: Operation::Create,
+            token: "t".into(),
+            id: None,
+            started: "now".into(),
+        }
     }
 
     #[test]
@@ -178,12 +192,22 @@ mod tests {
         let mut st = State::new("m", "us-west-2");
         st.resources.insert(
             "vpc.other".into(),
-            ResourceState { kind: "vpc".into(), id: "vpc-gone".into(), inputs: Default::default(), outputs: Default::default(), deps: vec![], prevent_destroy: false },
+            ResourceState {
+                kind: "vpc".into(),
+                id: "vpc-gone".into(),
+                inputs: Default::default(),
+                outputs: Default::default(),
+                deps: vec![],
+                prevent_destroy: false,
+            },
         );
         let kind = resources::kind("vpc").unwrap();
         let r = merge(&s, Some(&st), vec![(kind, vec![vpc("vpc-1", "vpc.main"), vpc("vpc-2", "vpc.main")])]);
         assert_eq!(r.adopted["vpc.main"].id, "vpc-1");
-        assert_eq!(r.strays.iter().map(|(a, e)| (a.as_str(), e.id.as_str())).collect::<Vec<_>>(), vec![("vpc.main", "vpc-2")]);
+        assert_eq!(
+            r.strays.iter().map(|(a, e)| (a.as_str(), e.id.as_str())).collect::<Vec<_>>(),
+            vec![("vpc.main", "vpc-2")]
+        );
         assert!(!r.state.as_ref().unwrap().resources.contains_key("vpc.other"));
         assert_eq!(r.notes["vpc.other"], "vpc-gone was deleted outside gpustack");
     }

@@ -33,7 +33,12 @@ pub fn render(plan: &Plan, header: &str, style: &Style) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{header}\n");
     if plan.changes.is_empty() {
-        let _ = writeln!(out, "No changes. {} resource{} in sync.", plan.unchanged, crate::stack::diag::plural(plan.unchanged));
+        let _ = writeln!(
+            out,
+            "No changes. {} resource{} in sync.",
+            plan.unchanged,
+            crate::stack::diag::plural(plan.unchanged)
+        );
         return out;
     }
     for c in &plan.changes {
@@ -89,7 +94,8 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
     match c.action {
         Action::Create => {
             for f in &c.fields {
-                let empty = matches!(&f.new, Some(Value::Table(t)) if t.is_empty()) || matches!(&f.new, Some(Value::List(l)) if l.is_empty());
+                let empty = matches!(&f.new, Some(Value::Table(t)) if t.is_empty())
+                    || matches!(&f.new, Some(Value::List(l)) if l.is_empty());
                 if let Some(v) = f.new.as_ref().filter(|_| !empty) {
                     let _ = writeln!(out, "{:9}{} = {}", "", f.path, v);
                 }
@@ -154,12 +160,26 @@ mod tests {
     }
 
     fn plan(changes: Vec<Change>) -> Plan {
-        Plan { stack: "s".into(), region: "r".into(), lineage: None, serial: 1, changes, unchanged: 2, destroy: false, warnings: vec![] }
+        Plan {
+            stack: "s".into(),
+            region: "r".into(),
+            lineage: None,
+            serial: 1,
+            changes,
+            unchanged: 2,
+            destroy: false,
+            warnings: vec![],
+        }
     }
 
     #[test]
     fn update_shows_field_diff_and_summary() {
-        let f = FieldDiff { path: "tags.team".into(), old: Some(Value::str("a")), new: Some(Value::str("b")), forces_replace: false };
+        let f = FieldDiff {
+            path: "tags.team".into(),
+            old: Some(Value::str("a")),
+            new: Some(Value::str("b")),
+            forces_replace: false,
+        };
         let out = render(&plan(vec![change(Action::Update, vec![f])]), "h", &Style { color: false });
         assert_eq!(
             out,
@@ -183,7 +203,12 @@ mod tests {
 
     #[test]
     fn replace_names_the_reason_and_order() {
-        let f = FieldDiff { path: "cidr_block".into(), old: Some(Value::str("10.0.2.0/24")), new: Some(Value::str("10.0.3.0/24")), forces_replace: true };
+        let f = FieldDiff {
+            path: "cidr_block".into(),
+            old: Some(Value::str("10.0.2.0/24")),
+            new: Some(Value::str("10.0.3.0/24")),
+            forces_replace: true,
+        };
         let mut c = change(Action::Replace, vec![f]);
         c.replace_order = Some(ReplaceOrder::DeleteBeforeCreate);
         let out = render(&plan(vec![c]), "h", &Style { color: false });

@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
-use super::{b, s, Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, AwsError, Ctx, Service};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
+use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -40,25 +40,27 @@ impl Kind for IamRole {
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         if let Some(e) = r.attrs.get("inline_policies")
-            && let Some(Value::Table(t)) = e.as_literal() {
-                for (name, doc) in t {
-                    if let Some(Err(je)) = doc.as_str().map(serde_json::from_str::<serde_json::Value>) {
-                        diags.push(
-                            Diagnostic::error(format!("inline policy `{name}` is not valid JSON: {je}"), e.span.clone())
-                                .help("write the policy document as a JSON string, e.g. with '''...''' quotes"),
-                        );
-                    }
-                }
-            }
-        if let Some(e) = r.attrs.get("managed_policies")
-            && let Some(Value::List(l)) = e.as_literal() {
-                for p in l.iter().filter_map(Value::as_str).filter(|p| !p.starts_with("arn:")) {
+            && let Some(Value::Table(t)) = e.as_literal()
+        {
+            for (name, doc) in t {
+                if let Some(Err(je)) = doc.as_str().map(serde_json::from_str::<serde_json::Value>) {
                     diags.push(
-                        Diagnostic::error(format!("managed policy \"{p}\" is not an ARN"), e.span.clone())
-                            .help(format!("write the full ARN: \"arn:aws:iam::aws:policy/{p}\"")),
+                        Diagnostic::error(format!("inline policy `{name}` is not valid JSON: {je}"), e.span.clone())
+                            .help("write the policy document as a JSON string, e.g. with '''...''' quotes"),
                     );
                 }
             }
+        }
+        if let Some(e) = r.attrs.get("managed_policies")
+            && let Some(Value::List(l)) = e.as_literal()
+        {
+            for p in l.iter().filter_map(Value::as_str).filter(|p| !p.starts_with("arn:")) {
+                diags.push(
+                    Diagnostic::error(format!("managed policy \"{p}\" is not an ARN"), e.span.clone())
+                        .help(format!("write the full ARN: \"arn:aws:iam::aws:policy/{p}\"")),
+                );
+            }
+        }
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
@@ -119,17 +121,23 @@ impl Kind for IamRole {
                     attrs.insert("service".into(), Value::str(svc));
                 }
                 attrs.insert("name".into(), Value::str(name.clone()));
-                let outputs = Attrs::from([
-                    ("arn".into(), Value::str(r.arn())),
-                    ("name".into(), Value::str(name.clone())),
-                ]);
+                let outputs =
+                    Attrs::from([("arn".into(), Value::str(r.arn())), ("name".into(), Value::str(name.clone()))]);
                 found.push(Observed { address, id: name, attrs, outputs });
             }
         }
         Ok(found)
     }
 
-    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
         let has = |f: &str| changed.iter().any(|c| c == f);
         if has("service") {
             let _p = ctx.permit(Service::Iam).await;
@@ -156,7 +164,15 @@ impl Kind for IamRole {
         }
         let arn = {
             let _p = ctx.permit(Service::Iam).await;
-            ctx.iam.get_role().role_name(id).send().await.map_err(err("GetRole"))?.role().map(|r| r.arn().to_string()).unwrap_or_default()
+            ctx.iam
+                .get_role()
+                .role_name(id)
+                .send()
+                .await
+                .map_err(err("GetRole"))?
+                .role()
+                .map(|r| r.arn().to_string())
+                .unwrap_or_default()
         };
         Ok(recorded(id, &arn, b(new, "instance_profile")))
     }
@@ -167,19 +183,38 @@ impl Kind for IamRole {
             other => other?,
         }
         let _p = ctx.permit(Service::Iam).await;
-        let attached = ctx.iam.list_attached_role_policies().role_name(id).send().await.map_err(err("ListAttachedRolePolicies"));
+        let attached =
+            ctx.iam.list_attached_role_policies().role_name(id).send().await.map_err(err("ListAttachedRolePolicies"));
         let attached = match attached {
             Err(e) if e.is_not_found() => return Ok(()),
             other => other?,
         };
         for p in attached.attached_policies() {
             if let Some(arn) = p.policy_arn() {
-                gone_is_ok(ctx.iam.detach_role_policy().role_name(id).policy_arn(arn).send().await.map(|_| ()).map_err(err("DetachRolePolicy")))?;
+                gone_is_ok(
+                    ctx.iam
+                        .detach_role_policy()
+                        .role_name(id)
+                        .policy_arn(arn)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(err("DetachRolePolicy")),
+                )?;
             }
         }
         let inline = ctx.iam.list_role_policies().role_name(id).send().await.map_err(err("ListRolePolicies"))?;
         for p in inline.policy_names() {
-            gone_is_ok(ctx.iam.delete_role_policy().role_name(id).policy_name(p).send().await.map(|_| ()).map_err(err("DeleteRolePolicy")))?;
+            gone_is_ok(
+                ctx.iam
+                    .delete_role_policy()
+                    .role_name(id)
+                    .policy_name(p)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("DeleteRolePolicy")),
+            )?;
         }
         gone_is_ok(ctx.iam.delete_role().role_name(id).send().await.map(|_| ()).map_err(err("DeleteRole")))
     }
@@ -210,12 +245,14 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
         out.push(bytes[i]);
         i += 1;
     }
@@ -251,13 +288,21 @@ async fn adopt_existing(ctx: &Ctx, name: &str, address: &str) -> Result<String> 
         Err(AwsError {
             operation: "CreateRole",
             code: Some("EntityAlreadyExists".into()),
-            detail: format!("a role named {name} already exists and was not created by {address} of stack {}; set `name` to another name", ctx.stack),
+            detail: format!(
+                "a role named {name} already exists and was not created by {address} of stack {}; set `name` to another name",
+                ctx.stack
+            ),
         })
     }
 }
 
 fn policy_list(a: &Attrs) -> Vec<String> {
-    a.get("managed_policies").and_then(Value::as_list).unwrap_or_default().iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+    a.get("managed_policies")
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
 }
 
 fn inline_map(a: &Attrs) -> std::collections::BTreeMap<String, String> {
@@ -271,17 +316,42 @@ async fn sync_policies(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Resul
     let _p = ctx.permit(Service::Iam).await;
     let (o, n) = (policy_list(old), policy_list(new));
     for arn in o.iter().filter(|p| !n.contains(p)) {
-        gone_is_ok(ctx.iam.detach_role_policy().role_name(role).policy_arn(arn).send().await.map(|_| ()).map_err(err("DetachRolePolicy")))?;
+        gone_is_ok(
+            ctx.iam
+                .detach_role_policy()
+                .role_name(role)
+                .policy_arn(arn)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("DetachRolePolicy")),
+        )?;
     }
     for arn in n.iter().filter(|p| !o.contains(p)) {
         ctx.iam.attach_role_policy().role_name(role).policy_arn(arn).send().await.map_err(err("AttachRolePolicy"))?;
     }
     let (o, n) = (inline_map(old), inline_map(new));
     for name in o.keys().filter(|k| !n.contains_key(*k)) {
-        gone_is_ok(ctx.iam.delete_role_policy().role_name(role).policy_name(name).send().await.map(|_| ()).map_err(err("DeleteRolePolicy")))?;
+        gone_is_ok(
+            ctx.iam
+                .delete_role_policy()
+                .role_name(role)
+                .policy_name(name)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("DeleteRolePolicy")),
+        )?;
     }
     for (name, doc) in n.iter().filter(|(k, v)| o.get(*k) != Some(v)) {
-        ctx.iam.put_role_policy().role_name(role).policy_name(name).policy_document(doc).send().await.map_err(err("PutRolePolicy"))?;
+        ctx.iam
+            .put_role_policy()
+            .role_name(role)
+            .policy_name(name)
+            .policy_document(doc)
+            .send()
+            .await
+            .map_err(err("PutRolePolicy"))?;
     }
     Ok(())
 }
@@ -315,21 +385,47 @@ async fn add_instance_profile(ctx: &Ctx, role: &str) -> Result<()> {
     }
     match ctx.iam.add_role_to_instance_profile().instance_profile_name(role).role_name(role).send().await {
         Ok(_) => Ok(()),
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_limit_exceeded_exception() || se.is_entity_already_exists_exception()) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|se| se.is_limit_exceeded_exception() || se.is_entity_already_exists_exception()) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(err("AddRoleToInstanceProfile")(e)),
     }
 }
 
 async fn remove_instance_profiles(ctx: &Ctx, role: &str) -> Result<()> {
     let _p = ctx.permit(Service::Iam).await;
-    let out = ctx.iam.list_instance_profiles_for_role().role_name(role).send().await.map_err(err("ListInstanceProfilesForRole"))?;
+    let out = ctx
+        .iam
+        .list_instance_profiles_for_role()
+        .role_name(role)
+        .send()
+        .await
+        .map_err(err("ListInstanceProfilesForRole"))?;
     for ip in out.instance_profiles() {
         let name = ip.instance_profile_name();
         gone_is_ok(
-            ctx.iam.remove_role_from_instance_profile().instance_profile_name(name).role_name(role).send().await.map(|_| ()).map_err(err("RemoveRoleFromInstanceProfile")),
+            ctx.iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(name)
+                .role_name(role)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("RemoveRoleFromInstanceProfile")),
         )?;
         if name == role {
-            gone_is_ok(ctx.iam.delete_instance_profile().instance_profile_name(name).send().await.map(|_| ()).map_err(err("DeleteInstanceProfile")))?;
+            gone_is_ok(
+                ctx.iam
+                    .delete_instance_profile()
+                    .instance_profile_name(name)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("DeleteInstanceProfile")),
+            )?;
         }
     }
     Ok(())

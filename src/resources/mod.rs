@@ -14,13 +14,8 @@ use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::Attrs;
 
-pub static KINDS: &[&'static dyn Kind] = &[
-    &vpc::Vpc,
-    &subnet::Subnet,
-    &iam_role::IamRole,
-    &security_group::SecurityGroup,
-    &placement_group::PlacementGroup,
-];
+pub static KINDS: &[&'static dyn Kind] =
+    &[&vpc::Vpc, &subnet::Subnet, &iam_role::IamRole, &security_group::SecurityGroup, &placement_group::PlacementGroup];
 
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.name() == name)
@@ -91,7 +86,15 @@ pub trait Kind: Send + Sync + 'static {
     /// Every object of this kind tagged for `ctx.stack`: one paged call, not one per resource.
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>>;
     /// Changes the fields in `changed` in place.
-    async fn update(&self, ctx: &Ctx, address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded>;
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded>;
     /// Deletes the object; an object already gone is success.
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, inputs: &Attrs, outputs: &Attrs) -> Result<()>;
 }

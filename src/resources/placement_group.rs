@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
-use super::{i, s, Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, s};
+use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -45,9 +45,10 @@ impl Kind for PlacementGroup {
                 );
             }
             if let Some(n) = pc.as_literal().and_then(|v| v.as_int())
-                && !(1..=7).contains(&n) {
-                    diags.push(Diagnostic::error(format!("`partition_count` must be 1 to 7, found {n}"), pc.span.clone()));
-                }
+                && !(1..=7).contains(&n)
+            {
+                diags.push(Diagnostic::error(format!("`partition_count` must be 1 to 7, found {n}"), pc.span.clone()));
+            }
         }
     }
 
@@ -67,7 +68,13 @@ impl Kind for PlacementGroup {
             Ok(out) => out.placement_group().and_then(|g| g.group_id()).unwrap_or_default().to_string(),
             // The name is taken: by this very resource (a create that raced a crash) it is adopted.
             Err(e) if e.code.as_deref() == Some("InvalidPlacementGroup.Duplicate") => {
-                let found = ctx.ec2.describe_placement_groups().group_names(name).send().await.map_err(err("DescribePlacementGroups"))?;
+                let found = ctx
+                    .ec2
+                    .describe_placement_groups()
+                    .group_names(name)
+                    .send()
+                    .await
+                    .map_err(err("DescribePlacementGroups"))?;
                 match found.placement_groups().iter().find(|g| tags::is_ours(ctx, g.tags(), req.address)) {
                     Some(g) => g.group_id().unwrap_or_default().to_string(),
                     None => return Err(e.taken_by_other("set `name` to another name")),
@@ -81,7 +88,13 @@ impl Kind for PlacementGroup {
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
         // DescribePlacementGroups is not paginated: one call returns every match.
         let _p = ctx.permit(Service::Ec2).await;
-        let out = ctx.ec2.describe_placement_groups().filters(tags::stack_filter(ctx)).send().await.map_err(err("DescribePlacementGroups"))?;
+        let out = ctx
+            .ec2
+            .describe_placement_groups()
+            .filters(tags::stack_filter(ctx))
+            .send()
+            .await
+            .map_err(err("DescribePlacementGroups"))?;
         Ok(out
             .placement_groups()
             .iter()
@@ -97,19 +110,40 @@ impl Kind for PlacementGroup {
                 if let Some(n) = g.partition_count().filter(|n| *n > 0) {
                     attrs.insert("partition_count".into(), Value::Int(n.into()));
                 }
-                Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id, name).outputs }
+                Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: id.clone(),
+                    attrs,
+                    outputs: recorded(id, name).outputs,
+                }
             })
             .collect())
     }
 
-    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, _changed: &[String]) -> Result<Recorded> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        _changed: &[String],
+    ) -> Result<Recorded> {
         tags::sync_ec2(ctx, id, old, new).await?;
         Ok(recorded(id.to_string(), s(new, "name").to_string()))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(ctx.ec2.delete_placement_group().group_name(s(inputs, "name")).send().await.map(|_| ()).map_err(err("DeletePlacementGroup")))
+        gone_is_ok(
+            ctx.ec2
+                .delete_placement_group()
+                .group_name(s(inputs, "name"))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("DeletePlacementGroup")),
+        )
     }
 }
 

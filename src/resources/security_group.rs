@@ -7,8 +7,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
-use super::{b, s, Create, Kind, Observed, Recorded, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, s};
+use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -62,8 +62,11 @@ impl Kind for SecurityGroup {
                 let proto = t.get("protocol").and_then(|e| e.as_literal()).and_then(|v| v.as_str()).unwrap_or("-1");
                 if matches!(proto, "tcp" | "udp" | "6" | "17") && !t.contains_key("from_port") {
                     diags.push(
-                        Diagnostic::error(format!("`{dir}[{n}]` with protocol \"{proto}\" needs `from_port`"), rule.span.clone())
-                            .help("add from_port (and to_port for a range), or use protocol = \"-1\" for all traffic"),
+                        Diagnostic::error(
+                            format!("`{dir}[{n}]` with protocol \"{proto}\" needs `from_port`"),
+                            rule.span.clone(),
+                        )
+                        .help("add from_port (and to_port for a range), or use protocol = \"-1\" for all traffic"),
                     );
                 }
             }
@@ -170,13 +173,26 @@ impl Kind for SecurityGroup {
                     ("tags".into(), tags::observed(&all)),
                 ]);
                 let name = g.group_name().unwrap_or_default().to_string();
-                found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id, name).outputs });
+                found.push(Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: id.clone(),
+                    attrs,
+                    outputs: recorded(id, name).outputs,
+                });
             }
         }
         Ok(found)
     }
 
-    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
         if changed.iter().any(|c| matches!(c.as_str(), "ingress" | "egress" | "efa")) {
             sync_rules(ctx, id, old, new).await?;
         }
@@ -188,7 +204,9 @@ impl Kind for SecurityGroup {
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(ctx.ec2.delete_security_group().group_id(id).send().await.map(|_| ()).map_err(err("DeleteSecurityGroup")))
+        gone_is_ok(
+            ctx.ec2.delete_security_group().group_id(id).send().await.map(|_| ()).map_err(err("DeleteSecurityGroup")),
+        )
     }
 }
 
@@ -235,7 +253,8 @@ fn canonical_rule(r: &Value) -> Value {
 
 /// The group's effective rules: declared ones plus the EFA self rule.
 fn effective(inputs: &Attrs, dir: &str) -> Vec<Value> {
-    let mut rules: Vec<Value> = inputs.get(dir).and_then(Value::as_list).unwrap_or_default().iter().map(canonical_rule).collect();
+    let mut rules: Vec<Value> =
+        inputs.get(dir).and_then(Value::as_list).unwrap_or_default().iter().map(canonical_rule).collect();
     if b(inputs, "efa") {
         rules.push(canonical_rule(&self_all_traffic()));
     }
@@ -253,19 +272,43 @@ async fn sync_rules(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<()>
         let _p = ctx.permit(Service::Ec2).await;
         match (dir, revoke.is_empty()) {
             ("ingress", false) => {
-                ctx.ec2.revoke_security_group_ingress().group_id(id).set_ip_permissions(Some(revoke)).send().await.map_err(err("RevokeSecurityGroupIngress"))?;
+                ctx.ec2
+                    .revoke_security_group_ingress()
+                    .group_id(id)
+                    .set_ip_permissions(Some(revoke))
+                    .send()
+                    .await
+                    .map_err(err("RevokeSecurityGroupIngress"))?;
             }
             ("egress", false) => {
-                ctx.ec2.revoke_security_group_egress().group_id(id).set_ip_permissions(Some(revoke)).send().await.map_err(err("RevokeSecurityGroupEgress"))?;
+                ctx.ec2
+                    .revoke_security_group_egress()
+                    .group_id(id)
+                    .set_ip_permissions(Some(revoke))
+                    .send()
+                    .await
+                    .map_err(err("RevokeSecurityGroupEgress"))?;
             }
             _ => {}
         }
         match (dir, grant.is_empty()) {
             ("ingress", false) => {
-                ctx.ec2.authorize_security_group_ingress().group_id(id).set_ip_permissions(Some(grant)).send().await.map_err(err("AuthorizeSecurityGroupIngress"))?;
+                ctx.ec2
+                    .authorize_security_group_ingress()
+                    .group_id(id)
+                    .set_ip_permissions(Some(grant))
+                    .send()
+                    .await
+                    .map_err(err("AuthorizeSecurityGroupIngress"))?;
             }
             ("egress", false) => {
-                ctx.ec2.authorize_security_group_egress().group_id(id).set_ip_permissions(Some(grant)).send().await.map_err(err("AuthorizeSecurityGroupEgress"))?;
+                ctx.ec2
+                    .authorize_security_group_egress()
+                    .group_id(id)
+                    .set_ip_permissions(Some(grant))
+                    .send()
+                    .await
+                    .map_err(err("AuthorizeSecurityGroupEgress"))?;
             }
             _ => {}
         }
@@ -377,7 +420,10 @@ mod tests {
         assert_eq!(cur.get("efa"), Some(&Value::Bool(true)));
         assert_eq!(cur.get("ingress"), Some(&Value::List(vec![])));
         // The egress self rule missing is drift: efa shows false.
-        let observed = Attrs::from([("ingress".into(), Value::List(vec![canonical_rule(&self_all_traffic())])), ("egress".into(), Value::List(vec![]))]);
+        let observed = Attrs::from([
+            ("ingress".into(), Value::List(vec![canonical_rule(&self_all_traffic())])),
+            ("egress".into(), Value::List(vec![])),
+        ]);
         assert_eq!(SecurityGroup.current(&recorded, &observed).get("efa"), Some(&Value::Bool(false)));
     }
 }

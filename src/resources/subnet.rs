@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
-use super::{b, s, Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, AwsError, Ctx, Service};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
+use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
 
@@ -52,7 +52,10 @@ impl Kind for Subnet {
         let (id, az) = match created {
             Ok(out) => {
                 let sub = out.subnet();
-                (sub.and_then(|x| x.subnet_id()).unwrap_or_default().to_string(), sub.and_then(|x| x.availability_zone()).unwrap_or_default().to_string())
+                (
+                    sub.and_then(|x| x.subnet_id()).unwrap_or_default().to_string(),
+                    sub.and_then(|x| x.availability_zone()).unwrap_or_default().to_string(),
+                )
             }
             // The CIDR is taken: by this very resource (a create that raced a crash) it is adopted.
             Err(e) if e.code.as_deref() == Some("InvalidSubnet.Conflict") => {
@@ -89,7 +92,13 @@ impl Kind for Subnet {
             };
             let associated = rts.iter().flat_map(|r| r.associations()).any(|a| a.subnet_id() == Some(id.as_str()));
             if !associated {
-                ctx.ec2.associate_route_table().route_table_id(rt).subnet_id(&id).send().await.map_err(err("AssociateRouteTable"))?;
+                ctx.ec2
+                    .associate_route_table()
+                    .route_table_id(rt)
+                    .subnet_id(&id)
+                    .send()
+                    .await
+                    .map_err(err("AssociateRouteTable"))?;
             }
         }
         Ok(recorded(id, az))
@@ -113,13 +122,26 @@ impl Kind for Subnet {
                     ("public".into(), Value::Bool(sn.map_public_ip_on_launch().unwrap_or(false))),
                     ("tags".into(), tags::observed(&all)),
                 ]);
-                found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id, az).outputs });
+                found.push(Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: id.clone(),
+                    attrs,
+                    outputs: recorded(id, az).outputs,
+                });
             }
         }
         Ok(found)
     }
 
-    async fn update(&self, ctx: &Ctx, _address: &str, id: &str, old: &Attrs, new: &Attrs, _changed: &[String]) -> Result<Recorded> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        _changed: &[String],
+    ) -> Result<Recorded> {
         tags::sync_ec2(ctx, id, old, new).await?;
         Ok(recorded(id.to_string(), s(new, "availability_zone").to_string()))
     }
@@ -131,5 +153,8 @@ impl Kind for Subnet {
 }
 
 fn recorded(id: String, az: String) -> Recorded {
-    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("availability_zone".into(), Value::str(az))]), id }
+    Recorded {
+        outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("availability_zone".into(), Value::str(az))]),
+        id,
+    }
 }

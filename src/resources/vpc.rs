@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType};
 
-use super::{b, s, Create, Kind, Observed, Recorded, Result, TAGS};
-use crate::aws::{err, gone_is_ok, tags, Ctx, Service};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, s};
+use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
 
@@ -64,7 +64,12 @@ impl Kind for Vpc {
                     ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
                     ("tags".into(), tags::observed(&all)),
                 ]);
-                found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: id.clone(), attrs, outputs: recorded(id).outputs });
+                found.push(Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: id.clone(),
+                    attrs,
+                    outputs: recorded(id).outputs,
+                });
             }
         }
         // A VPC has its internet gateway when the gateway is attached and the public route
@@ -80,7 +85,15 @@ impl Kind for Vpc {
         Ok(found)
     }
 
-    async fn update(&self, ctx: &Ctx, address: &str, id: &str, old: &Attrs, new: &Attrs, changed: &[String]) -> Result<Recorded> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
         if changed.iter().any(|c| c == "internet_gateway") {
             if b(new, "internet_gateway") {
                 attach_gateway(ctx, address, id, new, &uuid::Uuid::new_v4().to_string()).await?;
@@ -117,9 +130,10 @@ async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs, tok
         .send()
         .await
         .map_err(err("DescribeInternetGateways"))?;
-    let existing = mine.internet_gateways().iter().find(|g| {
-        g.attachments().is_empty() || g.attachments().iter().any(|a| a.vpc_id() == Some(vpc))
-    });
+    let existing = mine
+        .internet_gateways()
+        .iter()
+        .find(|g| g.attachments().is_empty() || g.attachments().iter().any(|a| a.vpc_id() == Some(vpc)));
     let igw_id = match existing {
         Some(g) => g.internet_gateway_id().unwrap_or_default().to_string(),
         None => ctx
@@ -147,8 +161,18 @@ async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs, tok
         return Ok(());
     }
     let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
-    spec.tags.get_or_insert_with(Vec::new).push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
-    let rt = ctx.ec2.create_route_table().vpc_id(vpc).client_token(token).tag_specifications(spec).send().await.map_err(err("CreateRouteTable"))?;
+    spec.tags
+        .get_or_insert_with(Vec::new)
+        .push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
+    let rt = ctx
+        .ec2
+        .create_route_table()
+        .vpc_id(vpc)
+        .client_token(token)
+        .tag_specifications(spec)
+        .send()
+        .await
+        .map_err(err("CreateRouteTable"))?;
     let rt_id = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default();
     ctx.ec2
         .create_route()
@@ -181,11 +205,27 @@ async fn remove_gateways(ctx: &Ctx, address: &str, vpc: &str) -> Result<()> {
     for rt in public_route_tables(ctx, vpc).await? {
         for a in rt.associations().iter().filter(|a| !a.main().unwrap_or(false)) {
             if let Some(aid) = a.route_table_association_id() {
-                gone_is_ok(ctx.ec2.disassociate_route_table().association_id(aid).send().await.map(|_| ()).map_err(err("DisassociateRouteTable")))?;
+                gone_is_ok(
+                    ctx.ec2
+                        .disassociate_route_table()
+                        .association_id(aid)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(err("DisassociateRouteTable")),
+                )?;
             }
         }
         if let Some(id) = rt.route_table_id() {
-            gone_is_ok(ctx.ec2.delete_route_table().route_table_id(id).send().await.map(|_| ()).map_err(err("DeleteRouteTable")))?;
+            gone_is_ok(
+                ctx.ec2
+                    .delete_route_table()
+                    .route_table_id(id)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("DeleteRouteTable")),
+            )?;
         }
     }
     let mut gateways = vec![];
@@ -203,7 +243,11 @@ async fn remove_gateways(ctx: &Ctx, address: &str, vpc: &str) -> Result<()> {
             .map_err(err("DescribeInternetGateways"))?;
         for g in out.internet_gateways() {
             let attached_elsewhere = g.attachments().iter().any(|a| a.vpc_id().is_some_and(|v| v != vpc));
-            if !attached_elsewhere && !gateways.iter().any(|x: &aws_sdk_ec2::types::InternetGateway| x.internet_gateway_id() == g.internet_gateway_id()) {
+            if !attached_elsewhere
+                && !gateways
+                    .iter()
+                    .any(|x: &aws_sdk_ec2::types::InternetGateway| x.internet_gateway_id() == g.internet_gateway_id())
+            {
                 gateways.push(g.clone());
             }
         }
@@ -211,9 +255,26 @@ async fn remove_gateways(ctx: &Ctx, address: &str, vpc: &str) -> Result<()> {
     for g in gateways {
         let Some(gid) = g.internet_gateway_id() else { continue };
         if !g.attachments().is_empty() {
-            gone_is_ok(ctx.ec2.detach_internet_gateway().internet_gateway_id(gid).vpc_id(vpc).send().await.map(|_| ()).map_err(err("DetachInternetGateway")))?;
+            gone_is_ok(
+                ctx.ec2
+                    .detach_internet_gateway()
+                    .internet_gateway_id(gid)
+                    .vpc_id(vpc)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("DetachInternetGateway")),
+            )?;
         }
-        gone_is_ok(ctx.ec2.delete_internet_gateway().internet_gateway_id(gid).send().await.map(|_| ()).map_err(err("DeleteInternetGateway")))?;
+        gone_is_ok(
+            ctx.ec2
+                .delete_internet_gateway()
+                .internet_gateway_id(gid)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("DeleteInternetGateway")),
+        )?;
     }
     Ok(())
 }

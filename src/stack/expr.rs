@@ -106,16 +106,12 @@ fn parse_ref(body: &str) -> Result<RawRef, String> {
             && !s.starts_with(|c: char| c.is_ascii_digit())
     };
     if !segs.iter().all(|s| ident(s)) {
-        return Err(format!(
-            "`${{{body}}}` is not a reference; write `${{var.NAME}}` or `${{KIND.NAME.OUTPUT}}`"
-        ));
+        return Err(format!("`${{{body}}}` is not a reference; write `${{var.NAME}}` or `${{KIND.NAME.OUTPUT}}`"));
     }
     match segs.as_slice() {
         ["var", name] => Ok(RawRef::Var(name.to_string())),
         [kind, name, output] => Ok(RawRef::Output { address: format!("{kind}.{name}"), output: output.to_string() }),
-        _ => Err(format!(
-            "`${{{body}}}` is not a reference; write `${{var.NAME}}` or `${{KIND.NAME.OUTPUT}}`"
-        )),
+        _ => Err(format!("`${{{body}}}` is not a reference; write `${{var.NAME}}` or `${{KIND.NAME.OUTPUT}}`")),
     }
 }
 
@@ -128,12 +124,10 @@ impl Expr {
     pub fn refs(&self, out: &mut Vec<OutputRef>) {
         match &self.kind {
             ExprKind::Value(_) => {}
-            ExprKind::Template(parts) => {
-                out.extend(parts.iter().filter_map(|p| match p {
-                    Part::Ref(r) => Some(r.clone()),
-                    Part::Lit(_) => None,
-                }))
-            }
+            ExprKind::Template(parts) => out.extend(parts.iter().filter_map(|p| match p {
+                Part::Ref(r) => Some(r.clone()),
+                Part::Lit(_) => None,
+            })),
             ExprKind::List(items) => items.iter().for_each(|e| e.refs(out)),
             ExprKind::Table(t) => t.values().for_each(|e| e.refs(out)),
         }

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use toml_edit::{Item, Table};
 
-use super::diag::{closest, Diagnostic, Diagnostics, Source};
-use super::expr::{parse_template, Expr, ExprKind, OutputRef, Part, RawPart, RawRef, Span};
+use super::diag::{Diagnostic, Diagnostics, Source, closest};
+use super::expr::{Expr, ExprKind, OutputRef, Part, RawPart, RawRef, Span, parse_template};
 use super::schema::{self, Ty};
 use super::{OutputDecl, Resource, Stack, VarSources};
 use crate::resources::{self, Kind};
@@ -52,9 +52,10 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
                 if let Some(te) = m.get("tags") {
                     schema::check(te, &Ty::Map(&Ty::Str), "stack.tags", &|_| None, &mut p.diags);
                     if te.as_single_ref().is_none()
-                        && let Value::Table(t) = te.resolve(&|_| Value::Unknown) {
-                            tags = t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
-                        }
+                        && let Value::Table(t) = te.resolve(&|_| Value::Unknown)
+                    {
+                        tags = t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
+                    }
                 }
                 for (k, v) in m.iter().filter(|(k, _)| !STACK_KEYS.contains(&k.as_str())) {
                     p.diags.push(schema::unknown_key(k, v, STACK_KEYS.iter().copied(), "stack"));
@@ -62,10 +63,9 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
             }
             if !name.is_empty() && !valid_stack_name(&name) {
                 let span = m_span(root, "stack", "name");
-                p.diags.push(
-                    Diagnostic::error(format!("stack name \"{name}\" is not valid"), span)
-                        .help("a stack name is 1-31 characters of a-z, 0-9 and '-', starting with a letter (after variables)"),
-                );
+                p.diags.push(Diagnostic::error(format!("stack name \"{name}\" is not valid"), span).help(
+                    "a stack name is 1-31 characters of a-z, 0-9 and '-', starting with a letter (after variables)",
+                ));
             }
         }
         _ => p.diags.push(
@@ -89,7 +89,10 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
                     let d = Diagnostic::error(format!("unknown resource kind `{key}`"), key_span);
                     p.diags.push(match closest(key, known.clone()) {
                         Some(c) => d.help(format!("did you mean `{c}`?")),
-                        None => d.help(format!("the kinds are: {}", resources::KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "))),
+                        None => d.help(format!(
+                            "the kinds are: {}",
+                            resources::KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                        )),
                     });
                 }
             },
@@ -152,7 +155,9 @@ impl Parser<'_> {
                                 declared.insert(k.to_string(), val);
                             }
                         }
-                        _ => self.diags.push(Diagnostic::error(format!("variable `{k}` must be a plain value"), item.span())),
+                        _ => self
+                            .diags
+                            .push(Diagnostic::error(format!("variable `{k}` must be a plain value"), item.span())),
                     }
                 }
             }
@@ -306,7 +311,12 @@ impl Parser<'_> {
 
     /// Resolves each reference's target: the address must exist and have that output.
     /// Fills `deps` (sorted, unique) from references and `depends_on`.
-    fn check_references(&mut self, resources: &mut [Resource], by_address: &HashMap<String, usize>, outputs: &[OutputDecl]) {
+    fn check_references(
+        &mut self,
+        resources: &mut [Resource],
+        by_address: &HashMap<String, usize>,
+        outputs: &[OutputDecl],
+    ) {
         let kinds_of: Vec<&'static dyn Kind> = resources.iter().map(|r| r.kind).collect();
         let check = |r: &OutputRef, diags: &mut Vec<Diagnostic>| -> Option<usize> {
             let Some(&i) = by_address.get(&r.address) else {
@@ -325,8 +335,14 @@ impl Parser<'_> {
                 let names = outs.iter().map(|(n, _)| *n);
                 let d = Diagnostic::error(format!("`{}` has no output `{}`", r.address, r.output), r.span.clone());
                 diags.push(match closest(&r.output, names.clone()) {
-                    Some(c) => d.help(format!("did you mean `{c}`? outputs of {}: {}", kinds_of[i].name(), names.collect::<Vec<_>>().join(", "))),
-                    None => d.help(format!("outputs of {}: {}", kinds_of[i].name(), names.collect::<Vec<_>>().join(", "))),
+                    Some(c) => d.help(format!(
+                        "did you mean `{c}`? outputs of {}: {}",
+                        kinds_of[i].name(),
+                        names.collect::<Vec<_>>().join(", ")
+                    )),
+                    None => {
+                        d.help(format!("outputs of {}: {}", kinds_of[i].name(), names.collect::<Vec<_>>().join(", ")))
+                    }
                 });
                 return None;
             }
@@ -363,8 +379,11 @@ impl Parser<'_> {
             };
             if let Some(first) = seen.insert((r.kind.name(), name.clone()), &r.address) {
                 self.diags.push(
-                    Diagnostic::error(format!("`{}` and `{first}` would both be named \"{name}\"", r.address), r.span.clone())
-                        .help("physical names of one kind must be unique in a stack; change `name`"),
+                    Diagnostic::error(
+                        format!("`{}` and `{first}` would both be named \"{name}\"", r.address),
+                        r.span.clone(),
+                    )
+                    .help("physical names of one kind must be unique in a stack; change `name`"),
                 );
             }
         }
@@ -450,11 +469,9 @@ impl Parser<'_> {
         match self.vars.get(name) {
             Some(v) => v.clone(),
             None => {
-                self.diags.push(
-                    Diagnostic::error(format!("variable `{name}` has no value"), span).help(format!(
-                        "declare it under [vars] with a default, pass --var {name}=VALUE, or set GPUSTACK_VAR_{name}"
-                    )),
-                );
+                self.diags.push(Diagnostic::error(format!("variable `{name}` has no value"), span).help(format!(
+                    "declare it under [vars] with a default, pass --var {name}=VALUE, or set GPUSTACK_VAR_{name}"
+                )));
                 Value::str("")
             }
         }
@@ -500,7 +517,9 @@ fn typed_like(default: &Value, s: &str) -> Value {
         Value::Int(_) => s.parse().map(Value::Int).unwrap_or_else(|_| Value::str(s)),
         Value::Float(_) => s.parse().map(Value::Float).unwrap_or_else(|_| Value::str(s)),
         Value::Bool(_) => s.parse().map(Value::Bool).unwrap_or_else(|_| Value::str(s)),
-        Value::List(_) | Value::Table(_) => serde_json::from_str(s).map(|j| Value::from_json(&j)).unwrap_or_else(|_| Value::str(s)),
+        Value::List(_) | Value::Table(_) => {
+            serde_json::from_str(s).map(|j| Value::from_json(&j)).unwrap_or_else(|_| Value::str(s))
+        }
         _ => Value::str(s),
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::diag::{closest, Diagnostic};
+use super::diag::{Diagnostic, closest};
 use super::expr::{Expr, ExprKind};
 use crate::value::Value;
 
@@ -101,9 +101,10 @@ pub fn check(expr: &Expr, ty: &Ty, what: &str, out_ty: OutputType, diags: &mut V
     if let Some(r) = expr.as_single_ref() {
         // The referenced output's type decides; a list output may fill a list attribute.
         if let Some(rt) = out_ty(r)
-            && !compatible(&rt, ty) {
-                diags.push(mismatch(&format!("`{}.{}`, which is {}", r.address, r.output, rt.describe())));
-            }
+            && !compatible(&rt, ty)
+        {
+            diags.push(mismatch(&format!("`{}.{}`, which is {}", r.address, r.output, rt.describe())));
+        }
         return;
     }
     match (&expr.kind, ty) {
@@ -130,7 +131,8 @@ fn check_value(v: &Value, expr: &Expr, ty: &Ty, what: &str, diags: &mut Vec<Diag
     let ok = match (v, ty) {
         (Value::Str(s), Ty::Enum(vs)) => {
             if !vs.contains(&s.as_str()) {
-                let mut d = Diagnostic::error(format!("`{what}` must be {}, found \"{s}\"", ty.describe()), expr.span.clone());
+                let mut d =
+                    Diagnostic::error(format!("`{what}` must be {}, found \"{s}\"", ty.describe()), expr.span.clone());
                 if let Some(c) = closest(s, vs.iter().copied()) {
                     d = d.help(format!("did you mean \"{c}\"?"));
                 }
@@ -157,15 +159,20 @@ fn check_value(v: &Value, expr: &Expr, ty: &Ty, what: &str, diags: &mut Vec<Diag
         _ => false,
     };
     if !ok {
-        let mut d = Diagnostic::error(format!("`{what}` must be {}, found {}", ty.describe(), v.type_name()), expr.span.clone());
+        let mut d = Diagnostic::error(
+            format!("`{what}` must be {}, found {}", ty.describe(), v.type_name()),
+            expr.span.clone(),
+        );
         if let (Value::Str(s), Ty::Int | Ty::Number) = (v, ty)
-            && s.parse::<f64>().is_ok() {
-                d = d.help(format!("write the number without quotes: {s}"));
-            }
+            && s.parse::<f64>().is_ok()
+        {
+            d = d.help(format!("write the number without quotes: {s}"));
+        }
         if let (Value::Str(s), Ty::Bool) = (v, ty)
-            && (s == "true" || s == "false") {
-                d = d.help(format!("write the boolean without quotes: {s}"));
-            }
+            && (s == "true" || s == "false")
+        {
+            d = d.help(format!("write the boolean without quotes: {s}"));
+        }
         if let (Value::Str(_), Ty::List(_)) = (v, ty) {
             d = d.help("wrap the value in brackets: [\"...\"]");
         }
@@ -192,8 +199,11 @@ pub fn check_object(
     }
     for a in attrs.iter().filter(|a| a.required && !t.contains_key(a.name)) {
         diags.push(
-            Diagnostic::error(format!("missing required attribute `{}`", path(a.name)), span.clone())
-                .help(format!("add `{} = ...` ({})", a.name, a.ty.describe())),
+            Diagnostic::error(format!("missing required attribute `{}`", path(a.name)), span.clone()).help(format!(
+                "add `{} = ...` ({})",
+                a.name,
+                a.ty.describe()
+            )),
         );
     }
 }

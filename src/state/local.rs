@@ -9,10 +9,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::{State, FORMAT};
+use super::{FORMAT, State};
 
 /// Who holds a lock, written into the lock file by the holder.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -48,7 +48,9 @@ pub fn lock_path(state: &Path) -> PathBuf {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("the state {path} is locked by {holder}\n  help: wait for that run to finish, or retry with --lock-timeout 5m to wait for it")]
+#[error(
+    "the state {path} is locked by {holder}\n  help: wait for that run to finish, or retry with --lock-timeout 5m to wait for it"
+)]
 pub struct LockHeld {
     pub path: String,
     pub holder: String,
@@ -72,7 +74,8 @@ pub fn lock(state: &Path, timeout: Duration, command: &str) -> Result<Lock> {
             Ok(()) => break,
             Err(std::fs::TryLockError::WouldBlock) => {
                 if Instant::now() >= deadline {
-                    let holder = read_holder(&mut file).map_or_else(|| "another gpustack process".to_string(), |h| h.to_string());
+                    let holder = read_holder(&mut file)
+                        .map_or_else(|| "another gpustack process".to_string(), |h| h.to_string());
                     return Err(LockHeld { path: state.display().to_string(), holder }.into());
                 }
                 std::thread::sleep(Duration::from_millis(200));
@@ -131,7 +134,10 @@ pub fn read(path: &Path) -> Result<Option<State>> {
         Err(e) => return Err(e).with_context(|| format!("cannot read the state file {}", path.display())),
     };
     let state: State = serde_json::from_str(&text).with_context(|| {
-        format!("the state file {} is not valid gpustack state; restore it from its backup or version control", path.display())
+        format!(
+            "the state file {} is not valid gpustack state; restore it from its backup or version control",
+            path.display()
+        )
     })?;
     if state.format > FORMAT {
         bail!(

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{network_stack, Env};
+use crate::harness::{Env, network_stack};
 
 /// Where in the apply to kill: once the journal on disk shows `recorded` finished resources
 /// and at least one pending operation, plus `after` more time.
@@ -24,10 +24,19 @@ fn crash_then_recover(at: KillPoint) {
     env.write("s.toml", &network_stack("crash", ""));
     // Every AWS call takes 60 ms, so each operation spans several polls of the journal.
     env.emu.set_latency(60);
-    let mut child = env.command(&["apply", "s.toml", "--auto-approve"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = env
+        .command(&["apply", "s.toml", "--auto-approve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !journal(&env).is_some_and(|(done, pending)| done >= at.recorded && pending > 0) {
-        assert!(child.try_wait().unwrap().is_none(), "the apply finished before the kill point ({} recorded)", at.recorded);
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the apply finished before the kill point ({} recorded)",
+            at.recorded
+        );
         assert!(Instant::now() < deadline, "the kill point was never reached");
         std::thread::sleep(Duration::from_millis(5));
     }

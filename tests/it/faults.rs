@@ -1,7 +1,7 @@
 //! Injected throttling and server errors: the SDK's retries (adaptive mode) carry
 //! apply and destroy through, with every object created exactly once.
 
-use crate::harness::{network_stack, Env};
+use crate::harness::{Env, network_stack};
 
 fn converges_through(kind: &str, every: u64) {
     let env = Env::new();
@@ -12,11 +12,7 @@ fn converges_through(kind: &str, every: u64) {
     assert_eq!(apply.code, 0, "apply with every {every}th call failing ({kind}):\n{apply:?}");
     assert!(injected >= 3, "the faults were exercised: {injected}");
     let t = env.tagged("flaky");
-    assert_eq!(
-        t.counts(),
-        (1, 2, 1, 1, 1, 1, 1, 1),
-        "{t:?}"
-    );
+    assert_eq!(t.counts(), (1, 2, 1, 1, 1, 1, 1, 1), "{t:?}");
     assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
 
     env.emu.set_faults(every, kind);

@@ -17,7 +17,10 @@ fn repo() -> PathBuf {
 fn setup_emulator() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let st = Command::new("bash").arg(repo().join("tests/emulator/setup.sh")).status().expect("run tests/emulator/setup.sh");
+        let st = Command::new("bash")
+            .arg(repo().join("tests/emulator/setup.sh"))
+            .status()
+            .expect("run tests/emulator/setup.sh");
         assert!(st.success(), "tests/emulator/setup.sh failed");
     });
 }
@@ -40,7 +43,10 @@ impl Emulator {
             .expect("start the emulator");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read READY");
-        let port = line.trim().strip_prefix("GPUSTACK_EMULATOR_READY port=").unwrap_or_else(|| panic!("emulator said {line:?}"));
+        let port = line
+            .trim()
+            .strip_prefix("GPUSTACK_EMULATOR_READY port=")
+            .unwrap_or_else(|| panic!("emulator said {line:?}"));
         Emulator { child, url: format!("http://127.0.0.1:{port}") }
     }
 
@@ -75,7 +81,8 @@ impl Emulator {
     /// Every `every`th later AWS request fails with `kind` ("throttle" or "5xx"); 0 turns it off.
     /// Returns how many faults the emulator has injected so far.
     pub fn set_faults(&self, every: u64, kind: &str) -> u64 {
-        let v: serde_json::Value = serde_json::from_str(&self.http("POST", &format!("/_gpustack/faults?every={every}&kind={kind}"))).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&self.http("POST", &format!("/_gpustack/faults?every={every}&kind={kind}"))).unwrap();
         v["injected_so_far"].as_u64().unwrap()
     }
 
@@ -201,14 +208,23 @@ impl Env {
             let rts = ec2.describe_route_tables().filters(f()).send().await.unwrap();
             let pgs = ec2.describe_placement_groups().filters(f()).send().await.unwrap();
             let roles = iam.list_roles().path_prefix(format!("/gpustack/{stack}/")).send().await.unwrap();
-            let profiles = iam.list_instance_profiles().path_prefix(format!("/gpustack/{stack}/")).send().await.unwrap();
+            let profiles =
+                iam.list_instance_profiles().path_prefix(format!("/gpustack/{stack}/")).send().await.unwrap();
             Tagged {
                 vpcs: vpcs.vpcs().iter().filter_map(|v| v.vpc_id().map(String::from)).collect(),
                 subnets: subnets.subnets().iter().filter_map(|v| v.subnet_id().map(String::from)).collect(),
                 security_groups: sgs.security_groups().iter().filter_map(|v| v.group_id().map(String::from)).collect(),
-                gateways: igws.internet_gateways().iter().filter_map(|v| v.internet_gateway_id().map(String::from)).collect(),
+                gateways: igws
+                    .internet_gateways()
+                    .iter()
+                    .filter_map(|v| v.internet_gateway_id().map(String::from))
+                    .collect(),
                 route_tables: rts.route_tables().iter().filter_map(|v| v.route_table_id().map(String::from)).collect(),
-                placement_groups: pgs.placement_groups().iter().filter_map(|v| v.group_name().map(String::from)).collect(),
+                placement_groups: pgs
+                    .placement_groups()
+                    .iter()
+                    .filter_map(|v| v.group_name().map(String::from))
+                    .collect(),
                 roles: roles.roles().iter().map(|r| r.role_name().to_string()).collect(),
                 // moto ignores PathPrefix for ListInstanceProfiles: filter here.
                 instance_profiles: profiles
@@ -303,4 +319,3 @@ role   = "${{iam_role.node.arn}}"
 {extra}"#
     )
 }
-

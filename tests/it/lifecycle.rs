@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use aws_sdk_ec2::types::Filter;
 
-use crate::harness::{block_on, network_stack, Env};
+use crate::harness::{Env, block_on, network_stack};
 
 #[test]
 fn apply_creates_everything_and_a_second_plan_shows_no_changes() {
@@ -38,7 +38,10 @@ fn apply_creates_everything_and_a_second_plan_shows_no_changes() {
 
     // What the emulator holds.
     let t = env.tagged("life");
-    assert_eq!((t.vpcs.len(), t.subnets.len(), t.security_groups.len(), t.gateways.len(), t.route_tables.len()), (1, 2, 1, 1, 1));
+    assert_eq!(
+        (t.vpcs.len(), t.subnets.len(), t.security_groups.len(), t.gateways.len(), t.route_tables.len()),
+        (1, 2, 1, 1, 1)
+    );
     assert_eq!(t.placement_groups, vec!["life-train"]);
     assert_eq!(t.roles, vec!["life-node"]);
     assert_eq!(t.instance_profiles, vec!["life-node"]);
@@ -49,19 +52,38 @@ fn apply_creates_everything_and_a_second_plan_shows_no_changes() {
     block_on(async move {
         let g = ec2.describe_security_groups().group_ids(&sg_id).send().await.unwrap();
         let g = &g.security_groups()[0];
-        let tags: Vec<(String, String)> = g.tags().iter().map(|t| (t.key().unwrap().into(), t.value().unwrap().into())).collect();
+        let tags: Vec<(String, String)> =
+            g.tags().iter().map(|t| (t.key().unwrap().into(), t.value().unwrap().into())).collect();
         assert!(tags.contains(&("gpustack:stack".into(), "life".into())), "{tags:?}");
         assert!(tags.contains(&("gpustack:address".into(), "security_group.efa".into())), "{tags:?}");
         assert!(tags.contains(&("team".into(), "ml".into())), "{tags:?}");
         // EFA: all traffic in from and out to itself; the declared HTTPS rule; AWS's default egress revoked.
-        let self_in = g.ip_permissions().iter().any(|p| p.ip_protocol() == Some("-1") && p.user_id_group_pairs().iter().any(|u| u.group_id() == Some(sg_id.as_str())));
-        let self_out = g.ip_permissions_egress().iter().any(|p| p.ip_protocol() == Some("-1") && p.user_id_group_pairs().iter().any(|u| u.group_id() == Some(sg_id.as_str())));
+        let self_in = g.ip_permissions().iter().any(|p| {
+            p.ip_protocol() == Some("-1")
+                && p.user_id_group_pairs().iter().any(|u| u.group_id() == Some(sg_id.as_str()))
+        });
+        let self_out = g.ip_permissions_egress().iter().any(|p| {
+            p.ip_protocol() == Some("-1")
+                && p.user_id_group_pairs().iter().any(|u| u.group_id() == Some(sg_id.as_str()))
+        });
         assert!(self_in && self_out, "EFA self rules missing: {g:?}");
-        assert!(g.ip_permissions().iter().any(|p| p.ip_protocol() == Some("tcp") && p.from_port() == Some(443) && p.to_port() == Some(443)));
-        assert!(!g.ip_permissions_egress().iter().any(|p| p.ip_ranges().iter().any(|r| r.cidr_ip() == Some("0.0.0.0/0"))), "default egress not revoked");
+        assert!(
+            g.ip_permissions()
+                .iter()
+                .any(|p| p.ip_protocol() == Some("tcp") && p.from_port() == Some(443) && p.to_port() == Some(443))
+        );
+        assert!(
+            !g.ip_permissions_egress().iter().any(|p| p.ip_ranges().iter().any(|r| r.cidr_ip() == Some("0.0.0.0/0"))),
+            "default egress not revoked"
+        );
         let s = ec2.describe_subnets().subnet_ids(&subnet_a).send().await.unwrap();
         assert_eq!(s.subnets()[0].map_public_ip_on_launch(), Some(true));
-        let rts = ec2.describe_route_tables().filters(Filter::builder().name("association.subnet-id").values(&subnet_a).build()).send().await.unwrap();
+        let rts = ec2
+            .describe_route_tables()
+            .filters(Filter::builder().name("association.subnet-id").values(&subnet_a).build())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(rts.route_tables().len(), 1, "public subnet is associated with the public route table");
         let pols = iam.list_attached_role_policies().role_name("life-node").send().await.unwrap();
         assert_eq!(pols.attached_policies().len(), 1);
@@ -100,7 +122,8 @@ fn rule_and_tag_changes_update_in_place() {
     block_on(async move {
         let g = ec2.describe_security_groups().group_ids(&sg).send().await.unwrap();
         let g = &g.security_groups()[0];
-        let ports: Vec<_> = g.ip_permissions().iter().filter(|p| p.ip_protocol() == Some("tcp")).map(|p| p.from_port()).collect();
+        let ports: Vec<_> =
+            g.ip_permissions().iter().filter(|p| p.ip_protocol() == Some("tcp")).map(|p| p.from_port()).collect();
         assert_eq!(ports, vec![Some(8443)]);
         assert!(g.tags().iter().any(|t| t.key() == Some("cost") && t.value() == Some("gpu")));
     });
@@ -151,12 +174,16 @@ fn destroy_leaves_nothing_tagged() {
 #[test]
 fn prevent_destroy_refuses_destroy_and_replace() {
     let env = Env::new();
-    let text = network_stack("keep", "").replace("[placement_group.train]\n", "[placement_group.train]\nprevent_destroy = true\n");
+    let text = network_stack("keep", "")
+        .replace("[placement_group.train]\n", "[placement_group.train]\nprevent_destroy = true\n");
     env.write("s.toml", &text);
     env.ok(&["apply", "s.toml", "--auto-approve"]);
     let d = env.run(&["destroy", "s.toml", "--auto-approve"]);
     assert_eq!(d.code, 1, "{d:?}");
-    assert!(d.stderr.contains("`placement_group.train` has prevent_destroy = true, but this plan would delete it"), "{d:?}");
+    assert!(
+        d.stderr.contains("`placement_group.train` has prevent_destroy = true, but this plan would delete it"),
+        "{d:?}"
+    );
     assert_eq!(env.tagged("keep").placement_groups.len(), 1, "nothing deleted");
     env.write("s.toml", &text.replace("strategy = \"cluster\"", "strategy = \"spread\""));
     let p = env.run(&["plan", "s.toml"]);
@@ -246,7 +273,8 @@ fn global_flags_go_before_or_after_the_command() {
 fn a_failure_skips_dependents_and_independent_work_finishes() {
     let env = Env::new();
     // AWS refuses a /8 VPC: the subnets and the security group depend on it.
-    let bad = network_stack("fail", "").replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"10.0.0.0/8\"");
+    let bad =
+        network_stack("fail", "").replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"10.0.0.0/8\"");
     env.write("s.toml", &bad);
     let r = env.run(&["apply", "s.toml", "--auto-approve"]);
     assert_eq!(r.code, 1, "{r:?}");
@@ -269,7 +297,8 @@ fn json_mode_emits_one_event_per_line_for_pipelines() {
     let env = Env::new();
     env.write("s.toml", &network_stack("jsonl", ""));
     let r = env.ok(&["apply", "s.toml", "--auto-approve", "--json"]);
-    let events: Vec<serde_json::Value> = r.stdout.lines().map(|l| serde_json::from_str(l).expect("each stdout line is JSON")).collect();
+    let events: Vec<serde_json::Value> =
+        r.stdout.lines().map(|l| serde_json::from_str(l).expect("each stdout line is JSON")).collect();
     assert_eq!(events.first().unwrap()["event"], "plan");
     assert_eq!(events.first().unwrap()["plan"]["summary"]["create"], 6);
     assert_eq!(events.iter().filter(|e| e["event"] == "done").count(), 6, "{events:?}");
@@ -288,7 +317,8 @@ fn security_group_replace_creates_first_and_moves_dependents_before_deleting() {
     let old = env.state("cbd")["resources"]["security_group.efa"]["id"].as_str().unwrap().to_string();
 
     // A new description replaces the group; `nodes` refers to it and must follow.
-    let changed = network_stack("cbd", extra).replace("[security_group.efa]\n", "[security_group.efa]\ndescription = \"EFA group\"\n");
+    let changed = network_stack("cbd", extra)
+        .replace("[security_group.efa]\n", "[security_group.efa]\ndescription = \"EFA group\"\n");
     env.write("s.toml", &changed);
     let plan = env.ok(&["plan", "s.toml"]);
     assert!(plan.stdout.contains(" +/- security_group.efa                 replace, create before destroy"), "{plan:?}");
@@ -303,7 +333,10 @@ fn security_group_replace_creates_first_and_moves_dependents_before_deleting() {
     let new = st["resources"]["security_group.efa"]["id"].as_str().unwrap().to_string();
     assert_ne!(new, old);
     assert!(st.get("deposed").is_none(), "old copy deleted: {st}");
-    assert!(st["resources"]["security_group.efa"]["outputs"]["name"].as_str().unwrap().starts_with("cbd-efa-"), "the new group got a fresh name");
+    assert!(
+        st["resources"]["security_group.efa"]["outputs"]["name"].as_str().unwrap().starts_with("cbd-efa-"),
+        "the new group got a fresh name"
+    );
     let t = env.tagged("cbd");
     assert_eq!(t.security_groups.len(), 2, "{t:?}");
     assert!(!t.security_groups.contains(&old));
@@ -311,7 +344,13 @@ fn security_group_replace_creates_first_and_moves_dependents_before_deleting() {
     let ec2 = env.emu.ec2();
     block_on(async move {
         let g = ec2.describe_security_groups().group_ids(&nodes).send().await.unwrap();
-        let refs: Vec<_> = g.security_groups()[0].ip_permissions().iter().flat_map(|p| p.user_id_group_pairs()).filter_map(|u| u.group_id()).map(String::from).collect();
+        let refs: Vec<_> = g.security_groups()[0]
+            .ip_permissions()
+            .iter()
+            .flat_map(|p| p.user_id_group_pairs())
+            .filter_map(|u| u.group_id())
+            .map(String::from)
+            .collect();
         assert_eq!(refs, vec![new], "nodes refers to the new group");
     });
     assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);

@@ -3,12 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{network_stack, Env};
+use crate::harness::{Env, network_stack};
 
 /// Starts an apply that the emulator's latency keeps busy, and waits until it holds the lock.
 fn busy_apply(env: &Env) -> std::process::Child {
     env.emu.set_latency(150);
-    let child = env.command(&["apply", "s.toml", "--auto-approve"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let child = env
+        .command(&["apply", "s.toml", "--auto-approve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let lock = env.path("state/lock.json.lock");
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(&lock).map_or(true, |s| s.is_empty()) {

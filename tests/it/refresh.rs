@@ -2,10 +2,11 @@
 //! and repaired, objects deleted outside recreated, and a lost state file
 //! repaired by adopting what the tags find.
 
-use crate::harness::{block_on, network_stack, Env};
+use crate::harness::{Env, block_on, network_stack};
 
 fn many_groups(name: &str, n: usize) -> String {
-    let mut s = format!("[stack]\nname = \"{name}\"\nregion = \"us-west-2\"\n\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n");
+    let mut s =
+        format!("[stack]\nname = \"{name}\"\nregion = \"us-west-2\"\n\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n");
     for i in 0..n {
         s.push_str(&format!("\n[security_group.g{i}]\nvpc = \"${{vpc.main.id}}\"\ningress = [{{ protocol = \"tcp\", from_port = {}, cidr = \"10.0.0.0/8\" }}]\n", 1000 + i));
     }

@@ -16,7 +16,12 @@ fn validate_with(text: &str, args: &[&str], env: &[(&str, &str)]) -> Checked {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), text).unwrap();
     let mut c = Command::new(bin());
-    c.arg("validate").arg("s.toml").args(args).current_dir(dir.path()).env("AWS_ENDPOINT_URL", "http://127.0.0.1:9").env("NO_COLOR", "1");
+    c.arg("validate")
+        .arg("s.toml")
+        .args(args)
+        .current_dir(dir.path())
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("NO_COLOR", "1");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -83,11 +88,16 @@ fn unknown_kind_suggests_a_kind() {
 
 #[test]
 fn wrong_types_say_what_was_expected() {
-    let err = invalid(&format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\ninternet_gateway = \"true\"\n[placement_group.p]\nstrategy = \"clustr\"\n"));
+    let err = invalid(&format!(
+        "{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\ninternet_gateway = \"true\"\n[placement_group.p]\nstrategy = \"clustr\"\n"
+    ));
     assert!(err.contains("`internet_gateway` must be a boolean (true or false), found a string"), "{err}");
     assert!(err.contains("help: write the boolean without quotes: true"), "{err}");
     assert!(err.contains("--> s.toml:7:20"), "{err}");
-    assert!(err.contains("`strategy` must be one of \"cluster\", \"spread\", \"partition\", found \"clustr\""), "{err}");
+    assert!(
+        err.contains("`strategy` must be one of \"cluster\", \"spread\", \"partition\", found \"clustr\""),
+        "{err}"
+    );
     assert!(err.contains("did you mean \"cluster\"?"), "{err}");
 }
 
@@ -126,7 +136,10 @@ fn a_cycle_lists_every_edge_of_the_loop() {
          [security_group.b]\nvpc = \"${{vpc.main.id}}\"\ningress = [{{ security_group = \"${{security_group.c.id}}\" }}]\n\
          [security_group.c]\nvpc = \"${{vpc.main.id}}\"\ndepends_on = [\"security_group.a\"]\n"
     ));
-    assert!(err.contains("reference cycle: security_group.a → security_group.b → security_group.c → security_group.a"), "{err}");
+    assert!(
+        err.contains("reference cycle: security_group.a → security_group.b → security_group.c → security_group.a"),
+        "{err}"
+    );
     assert!(err.contains("security_group.a → security_group.b (at s.toml:9:32)"), "{err}");
     assert!(err.contains("security_group.b → security_group.c (at s.toml:12:32)"), "{err}");
     assert!(err.contains("security_group.c → security_group.a (at s.toml:15:"), "{err}");
@@ -134,10 +147,13 @@ fn a_cycle_lists_every_edge_of_the_loop() {
 
 #[test]
 fn duplicate_resources_and_duplicate_physical_names() {
-    let err = invalid(&format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[vpc.main]\ncidr_block = \"10.1.0.0/16\"\n"));
+    let err =
+        invalid(&format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[vpc.main]\ncidr_block = \"10.1.0.0/16\"\n"));
     assert!(err.contains("duplicate key"), "{err}");
     assert!(err.contains("--> s.toml:7:"), "{err}");
-    let err = invalid(&format!("{HEAD}[placement_group.a]\nstrategy = \"cluster\"\nname = \"pg\"\n[placement_group.b]\nstrategy = \"spread\"\nname = \"pg\"\n"));
+    let err = invalid(&format!(
+        "{HEAD}[placement_group.a]\nstrategy = \"cluster\"\nname = \"pg\"\n[placement_group.b]\nstrategy = \"spread\"\nname = \"pg\"\n"
+    ));
     assert!(err.contains("`placement_group.b` and `placement_group.a` would both be named \"pg\""), "{err}");
 }
 
@@ -164,7 +180,9 @@ fn variables_precedence_cli_beats_env_beats_default() {
     let text = "[stack]\nname = \"s-${var.env}\"\nregion = \"us-west-2\"\n[vars]\nenv = \"dev\"\n";
     assert!(validate(text).stdout.contains("stack s-dev "));
     assert!(validate_with(text, &[], &[("GPUSTACK_VAR_env", "ci")]).stdout.contains("stack s-ci "));
-    assert!(validate_with(text, &["--var", "env=pr-42"], &[("GPUSTACK_VAR_env", "ci")]).stdout.contains("stack s-pr-42 "));
+    assert!(
+        validate_with(text, &["--var", "env=pr-42"], &[("GPUSTACK_VAR_env", "ci")]).stdout.contains("stack s-pr-42 ")
+    );
     // A number default makes --var a number, so a typed attribute accepts it.
     let typed = "[stack]\nname = \"t\"\nregion = \"us-west-2\"\n[vars]\nparts = 3\n[placement_group.p]\nstrategy = \"partition\"\npartition_count = \"${var.parts}\"\n";
     assert_eq!(validate_with(typed, &["--var", "parts=5"], &[]).code, 0);
@@ -176,7 +194,12 @@ fn json_diagnostics_for_pipelines() {
     assert_eq!(c.code, 1);
     let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap();
     assert_eq!(v["valid"], false);
-    let d = v["diagnostics"].as_array().unwrap().iter().find(|d| d["message"].as_str().unwrap().contains("unknown key `cidr`")).unwrap();
+    let d = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["message"].as_str().unwrap().contains("unknown key `cidr`"))
+        .unwrap();
     assert_eq!(d["file"], "s.toml");
     assert_eq!(d["line"], 6);
     assert_eq!(d["column"], 1);
@@ -185,9 +208,16 @@ fn json_diagnostics_for_pipelines() {
 #[test]
 fn malformed_input_never_panics() {
     let cases = [
-        "", "[stack", "[[vpc]]\nx=1", "[vpc]\nmain = 1", "[vpc.main]\ncidr_block = [1,{a=2}]", "stack = 1",
-        "[stack]\nname=\"a\"\nregion=\"r\"\n[vpc.main]\ncidr_block=\"${\"", "[stack]\nname=\"a\"\nregion=\"r\"\n[output]\nx=\"${a.b.c.d}\"",
-        "\u{feff}[stack]\u{0}", "[stack]\nname=\"a\"\nregion=\"r\"\n[security_group.x]\nvpc=\"v\"\ningress=\"all\"",
+        "",
+        "[stack",
+        "[[vpc]]\nx=1",
+        "[vpc]\nmain = 1",
+        "[vpc.main]\ncidr_block = [1,{a=2}]",
+        "stack = 1",
+        "[stack]\nname=\"a\"\nregion=\"r\"\n[vpc.main]\ncidr_block=\"${\"",
+        "[stack]\nname=\"a\"\nregion=\"r\"\n[output]\nx=\"${a.b.c.d}\"",
+        "\u{feff}[stack]\u{0}",
+        "[stack]\nname=\"a\"\nregion=\"r\"\n[security_group.x]\nvpc=\"v\"\ningress=\"all\"",
     ];
     for text in cases {
         let c = validate(text);
@@ -199,11 +229,14 @@ fn malformed_input_never_panics() {
 #[test]
 fn graph_prints_dot_and_mermaid() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"us-west-2a\"\n");
+    let text = format!(
+        "{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"us-west-2a\"\n"
+    );
     std::fs::write(dir.path().join("s.toml"), text).unwrap();
     let out = Command::new(bin()).args(["graph", "s.toml"]).current_dir(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"subnet.a\" -> \"vpc.main\";"));
-    let out = Command::new(bin()).args(["graph", "s.toml", "--format", "mermaid"]).current_dir(dir.path()).output().unwrap();
+    let out =
+        Command::new(bin()).args(["graph", "s.toml", "--format", "mermaid"]).current_dir(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("subnet_a --> vpc_main"));
 }
 
@@ -225,7 +258,12 @@ fn every_shipped_stack_validates() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let out = Command::new(bin()).arg("validate").arg(&path).output().unwrap();
-                assert!(out.status.success(), "{} does not validate:\n{}", path.display(), String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{} does not validate:\n{}",
+                    path.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 n += 1;
             }
         }
