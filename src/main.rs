@@ -9,6 +9,7 @@ mod engine;
 mod graph;
 mod plan;
 mod resources;
+mod rules;
 mod stack;
 mod state;
 mod value;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The demo: validate → plan → apply → plan (no changes) → destroy of stacks/quickstart.toml
+# The demo: validate → plan → apply → plan (no changes) → output → kubeconfig → destroy of
+# stacks/quickstart.toml (a small GPU EKS cluster)
 # against the local AWS emulator, in a scratch directory. Needs nothing from AWS.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,5 +29,6 @@ step "$bin" plan "$stack"
 step "$bin" apply "$stack" --auto-approve
 step "$bin" plan "$stack" --detailed-exitcode
 step "$bin" output --stack "$stack"
+step "$bin" kubeconfig "$stack" --print
 step "$bin" destroy "$stack" --auto-approve
-printf '\nDemo complete: created, checked (no changes), and destroyed stack quickstart-dev against the local emulator.\n'
+printf '\nDemo complete: created, checked (no changes), and destroyed stack quickstart-dev (EKS with a time-sliced GPU node group) against the local emulator.\n'

@@ -3,12 +3,16 @@
 //! concurrency limits, error rendering and tag handling. Resource kinds use
 //! these; nothing here knows a kind.
 
+pub mod catalog;
+pub mod eks;
 pub mod tags;
+pub mod wait;
 
 use std::sync::Arc;
 
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
+use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -17,6 +21,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 pub enum Service {
     Ec2,
     Iam,
+    Eks,
+    Ssm,
 }
 
 impl Service {
@@ -24,6 +30,8 @@ impl Service {
         match self {
             Service::Ec2 => "ec2",
             Service::Iam => "iam",
+            Service::Eks => "eks",
+            Service::Ssm => "ssm",
         }
     }
 
@@ -32,6 +40,8 @@ impl Service {
         match self {
             Service::Ec2 => 16,
             Service::Iam => 4,
+            Service::Eks => 8,
+            Service::Ssm => 8,
         }
     }
 }
@@ -41,8 +51,14 @@ impl Service {
 pub struct Ctx {
     pub ec2: aws_sdk_ec2::Client,
     pub iam: aws_sdk_iam::Client,
+    pub eks: aws_sdk_eks::Client,
+    pub ssm: aws_sdk_ssm::Client,
     pub stack: String,
-    limits: Arc<[(Service, Semaphore); 2]>,
+    /// The instance catalog, read once per run and shared by every kind and rule.
+    pub catalog: Arc<catalog::Catalog>,
+    /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
+    clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
+    limits: Arc<[(Service, Semaphore); 4]>,
 }
 
 impl Ctx {
@@ -60,9 +76,53 @@ impl Ctx {
         Ctx {
             ec2: aws_sdk_ec2::Client::new(&conf),
             iam: aws_sdk_iam::Client::new(&conf),
+            eks: aws_sdk_eks::Client::new(&conf),
+            ssm: aws_sdk_ssm::Client::new(&conf),
             stack: stack.to_string(),
-            limits: Arc::new([limit(Service::Ec2), limit(Service::Iam)]),
+            catalog: Arc::default(),
+            clusters: Arc::default(),
+            limits: Arc::new([limit(Service::Ec2), limit(Service::Iam), limit(Service::Eks), limit(Service::Ssm)]),
         }
+    }
+
+    /// The EKS clusters tagged for this stack, described; listed once per run (node groups
+    /// and add-ons live in them) until [`Ctx::forget_reads`].
+    pub async fn stack_clusters(&self) -> Result<Vec<aws_sdk_eks::types::Cluster>, AwsError> {
+        let mut cache = self.clusters.lock().await;
+        if let Some(c) = cache.as_ref() {
+            return Ok(c.clone());
+        }
+        let mut names = vec![];
+        let mut pages = self.eks.list_clusters().into_paginator().send();
+        loop {
+            let page = {
+                let _p = self.permit(Service::Eks).await;
+                pages.next().await
+            };
+            let Some(page) = page else { break };
+            names.extend(page.map_err(err("ListClusters"))?.clusters().iter().cloned());
+        }
+        let mut ours = vec![];
+        for name in names {
+            let _p = self.permit(Service::Eks).await;
+            let out = match self.eks.describe_cluster().name(&name).send().await.map_err(err("DescribeCluster")) {
+                Ok(o) => o,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(c) = out.cluster
+                && c.tags().and_then(|t| t.get(tags::STACK)) == Some(&self.stack)
+            {
+                ours.push(c);
+            }
+        }
+        *cache = Some(ours.clone());
+        Ok(ours)
+    }
+
+    /// Drops what was read once per run, so the next refresh reads AWS again.
+    pub async fn forget_reads(&self) {
+        *self.clusters.lock().await = None;
     }
 
     /// A slot for one call to `service`. Hold it for the call only, never while waiting.
@@ -83,17 +143,24 @@ pub struct AwsError {
 }
 
 /// Turns an SDK error into an `AwsError` naming the operation.
-pub fn err<E, R>(operation: &'static str) -> impl FnOnce(aws_sdk_ec2::error::SdkError<E, R>) -> AwsError
+pub fn err<E>(operation: &'static str) -> impl FnOnce(aws_sdk_ec2::error::SdkError<E, HttpResponse>) -> AwsError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
 {
     move |e| {
         let code = e.code().map(str::to_string);
         let detail = match (&code, e.message()) {
             (Some(c), Some(m)) => format!("{c}: {m}"),
             (Some(c), None) => c.clone(),
-            _ => aws_sdk_ec2::error::DisplayErrorContext(&e).to_string(),
+            // Not an AWS error body (a proxy's page, an endpoint without this API): say what came
+            // back, not the whole response.
+            _ => match e.raw_response().map(|r| r.status().as_u16()) {
+                Some(status) => format!("HTTP {status} without an AWS error in the body (is the endpoint an AWS API?)"),
+                None => {
+                    let full = aws_sdk_ec2::error::DisplayErrorContext(&e).to_string();
+                    full.chars().take(400).collect()
+                }
+            },
         };
         AwsError { operation, code, detail }
     }
@@ -111,7 +178,12 @@ impl AwsError {
 
     /// True when AWS says the object does not exist (so a delete has nothing left to do).
     pub fn is_not_found(&self) -> bool {
-        self.code.as_deref().is_some_and(|c| c.ends_with(".NotFound") || c.ends_with(".Unknown") || c == "NoSuchEntity")
+        self.code.as_deref().is_some_and(|c| {
+            c.ends_with(".NotFound")
+                || c.ends_with(".Unknown")
+                || c.ends_with("NotFoundException")
+                || matches!(c, "NoSuchEntity" | "ResourceNotFoundException" | "ParameterNotFound")
+        })
     }
 }
 

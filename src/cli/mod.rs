@@ -2,6 +2,7 @@
 //! (loading a stack, finding and locking state, asking for approval).
 
 mod apply;
+mod kubeconfig;
 mod plan;
 mod state;
 
@@ -83,6 +84,8 @@ enum Command {
     State(state::StateCommand),
     /// Print the stack's outputs, saved at the last apply
     Output(state::OutputArgs),
+    /// Add a cluster of the stack to your kubeconfig (credentials from `aws eks get-token`)
+    Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Show who holds the state lock (a local lock frees itself when its holder exits)
     ForceUnlock(state::UnlockArgs),
 }
@@ -115,6 +118,7 @@ pub fn main() -> i32 {
             Command::State(c) => state::run(&g, c),
             Command::Output(a) => state::output(&g, a),
             Command::ForceUnlock(a) => state::force_unlock(&g, a),
+            Command::Kubeconfig(a) => kubeconfig::run(&g, a),
         }
     });
     match result {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{ArgAction, Args};
 
 use super::{Global, VarArgs, load_stack};
@@ -102,15 +102,20 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     };
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
-        Ok(plan) => Ok(Prep::Ready(Box::new(Prepared {
-            stack: Arc::new(stack),
-            state_path,
-            state,
-            refreshed,
-            plan,
-            ctx,
-            _lock: lock,
-        }))),
+        Ok(mut plan) => {
+            if !o.destroy && !preflight(g, &ctx, &stack, &mut plan).await? {
+                return Ok(Prep::Exit(1));
+            }
+            Ok(Prep::Ready(Box::new(Prepared {
+                stack: Arc::new(stack),
+                state_path,
+                state,
+                refreshed,
+                plan,
+                ctx,
+                _lock: lock,
+            })))
+        }
         Err(diags) => {
             for d in &diags {
                 eprint!("{}", stack.source.render(d, g.color()));
@@ -118,6 +123,33 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
             Ok(Prep::Exit(1))
         }
     }
+}
+
+/// The GPU rules that need the instance catalog, before anything changes: errors stop
+/// here (false); warnings join the plan's; notes say what the catalog made of a resource.
+async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan) -> Result<bool> {
+    let pf = crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
+    let errors = pf.diags.iter().filter(|d| d.is_error()).count();
+    if errors > 0 {
+        let items = pf.diags;
+        if g.json {
+            let json: Vec<_> = items.iter().map(|x| stack.source.to_json(x)).collect();
+            println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
+        } else {
+            for d in &items {
+                eprint!("{}", stack.source.render(d, g.color()));
+            }
+            eprintln!("The plan stopped at the GPU checks: nothing was changed.");
+        }
+        return Ok(false);
+    }
+    for d in &pf.diags {
+        plan.warnings.push(format!("{}: {}", stack.source.location(&d.span), d.message));
+    }
+    for c in plan.changes.iter_mut().filter(|c| c.note.is_none() && c.action != plan::Action::Delete) {
+        c.note = pf.notes.get(&c.address).cloned();
+    }
+    Ok(true)
 }
 
 pub fn header(verb: &str, p: &Prepared) -> String {

@@ -267,10 +267,22 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
         OpKind::Delete => ("deleting", "deleted"),
     };
     let task = env.progress.start(&c.address, verb, past);
-    let res = match op {
-        OpKind::Create { replacing } => create(env, c, replacing).await,
-        OpKind::Update => update(env, c).await,
-        OpKind::Delete => delete(env, c).await,
+    let work = async {
+        match op {
+            OpKind::Create { replacing } => create(env, c, replacing).await,
+            OpKind::Update => update(env, c).await,
+            OpKind::Delete => delete(env, c).await,
+        }
+    };
+    tokio::pin!(work);
+    // Long work (an EKS cluster takes ~10 minutes) says it is still going.
+    let every = progress::heartbeat();
+    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let res = loop {
+        tokio::select! {
+            r = &mut work => break r,
+            _ = beat.tick() => env.progress.still(&task),
+        }
     };
     match &res {
         Ok(detail) => env.progress.finish(task, &c.address, Ok(detail)),

@@ -13,6 +13,12 @@ pub enum Mode {
     Json,
 }
 
+/// How often long work reports that it is still going (`GPUSTACK_HEARTBEAT_SECONDS`, default 30).
+pub fn heartbeat() -> Duration {
+    let secs = std::env::var("GPUSTACK_HEARTBEAT_SECONDS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(30.0);
+    Duration::from_secs_f64(secs.max(0.1))
+}
+
 pub struct Progress {
     mode: Mode,
     multi: MultiProgress,
@@ -84,6 +90,17 @@ impl Progress {
                 }
                 Err(e) => serde_json::json!({"event": "failed", "address": address, "error": e, "seconds": secs}),
             }),
+        }
+    }
+
+    /// A heartbeat for long work: a line on plain output, an event in JSON (the terminal's
+    /// spinner already shows the elapsed time).
+    pub fn still(&self, task: &Task) {
+        let secs = task.started.elapsed().as_secs();
+        match self.mode {
+            Mode::Terminal => {}
+            Mode::Plain => self.line(&format!("{}… still going ({}m{:02}s elapsed)", task.label, secs / 60, secs % 60)),
+            Mode::Json => self.event(serde_json::json!({"event": "waiting", "address": task.address, "seconds": secs})),
         }
     }
 

@@ -113,7 +113,7 @@ pub fn desired_inputs(stack: &Stack, idx: usize, outputs_of: &dyn Fn(&str) -> Op
         outputs_of(&x.address).and_then(|o| o.get(&x.output).cloned()).unwrap_or(Value::Unknown)
     };
     let mut inputs: Attrs = r.attrs.iter().map(|(k, e)| (k.clone(), e.resolve(&lookup))).collect();
-    for a in r.kind.attrs() {
+    for a in r.kind.attrs().iter().filter(|a| !a.computed) {
         if !inputs.contains_key(a.name) {
             let v = match a.name {
                 "name" => Some(Value::str(stack.default_physical_name(r))),
@@ -238,7 +238,19 @@ pub fn diff(
                     errors.push(refusal(stack, &r.address, "replace"));
                 }
             } else {
-                planned_outputs.insert(r.address.clone(), Some(old_outputs));
+                if !change.fields.is_empty() {
+                    for (attr, msg, help) in r.kind.check_update(&current, &desired) {
+                        let span = r.attrs.get(attr).and_then(|e| e.span.clone()).or(r.span.clone());
+                        errors.push(Diagnostic::error(format!("`{}`: {msg}", r.address), span).help(help));
+                    }
+                }
+                let mut outputs = old_outputs;
+                if !change.fields.is_empty() {
+                    for o in r.kind.outputs_changed_by_update() {
+                        outputs.insert(o.to_string(), Value::Unknown);
+                    }
+                }
+                planned_outputs.insert(r.address.clone(), Some(outputs));
                 if change.fields.is_empty() {
                     change.action = Action::Adopt;
                     // Only prevent_destroy changed: state records it, AWS is not touched.

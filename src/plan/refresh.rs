@@ -53,6 +53,7 @@ pub async fn refresh_settled(
     }
     on_wait(&first.unconfirmed);
     tokio::time::sleep(settle).await;
+    ctx.forget_reads().await;
     refresh(ctx, stack, state).await
 }
 

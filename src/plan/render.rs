@@ -96,8 +96,17 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             for f in &c.fields {
                 let empty = matches!(&f.new, Some(Value::Table(t)) if t.is_empty())
                     || matches!(&f.new, Some(Value::List(l)) if l.is_empty());
-                if let Some(v) = f.new.as_ref().filter(|_| !empty) {
-                    let _ = writeln!(out, "{:9}{} = {}", "", f.path, v);
+                match f.new.as_ref().filter(|_| !empty) {
+                    Some(Value::Str(text)) if is_long(&f.new) => {
+                        let _ = writeln!(out, "{:9}{}:", "", f.path);
+                        for line in text.lines() {
+                            let _ = writeln!(out, "{:11}{line}", "");
+                        }
+                    }
+                    Some(v) => {
+                        let _ = writeln!(out, "{:9}{} = {}", "", f.path, v);
+                    }
+                    None => {}
                 }
             }
         }

@@ -1,10 +1,15 @@
 //! Resource kinds. Each kind is one file implementing [`Kind`]; adding a kind
 //! means adding its file and one line in [`KINDS`].
 
+mod eks_addon;
+mod eks_cluster;
 mod iam_role;
+pub mod launch_template;
+pub mod node_group;
 mod placement_group;
 mod security_group;
 mod subnet;
+mod userdata;
 mod vpc;
 
 use async_trait::async_trait;
@@ -14,8 +19,17 @@ use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::Attrs;
 
-pub static KINDS: &[&'static dyn Kind] =
-    &[&vpc::Vpc, &subnet::Subnet, &iam_role::IamRole, &security_group::SecurityGroup, &placement_group::PlacementGroup];
+pub static KINDS: &[&'static dyn Kind] = &[
+    &vpc::Vpc,
+    &subnet::Subnet,
+    &iam_role::IamRole,
+    &security_group::SecurityGroup,
+    &placement_group::PlacementGroup,
+    &eks_cluster::EksCluster,
+    &eks_addon::EksAddon,
+    &launch_template::LaunchTemplateKind,
+    &node_group::NodeGroup,
+];
 
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.name() == name)
@@ -70,6 +84,9 @@ pub trait Kind: Send + Sync + 'static {
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }
+    /// Fills attributes implied by others before checking (a node group's template version
+    /// follows its template).
+    fn complete(&self, _attrs: &mut std::collections::BTreeMap<String, crate::stack::Expr>) {}
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}
     /// Puts resolved inputs into canonical form (sorted sets and the like) so that
@@ -85,6 +102,16 @@ pub trait Kind: Send + Sync + 'static {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded>;
     /// Every object of this kind tagged for `ctx.stack`: one paged call, not one per resource.
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>>;
+    /// Refusals for an in-place change AWS would reject (a Kubernetes upgrade that skips a
+    /// minor version): (attribute, message, help), shown at plan time.
+    fn check_update(&self, _old: &Attrs, _new: &Attrs) -> Vec<(&'static str, String, String)> {
+        vec![]
+    }
+    /// Outputs an in-place update changes (a launch template's `version`): plans treat
+    /// them as unknown until the update runs, so dependents see the change.
+    fn outputs_changed_by_update(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Changes the fields in `changed` in place.
     async fn update(
         &self,

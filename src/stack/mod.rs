@@ -79,7 +79,18 @@ impl Stack {
     }
 
     pub fn parse(source: Source, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {
-        parse::parse(source, vars)
+        let mut stack = parse::parse(source, vars)?;
+        let (errors, warnings): (Vec<_>, Vec<_>) =
+            crate::rules::offline(&stack).into_iter().partition(Diagnostic::is_error);
+        if !errors.is_empty() {
+            let mut items = errors;
+            items.extend(warnings);
+            items.extend(stack.warnings);
+            items.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
+            return Err(Box::new(Diagnostics { source: stack.source, items }));
+        }
+        stack.warnings.extend(warnings);
+        Ok(stack)
     }
 
     pub fn get(&self, address: &str) -> Option<&Resource> {

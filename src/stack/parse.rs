@@ -258,16 +258,18 @@ impl Parser<'_> {
                     ),
                 }
             }
-            let schema_attrs = attrs;
+            let mut schema_attrs = attrs;
+            kind.complete(&mut schema_attrs);
             let out_ty = |r: &OutputRef| -> Option<Ty> {
                 let (k, _) = r.address.split_once('.')?;
                 let kind = resources::kind(k)?;
                 kind.outputs().iter().find(|(n, _)| *n == r.output).map(|(_, t)| *t)
             };
             let mut schema_diags = vec![];
-            let valid_keys = kind.attrs().iter().map(|a| a.name).chain(META_KEYS.iter().copied());
+            let valid_keys =
+                kind.attrs().iter().filter(|a| !a.computed).map(|a| a.name).chain(META_KEYS.iter().copied());
             for (k, e) in &schema_attrs {
-                match kind.attrs().iter().find(|a| a.name == k) {
+                match kind.attrs().iter().find(|a| a.name == k && !a.computed) {
                     Some(a) => schema::check(e, &a.ty, k, &out_ty, &mut schema_diags),
                     None => schema_diags.push(schema::unknown_key(k, e, valid_keys.clone(), &address)),
                 }

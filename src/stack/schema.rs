@@ -15,13 +15,12 @@ pub enum OnChange {
 }
 
 #[derive(Clone, Copy, Debug)]
-// `Number` (prices) and `Any` (passthrough tables such as bottlerocket_settings) belong to the
-// language; the kinds that use them (capacity blocks, launch templates) come next.
-#[allow(dead_code)]
 pub enum Ty {
     Str,
     Int,
     Bool,
+    /// Money and other non-integral numbers (capacity blocks' `max_upfront_usd`).
+    #[allow(dead_code)]
     Number,
     Enum(&'static [&'static str]),
     List(&'static Ty),
@@ -49,14 +48,20 @@ pub struct Attr {
     pub required: bool,
     pub default: Default,
     pub on_change: OnChange,
+    /// Derived from the other inputs by the kind (`normalize`), never written by users; it is
+    /// in the schema so plans diff it (a launch template's generated user data).
+    pub computed: bool,
 }
 
 impl Attr {
     pub const fn req(name: &'static str, ty: Ty, on_change: OnChange) -> Attr {
-        Attr { name, ty, required: true, default: Default::None, on_change }
+        Attr { name, ty, required: true, default: Default::None, on_change, computed: false }
     }
     pub const fn opt(name: &'static str, ty: Ty, default: Default, on_change: OnChange) -> Attr {
-        Attr { name, ty, required: false, default, on_change }
+        Attr { name, ty, required: false, default, on_change, computed: false }
+    }
+    pub const fn computed(name: &'static str, ty: Ty, on_change: OnChange) -> Attr {
+        Attr { name, ty, required: false, default: Default::None, on_change, computed: true }
     }
 }
 
@@ -192,9 +197,9 @@ pub fn check_object(
 ) {
     let path = |k: &str| if what.is_empty() { k.to_string() } else { format!("{what}.{k}") };
     for (k, e) in t {
-        match attrs.iter().find(|a| a.name == k) {
+        match attrs.iter().find(|a| a.name == k && !a.computed) {
             Some(a) => check(e, &a.ty, &path(k), out_ty, diags),
-            None => diags.push(unknown_key(k, e, attrs.iter().map(|a| a.name), what)),
+            None => diags.push(unknown_key(k, e, attrs.iter().filter(|a| !a.computed).map(|a| a.name), what)),
         }
     }
     for a in attrs.iter().filter(|a| a.required && !t.contains_key(a.name)) {

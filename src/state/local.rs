@@ -170,7 +170,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     write().map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        anyhow::Error::new(e).context(format!("cannot write the state file {}", path.display()))
+        anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
     })
 }
 

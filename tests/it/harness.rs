@@ -109,6 +109,18 @@ impl Emulator {
     }
 }
 
+impl Emulator {
+    pub fn eks(&self) -> aws_sdk_eks::Client {
+        let conf = aws_sdk_eks::Config::builder()
+            .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
+            .region(aws_sdk_eks::config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_eks::config::Credentials::new("test", "test", None, None, "test"))
+            .build();
+        aws_sdk_eks::Client::from_conf(conf)
+    }
+}
+
 impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -169,6 +181,7 @@ impl Env {
             .env("NO_COLOR", "1")
             // The emulator answers in-flight calls within milliseconds of a kill.
             .env("GPUSTACK_SETTLE_SECONDS", "1")
+            .env("GPUSTACK_POLL_MAX_SECONDS", "0.2")
             .stdin(Stdio::null());
         c
     }

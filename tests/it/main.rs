@@ -6,7 +6,9 @@
 mod harness;
 
 mod crash;
+mod eks;
 mod faults;
+mod gpu_rules;
 mod lifecycle;
 mod locking;
 mod refresh;

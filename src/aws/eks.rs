@@ -1,0 +1,97 @@
+//! EKS mechanics the EKS kinds share: tags (a map, set by ARN) and waiting for an
+//! update (`DescribeUpdate`) to finish.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_eks::types::UpdateStatus;
+
+use super::wait::{Poll, until};
+use super::{AwsError, Ctx, Service, err, tags};
+use crate::value::Attrs;
+
+/// How long EKS work may take before gpustack stops waiting (the work goes on in AWS).
+pub const CREATE_TIMEOUT: Duration = Duration::from_secs(45 * 60);
+pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(90 * 60);
+pub const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The tags an EKS object of `address` gets.
+pub fn tag_map(ctx: &Ctx, address: &str, inputs: &Attrs) -> HashMap<String, String> {
+    tags::all_tags(ctx, address, inputs).into_iter().collect()
+}
+
+/// True when EKS tags say the object was created by `address` of this stack.
+pub fn is_ours(ctx: &Ctx, t: Option<&HashMap<String, String>>, address: &str) -> bool {
+    t.is_some_and(|t| {
+        t.get(tags::STACK) == Some(&ctx.stack) && t.get(tags::ADDRESS).map(String::as_str) == Some(address)
+    })
+}
+
+/// Makes the object's user tags equal the `tags` input.
+pub async fn sync_tags(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> Result<(), AwsError> {
+    let (old, new) = (tags::user_tags(old), tags::user_tags(new));
+    let removed: Vec<String> = old.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
+    let set: HashMap<String, String> =
+        new.iter().filter(|(k, v)| old.get(*k) != Some(v)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    if !removed.is_empty() {
+        let _p = ctx.permit(Service::Eks).await;
+        ctx.eks
+            .untag_resource()
+            .resource_arn(arn)
+            .set_tag_keys(Some(removed))
+            .send()
+            .await
+            .map_err(err("UntagResource"))?;
+    }
+    if !set.is_empty() {
+        let _p = ctx.permit(Service::Eks).await;
+        ctx.eks.tag_resource().resource_arn(arn).set_tags(Some(set)).send().await.map_err(err("TagResource"))?;
+    }
+    Ok(())
+}
+
+/// Where an update runs.
+pub struct UpdateOf<'a> {
+    pub cluster: &'a str,
+    pub nodegroup: Option<&'a str>,
+    pub addon: Option<&'a str>,
+}
+
+/// Waits for update `id` to succeed; a failed or cancelled update is an error with EKS's reasons.
+pub async fn wait_update(ctx: &Ctx, of: &UpdateOf<'_>, id: &str, what: &str) -> Result<(), AwsError> {
+    until(what, UPDATE_TIMEOUT, || async {
+        let _p = ctx.permit(Service::Eks).await;
+        let out = ctx
+            .eks
+            .describe_update()
+            .name(of.cluster)
+            .update_id(id)
+            .set_nodegroup_name(of.nodegroup.map(str::to_string))
+            .set_addon_name(of.addon.map(str::to_string))
+            .send()
+            .await
+            .map_err(err("DescribeUpdate"))?;
+        let u = out.update();
+        match u.and_then(|u| u.status()) {
+            Some(UpdateStatus::Successful) => Ok(Poll::Done(())),
+            Some(s @ (UpdateStatus::Failed | UpdateStatus::Cancelled)) => Err(AwsError {
+                operation: "DescribeUpdate",
+                code: Some(s.as_str().to_string()),
+                detail: format!(
+                    "{what}: update {id} ended {}: {}",
+                    s.as_str(),
+                    u.map(|u| u.errors().iter().filter_map(|e| e.error_message()).collect::<Vec<_>>().join("; "))
+                        .unwrap_or_default()
+                ),
+            }),
+            other => Ok(Poll::Pending(other.map_or("InProgress", |s| s.as_str()).to_string())),
+        }
+    })
+    .await
+}
+
+/// "1.31" → (1, 31).
+pub fn minor(version: &str) -> Option<(u32, u32)> {
+    let (a, b) = version.split_once('.')?;
+    Some((a.parse().ok()?, b.split('.').next()?.parse().ok()?))
+}

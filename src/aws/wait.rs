@@ -1,0 +1,49 @@
+//! Waiting for AWS to finish long work (an EKS cluster takes ~10 minutes). A wait
+//! holds no concurrency slot: each probe takes one for its call only, so other
+//! resources' calls go on meanwhile.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::AwsError;
+
+/// What one probe saw.
+pub enum Poll<T> {
+    Done(T),
+    /// Not yet; the status AWS reports (for the timeout message).
+    Pending(String),
+}
+
+/// Probes until `probe` says done, fails, or `timeout` passes. Probes start 0.25 s apart
+/// and back off to 15 s (`GPUSTACK_POLL_MAX_SECONDS` lowers the cap), so short waits
+/// end promptly and long ones cost few calls.
+pub async fn until<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> Result<T, AwsError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Poll<T>, AwsError>>,
+{
+    let cap = std::env::var("GPUSTACK_POLL_MAX_SECONDS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(Duration::from_secs(15), |s| Duration::from_secs_f64(s.clamp(0.05, 15.0)));
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(250).min(cap);
+    loop {
+        match probe().await? {
+            Poll::Done(t) => return Ok(t),
+            Poll::Pending(status) if started.elapsed() >= timeout => {
+                return Err(AwsError {
+                    operation: "waiting",
+                    code: Some("Timeout".into()),
+                    detail: format!(
+                        "{what} is still {status} after {}s; it may yet finish: run `gpustack plan` later to see where it stands",
+                        started.elapsed().as_secs()
+                    ),
+                });
+            }
+            Poll::Pending(_) => {}
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(cap);
+    }
+}

@@ -1,0 +1,315 @@
+//! `eks_addon`: an EKS add-on (vpc-cni, coredns, kube-proxy, eks-pod-identity-agent…)
+//! with its `configuration` table sent as JSON (for example vpc-cni's
+//! `env.ENABLE_PREFIX_DELEGATION` for pod density on time-sliced nodes). `version =
+//! "default"` resolves, once, to EKS's default for the cluster's Kubernetes version.
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{Addon, AddonStatus, ResolveConflicts};
+
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
+use crate::aws::eks::{self, UpdateOf};
+use crate::aws::wait::{Poll, until};
+use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::stack::expr::ExprKind;
+use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct EksAddon;
+
+const ATTRS: &[Attr] = &[
+    Attr::req("cluster", Ty::Str, OnChange::Replace),
+    Attr::req("addon", Ty::Str, OnChange::Replace),
+    Attr::opt("version", Ty::Str, Dflt::Str("default"), OnChange::Update),
+    Attr::opt("configuration", Ty::Any, Dflt::EmptyMap, OnChange::Update),
+    Attr::opt(
+        "resolve_conflicts",
+        Ty::Enum(&["OVERWRITE", "PRESERVE", "NONE"]),
+        Dflt::Str("OVERWRITE"),
+        OnChange::Update,
+    ),
+    Attr::opt("service_account_role", Ty::Str, Dflt::None, OnChange::Update),
+    TAGS,
+];
+
+#[async_trait]
+impl Kind for EksAddon {
+    fn name(&self) -> &'static str {
+        "eks_addon"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("arn", Ty::Str), ("version", Ty::Str), ("name", Ty::Str)]
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        super::node_group::require_stack_cluster(r, diags);
+        if let Some(e) = r.attrs.get("configuration")
+            && !matches!(e.kind, ExprKind::Table(_) | ExprKind::Value(Value::Table(_)))
+        {
+            diags.push(
+                Diagnostic::error("`configuration` must be a table; gpustack sends it to EKS as JSON", e.span.clone())
+                    .help("for example configuration = { env = { ENABLE_PREFIX_DELEGATION = \"true\" } }"),
+            );
+        }
+    }
+
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        for (k, v) in observed {
+            // "default" was resolved once and is not drift.
+            if k == "version" && s(recorded, "version") == "default" {
+                continue;
+            }
+            cur.insert(k.clone(), v.clone());
+        }
+        cur
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let i = req.inputs;
+        let (cluster, addon) = (s(i, "cluster"), s(i, "addon"));
+        let version = match s(i, "version") {
+            "default" => default_version(ctx, cluster, addon).await?,
+            v => v.to_string(),
+        };
+        let call = ctx
+            .eks
+            .create_addon()
+            .cluster_name(cluster)
+            .addon_name(addon)
+            .addon_version(&version)
+            .set_configuration_values(configuration(i))
+            .resolve_conflicts(ResolveConflicts::from(s(i, "resolve_conflicts")))
+            .set_service_account_role_arn(Some(s(i, "service_account_role").to_string()).filter(|x| !x.is_empty()))
+            .set_tags(Some(eks::tag_map(ctx, req.address, i)))
+            .client_request_token(req.token);
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            call.send().await.map_err(err("CreateAddon"))
+        };
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => match describe(ctx, cluster, addon).await?
+            {
+                Some(a) if eks::is_ours(ctx, a.tags(), req.address) => {}
+                _ => {
+                    return Err(e.taken_by_other(&format!(
+                        "the cluster already has {addon} installed by someone else; delete it (aws eks delete-addon) or leave it out of the stack"
+                    )));
+                }
+            },
+            Err(e) => return Err(e),
+        }
+        let a = wait_installed(ctx, cluster, addon).await?;
+        Ok(recorded(&a))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let mut out = vec![];
+        for c in ctx.stack_clusters().await? {
+            let cluster = c.name().unwrap_or_default().to_string();
+            let mut names = vec![];
+            let mut pages = ctx.eks.list_addons().cluster_name(&cluster).into_paginator().send();
+            loop {
+                let page = {
+                    let _p = ctx.permit(Service::Eks).await;
+                    pages.next().await
+                };
+                let Some(page) = page else { break };
+                match page.map_err(err("ListAddons")) {
+                    Ok(p) => names.extend(p.addons().iter().cloned()),
+                    Err(e) if e.is_not_found() => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            for name in names {
+                let Some(a) = describe(ctx, &cluster, &name).await? else { continue };
+                let all: std::collections::BTreeMap<String, String> =
+                    a.tags().cloned().unwrap_or_default().into_iter().collect();
+                if all.get(tags::STACK) != Some(&ctx.stack) {
+                    continue;
+                }
+                let mut attrs = Attrs::from([
+                    ("cluster".into(), Value::str(cluster.clone())),
+                    ("addon".into(), Value::str(name.clone())),
+                    ("version".into(), Value::str(a.addon_version().unwrap_or_default())),
+                    (
+                        "configuration".into(),
+                        a.configuration_values()
+                            .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+                            .map_or(Value::Table(std::collections::BTreeMap::new()), |j| Value::from_json(&j)),
+                    ),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                if let Some(r) = a.service_account_role_arn() {
+                    attrs.insert("service_account_role".into(), Value::str(r));
+                }
+                let rec = recorded(&a);
+                out.push(Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: rec.id,
+                    attrs,
+                    outputs: rec.outputs,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        _id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        let (cluster, addon) = (s(new, "cluster"), s(new, "addon"));
+        if changed.iter().any(|c| c != "tags") {
+            let version = match s(new, "version") {
+                "default" => None,
+                v => Some(v.to_string()),
+            };
+            let out = {
+                let _p = ctx.permit(Service::Eks).await;
+                ctx.eks
+                    .update_addon()
+                    .cluster_name(cluster)
+                    .addon_name(addon)
+                    .set_addon_version(version)
+                    .configuration_values(configuration(new).unwrap_or_else(|| "{}".into()))
+                    .resolve_conflicts(ResolveConflicts::from(s(new, "resolve_conflicts")))
+                    .set_service_account_role_arn(
+                        Some(s(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
+                    )
+                    .send()
+                    .await
+                    .map_err(err("UpdateAddon"))?
+            };
+            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+            let of = UpdateOf { cluster, nodegroup: None, addon: Some(addon) };
+            eks::wait_update(ctx, &of, &uid, &format!("update of add-on {addon} in {cluster}")).await?;
+        }
+        let a = wait_installed(ctx, cluster, addon).await?;
+        if changed.iter().any(|c| c == "tags") {
+            eks::sync_tags(ctx, a.addon_arn().unwrap_or_default(), old, new).await?;
+        }
+        Ok(recorded(&a))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let (cluster, addon) = (s(inputs, "cluster"), s(inputs, "addon"));
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            ctx.eks.delete_addon().cluster_name(cluster).addon_name(addon).send().await.map_err(err("DeleteAddon"))
+        };
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        until(&format!("deletion of add-on {addon} in {cluster}"), eks::DELETE_TIMEOUT, || async {
+            Ok(match describe(ctx, cluster, addon).await? {
+                None => Poll::Done(()),
+                Some(a) => Poll::Pending(a.status().map_or("DELETING", |s| s.as_str()).to_string()),
+            })
+        })
+        .await
+    }
+}
+
+/// The `configuration` table as the JSON EKS takes; None when empty.
+fn configuration(i: &Attrs) -> Option<String> {
+    match i.get("configuration") {
+        Some(Value::Table(t)) if !t.is_empty() => Some(Value::Table(t.clone()).to_json().to_string()),
+        _ => None,
+    }
+}
+
+/// EKS's default version of `addon` for the cluster's Kubernetes version.
+async fn default_version(ctx: &Ctx, cluster: &str, addon: &str) -> Result<String> {
+    let k8s = super::eks_cluster::describe(ctx, cluster)
+        .await?
+        .and_then(|c| c.version().map(str::to_string))
+        .unwrap_or_default();
+    let out = {
+        let _p = ctx.permit(Service::Eks).await;
+        ctx.eks
+            .describe_addon_versions()
+            .addon_name(addon)
+            .kubernetes_version(&k8s)
+            .send()
+            .await
+            .map_err(err("DescribeAddonVersions"))?
+    };
+    let versions: Vec<&aws_sdk_eks::types::AddonVersionInfo> =
+        out.addons().iter().filter(|a| a.addon_name() == Some(addon)).flat_map(|a| a.addon_versions()).collect();
+    let default = versions
+        .iter()
+        .find(|v| v.compatibilities().iter().any(|c| c.default_version() && c.cluster_version() == Some(k8s.as_str())));
+    match default.or(versions.first()).and_then(|v| v.addon_version()) {
+        Some(v) => Ok(v.to_string()),
+        None => Err(AwsError {
+            operation: "DescribeAddonVersions",
+            code: Some("InvalidParameterException".into()),
+            detail: format!(
+                "EKS has no add-on named {addon} for Kubernetes {k8s}; check the name (aws eks describe-addon-versions)"
+            ),
+        }),
+    }
+}
+
+async fn describe(ctx: &Ctx, cluster: &str, addon: &str) -> Result<Option<Addon>> {
+    let _p = ctx.permit(Service::Eks).await;
+    match ctx.eks.describe_addon().cluster_name(cluster).addon_name(addon).send().await.map_err(err("DescribeAddon")) {
+        Ok(o) => Ok(o.addon),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Waits until the add-on is installed. DEGRADED counts: coredns, for one, stays degraded
+/// until node groups exist to run it.
+async fn wait_installed(ctx: &Ctx, cluster: &str, addon: &str) -> Result<Addon> {
+    until(&format!("add-on {addon} in {cluster}"), eks::CREATE_TIMEOUT, || async {
+        let Some(a) = describe(ctx, cluster, addon).await? else {
+            return Err(AwsError {
+                operation: "DescribeAddon",
+                code: Some("ResourceNotFoundException".into()),
+                detail: format!("add-on {addon} disappeared from {cluster} while gpustack waited for it"),
+            });
+        };
+        match a.status() {
+            Some(AddonStatus::Active | AddonStatus::Degraded) => Ok(Poll::Done(a)),
+            Some(s @ (AddonStatus::CreateFailed | AddonStatus::UpdateFailed)) => Err(AwsError {
+                operation: "CreateAddon",
+                code: Some(s.as_str().to_string()),
+                detail: format!(
+                    "add-on {addon} in {cluster} is {}: {}",
+                    s.as_str(),
+                    a.health()
+                        .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
+                        .unwrap_or_default()
+                ),
+            }),
+            other => Ok(Poll::Pending(other.map_or("CREATING", |s| s.as_str()).to_string())),
+        }
+    })
+    .await
+}
+
+fn recorded(a: &Addon) -> Recorded {
+    let (cluster, name) = (a.cluster_name().unwrap_or_default(), a.addon_name().unwrap_or_default());
+    Recorded {
+        id: format!("{cluster}:{name}"),
+        outputs: Attrs::from([
+            ("arn".into(), Value::str(a.addon_arn().unwrap_or_default())),
+            ("version".into(), Value::str(a.addon_version().unwrap_or_default())),
+            ("name".into(), Value::str(name)),
+        ]),
+    }
+}

@@ -1,0 +1,413 @@
+//! `eks_cluster`: an EKS control plane. Creation takes ~10 minutes; the wait holds
+//! no concurrency slot. The Kubernetes version upgrades in place one minor version
+//! at a time; logging, endpoint access and the authentication mode update in place;
+//! role, subnets and security groups replace.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{
+    AuthenticationMode, Cluster, ClusterStatus, CreateAccessConfigRequest, LogSetup, LogType, Logging,
+    UpdateAccessConfigRequest, VpcConfigRequest,
+};
+
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
+use crate::aws::eks::{self, UpdateOf};
+use crate::aws::wait::{Poll, until};
+use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct EksCluster;
+
+const LOG_TYPES: &[&str] = &["api", "audit", "authenticator", "controllerManager", "scheduler"];
+/// Authentication modes in the only order EKS lets a cluster move through.
+const AUTH_MODES: &[&str] = &["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"];
+
+const ATTRS: &[Attr] = &[
+    Attr::req("version", Ty::Str, OnChange::Update),
+    Attr::req("role", Ty::Str, OnChange::Replace),
+    Attr::req("subnets", Ty::List(&Ty::Str), OnChange::Replace),
+    Attr::opt("security_groups", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Replace),
+    Attr::opt("endpoint_public_access", Ty::Bool, Default::Bool(true), OnChange::Update),
+    Attr::opt("public_access_cidrs", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
+    Attr::opt("endpoint_private_access", Ty::Bool, Default::Bool(true), OnChange::Update),
+    Attr::opt("logging", Ty::List(&Ty::Enum(LOG_TYPES)), Default::EmptyList, OnChange::Update),
+    Attr::opt("authentication_mode", Ty::Enum(AUTH_MODES), Default::Str("API"), OnChange::Update),
+    Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
+    TAGS,
+];
+
+#[async_trait]
+impl Kind for EksCluster {
+    fn name(&self) -> &'static str {
+        "eks_cluster"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[
+            ("name", Ty::Str),
+            ("arn", Ty::Str),
+            ("endpoint", Ty::Str),
+            ("certificate_authority", Ty::Str),
+            ("oidc_issuer", Ty::Str),
+            ("security_group_id", Ty::Str),
+            ("version", Ty::Str),
+        ]
+    }
+    fn replace_order(&self) -> ReplaceOrder {
+        // Cluster names are unique per account and region.
+        ReplaceOrder::DeleteBeforeCreate
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        if let Some(v) = r.attrs.get("version")
+            && let Some(ver) = v.as_literal().and_then(|v| v.as_str())
+            && eks::minor(ver).is_none()
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`version` must be a Kubernetes minor version like \"1.31\", found \"{ver}\""),
+                    v.span.clone(),
+                )
+                .help("write the version as MAJOR.MINOR, for example version = \"1.31\""),
+            );
+        }
+        let public = r.attrs.get("endpoint_public_access").and_then(|e| e.as_literal()).and_then(|v| v.as_bool());
+        if public == Some(false) {
+            return;
+        }
+        let open = match r.attrs.get("public_access_cidrs").map(|e| (e.resolve(&|_| Value::Unknown), e.span.clone())) {
+            None => Some(r.span.clone()),
+            Some((Value::List(l), span)) if l.is_empty() || l.iter().any(|c| c.as_str() == Some("0.0.0.0/0")) => {
+                Some(span)
+            }
+            _ => None,
+        };
+        if let Some(span) = open {
+            diags.push(
+                Diagnostic::warning(
+                    format!("`{}`: the Kubernetes API endpoint is open to the whole internet (0.0.0.0/0)", r.address),
+                    span,
+                )
+                .help("set public_access_cidrs to your office or CI ranges, or endpoint_public_access = false"),
+            );
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        for k in ["subnets", "security_groups", "logging", "public_access_cidrs"] {
+            if let Some(Value::List(l)) = inputs.get_mut(k) {
+                l.sort_by_key(|v| v.interpolate());
+                l.dedup();
+            }
+        }
+        let public = inputs.get("endpoint_public_access").and_then(Value::as_bool).unwrap_or(true);
+        match inputs.get_mut("public_access_cidrs") {
+            Some(Value::List(l)) if !public => l.clear(),
+            Some(Value::List(l)) if l.is_empty() => l.push(Value::str("0.0.0.0/0")),
+            _ => {}
+        }
+    }
+
+    fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
+        let mut out = vec![];
+        let (ov, nv) = (s(old, "version"), s(new, "version"));
+        if let (Some(o), Some(n)) = (eks::minor(ov), eks::minor(nv))
+            && o != n
+        {
+            if n < o {
+                out.push((
+                    "version",
+                    format!("Kubernetes cannot be downgraded ({ov} → {nv})"),
+                    format!(
+                        "keep version = \"{ov}\"; a lower version needs a new cluster (change `name` to replace it)"
+                    ),
+                ));
+            } else if n != (o.0, o.1 + 1) {
+                out.push((
+                    "version",
+                    format!("EKS upgrades one minor version at a time; {ov} → {nv} skips a version"),
+                    format!("apply version = \"{}.{}\" first, then the next", o.0, o.1 + 1),
+                ));
+            }
+        }
+        let pos = |a: &Attrs| AUTH_MODES.iter().position(|m| *m == s(a, "authentication_mode"));
+        if let (Some(o), Some(n)) = (pos(old), pos(new))
+            && n < o
+        {
+            out.push((
+                "authentication_mode",
+                format!("EKS cannot move a cluster from {} back to {}", AUTH_MODES[o], AUTH_MODES[n]),
+                "the mode only moves CONFIG_MAP → API_AND_CONFIG_MAP → API".into(),
+            ));
+        }
+        out
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let i = req.inputs;
+        let name = s(i, "name");
+        let call = ctx
+            .eks
+            .create_cluster()
+            .name(name)
+            .version(s(i, "version"))
+            .role_arn(s(i, "role"))
+            .resources_vpc_config(vpc_config(i, true))
+            .logging(logging(i))
+            .access_config(
+                CreateAccessConfigRequest::builder()
+                    .authentication_mode(AuthenticationMode::from(s(i, "authentication_mode")))
+                    .build(),
+            )
+            .set_tags(Some(eks::tag_map(ctx, req.address, i)))
+            .client_request_token(req.token);
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            call.send().await.map_err(err("CreateCluster"))
+        };
+        match sent {
+            Ok(_) => {}
+            // The name is taken: by this very resource (a create that raced a crash) it is adopted.
+            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => match describe(ctx, name).await? {
+                Some(c) if eks::is_ours(ctx, c.tags(), req.address) => {}
+                _ => return Err(e.taken_by_other("set `name` to another cluster name")),
+            },
+            Err(e) => return Err(e),
+        }
+        let c = wait_active(ctx, name, eks::CREATE_TIMEOUT).await?;
+        Ok(recorded(&c))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        Ok(ctx.stack_clusters().await?.iter().map(observe).collect())
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        let has = |k: &str| changed.iter().any(|c| c == k);
+        let of = UpdateOf { cluster: id, nodegroup: None, addon: None };
+        // EKS runs one update at a time per cluster: each is awaited before the next.
+        if has("version") {
+            let _ = wait_active(ctx, id, eks::UPDATE_TIMEOUT).await?;
+            let out = {
+                let _p = ctx.permit(Service::Eks).await;
+                ctx.eks
+                    .update_cluster_version()
+                    .name(id)
+                    .version(s(new, "version"))
+                    .send()
+                    .await
+                    .map_err(err("UpdateClusterVersion"))?
+            };
+            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+            eks::wait_update(ctx, &of, &uid, &format!("upgrade of cluster {id} to {}", s(new, "version"))).await?;
+        }
+        if ["endpoint_public_access", "endpoint_private_access", "public_access_cidrs"].iter().any(|k| has(k)) {
+            let call = ctx.eks.update_cluster_config().name(id).resources_vpc_config(vpc_config(new, false));
+            config_update(ctx, &of, call, "endpoint access").await?;
+        }
+        if has("logging") {
+            let call = ctx.eks.update_cluster_config().name(id).logging(logging(new));
+            config_update(ctx, &of, call, "logging").await?;
+        }
+        if has("authentication_mode") {
+            let call = ctx.eks.update_cluster_config().name(id).access_config(
+                UpdateAccessConfigRequest::builder()
+                    .authentication_mode(AuthenticationMode::from(s(new, "authentication_mode")))
+                    .build(),
+            );
+            config_update(ctx, &of, call, "authentication mode").await?;
+        }
+        let c = wait_active(ctx, id, eks::UPDATE_TIMEOUT).await?;
+        if has("tags") {
+            eks::sync_tags(ctx, c.arn().unwrap_or_default(), old, new).await?;
+        }
+        Ok(recorded(&c))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            ctx.eks.delete_cluster().name(id).send().await.map_err(err("DeleteCluster"))
+        };
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
+                return Err(AwsError {
+                    detail: format!(
+                        "{}; node groups not managed by this stack may still be in the cluster: delete them first",
+                        e.detail
+                    ),
+                    ..e
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        until(&format!("deletion of cluster {id}"), eks::DELETE_TIMEOUT, || async {
+            Ok(match describe(ctx, id).await? {
+                None => Poll::Done(()),
+                Some(c) => Poll::Pending(c.status().map_or("DELETING", |s| s.as_str()).to_string()),
+            })
+        })
+        .await
+    }
+}
+
+async fn config_update(
+    ctx: &Ctx,
+    of: &UpdateOf<'_>,
+    call: aws_sdk_eks::operation::update_cluster_config::builders::UpdateClusterConfigFluentBuilder,
+    what: &str,
+) -> Result<()> {
+    let _ = wait_active(ctx, of.cluster, eks::UPDATE_TIMEOUT).await?;
+    let out = {
+        let _p = ctx.permit(Service::Eks).await;
+        call.send().await.map_err(err("UpdateClusterConfig"))?
+    };
+    let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+    eks::wait_update(ctx, of, &uid, &format!("{what} update of cluster {}", of.cluster)).await
+}
+
+fn vpc_config(i: &Attrs, with_network: bool) -> VpcConfigRequest {
+    let strings = |k: &str| -> Vec<String> {
+        i.get(k)
+            .and_then(Value::as_list)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let public = b(i, "endpoint_public_access");
+    let mut req = VpcConfigRequest::builder()
+        .endpoint_public_access(public)
+        .endpoint_private_access(b(i, "endpoint_private_access"));
+    if public {
+        req = req.set_public_access_cidrs(Some(strings("public_access_cidrs")));
+    }
+    if with_network {
+        req = req.set_subnet_ids(Some(strings("subnets"))).set_security_group_ids(Some(strings("security_groups")));
+    }
+    req.build()
+}
+
+/// Every log type, enabled or not, so an update turns off what is no longer listed.
+fn logging(i: &Attrs) -> Logging {
+    let on: Vec<&str> =
+        i.get("logging").and_then(Value::as_list).unwrap_or_default().iter().filter_map(Value::as_str).collect();
+    let (enabled, disabled): (Vec<&str>, Vec<&str>) = LOG_TYPES.iter().partition(|t| on.contains(t));
+    let setup = |types: Vec<&str>, on: bool| {
+        LogSetup::builder().set_types(Some(types.into_iter().map(LogType::from).collect())).enabled(on).build()
+    };
+    let mut b = Logging::builder();
+    if !enabled.is_empty() {
+        b = b.cluster_logging(setup(enabled, true));
+    }
+    if !disabled.is_empty() {
+        b = b.cluster_logging(setup(disabled, false));
+    }
+    b.build()
+}
+
+pub async fn describe(ctx: &Ctx, name: &str) -> Result<Option<Cluster>> {
+    let _p = ctx.permit(Service::Eks).await;
+    match ctx.eks.describe_cluster().name(name).send().await.map_err(err("DescribeCluster")) {
+        Ok(o) => Ok(o.cluster),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn wait_active(ctx: &Ctx, name: &str, timeout: Duration) -> Result<Cluster> {
+    until(&format!("cluster {name}"), timeout, || async {
+        let Some(c) = describe(ctx, name).await? else {
+            return Err(AwsError {
+                operation: "DescribeCluster",
+                code: Some("ResourceNotFoundException".into()),
+                detail: format!("cluster {name} disappeared while gpustack waited for it"),
+            });
+        };
+        match c.status() {
+            Some(ClusterStatus::Active) => Ok(Poll::Done(c)),
+            Some(ClusterStatus::Failed) => Err(AwsError {
+                operation: "CreateCluster",
+                code: Some("FAILED".into()),
+                detail: format!(
+                    "cluster {name} failed: {}",
+                    c.health()
+                        .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
+                        .unwrap_or_default()
+                ),
+            }),
+            other => Ok(Poll::Pending(other.map_or("CREATING", |s| s.as_str()).to_string())),
+        }
+    })
+    .await
+}
+
+fn observe(c: &Cluster) -> Observed {
+    let vpc = c.resources_vpc_config();
+    let strs = |v: &[String]| Value::List(v.iter().map(|x| Value::str(x.clone())).collect());
+    let logging: Vec<Value> = c
+        .logging()
+        .map(|l| l.cluster_logging())
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s.enabled() == Some(true))
+        .flat_map(|s| s.types().iter().map(|t| Value::str(t.as_str())))
+        .collect();
+    let all = c.tags().cloned().unwrap_or_default().into_iter().collect();
+    let mut attrs = Attrs::from([
+        ("version".into(), Value::str(c.version().unwrap_or_default())),
+        ("role".into(), Value::str(c.role_arn().unwrap_or_default())),
+        ("subnets".into(), strs(vpc.map(|v| v.subnet_ids()).unwrap_or_default())),
+        ("security_groups".into(), strs(vpc.map(|v| v.security_group_ids()).unwrap_or_default())),
+        ("endpoint_public_access".into(), Value::Bool(vpc.is_some_and(|v| v.endpoint_public_access()))),
+        ("endpoint_private_access".into(), Value::Bool(vpc.is_some_and(|v| v.endpoint_private_access()))),
+        ("public_access_cidrs".into(), strs(vpc.map(|v| v.public_access_cidrs()).unwrap_or_default())),
+        ("logging".into(), Value::List(logging)),
+        ("name".into(), Value::str(c.name().unwrap_or_default())),
+        ("tags".into(), tags::observed(&all)),
+    ]);
+    if let Some(m) = c.access_config().and_then(|a| a.authentication_mode()) {
+        attrs.insert("authentication_mode".into(), Value::str(m.as_str()));
+    }
+    EksCluster.normalize(&mut attrs);
+    let rec = recorded(c);
+    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs }
+}
+
+fn recorded(c: &Cluster) -> Recorded {
+    let name = c.name().unwrap_or_default().to_string();
+    let outputs = Attrs::from([
+        ("name".into(), Value::str(name.clone())),
+        ("arn".into(), Value::str(c.arn().unwrap_or_default())),
+        ("endpoint".into(), Value::str(c.endpoint().unwrap_or_default())),
+        (
+            "certificate_authority".into(),
+            Value::str(c.certificate_authority().and_then(|a| a.data()).unwrap_or_default()),
+        ),
+        (
+            "oidc_issuer".into(),
+            Value::str(c.identity().and_then(|i| i.oidc()).and_then(|o| o.issuer()).unwrap_or_default()),
+        ),
+        (
+            "security_group_id".into(),
+            Value::str(c.resources_vpc_config().and_then(|v| v.cluster_security_group_id()).unwrap_or_default()),
+        ),
+        ("version".into(), Value::str(c.version().unwrap_or_default())),
+    ]);
+    Recorded { id: name, outputs }
+}

@@ -1,0 +1,666 @@
+//! `node_group`: an EKS managed node group (ON_DEMAND, SPOT or CAPACITY_BLOCK).
+//! `ami_type = "auto"` picks the Bottlerocket AMI type for the instance type (NVIDIA
+//! for GPU types); `release_version = "latest"` is resolved once from the SSM public
+//! parameters and pinned, so a new AMI release is not drift. Scaling, labels, taints,
+//! update policy, template version and release update in place; role, subnets,
+//! capacity type, AMI type and instance types replace.
+
+use std::collections::{BTreeMap, HashMap};
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{
+    AmiTypes, CapacityTypes, LaunchTemplateSpecification, Nodegroup, NodegroupScalingConfig, NodegroupStatus,
+    NodegroupUpdateConfig, Taint, TaintEffect, UpdateLabelsPayload, UpdateTaintsPayload,
+};
+
+use super::launch_template::TAINT;
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, s};
+use crate::aws::eks::{self, UpdateOf};
+use crate::aws::wait::{Poll, until};
+use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::stack::expr::{ExprKind, OutputRef, Part};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Expr, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct NodeGroup;
+
+pub const AMI_TYPES: &[&str] = &[
+    "auto",
+    "BOTTLEROCKET_x86_64_NVIDIA",
+    "BOTTLEROCKET_ARM_64_NVIDIA",
+    "BOTTLEROCKET_x86_64_NVIDIA_FIPS",
+    "BOTTLEROCKET_ARM_64_NVIDIA_FIPS",
+    "BOTTLEROCKET_x86_64",
+    "BOTTLEROCKET_ARM_64",
+    "BOTTLEROCKET_x86_64_FIPS",
+    "BOTTLEROCKET_ARM_64_FIPS",
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+    "AL2023_x86_64_STANDARD",
+    "AL2023_ARM_64_STANDARD",
+    "AL2023_x86_64_NEURON",
+    "AL2_x86_64_GPU",
+];
+pub const CAPACITY_TYPES: &[&str] = &["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"];
+
+const SCALING: &[Attr] = &[
+    Attr::req("min", Ty::Int, OnChange::Update),
+    Attr::opt("desired", Ty::Int, Default::None, OnChange::Update),
+    Attr::req("max", Ty::Int, OnChange::Update),
+];
+
+const ATTRS: &[Attr] = &[
+    Attr::req("cluster", Ty::Str, OnChange::Replace),
+    Attr::req("node_role", Ty::Str, OnChange::Replace),
+    Attr::req("subnets", Ty::List(&Ty::Str), OnChange::Replace),
+    Attr::opt("launch_template", Ty::Str, Default::None, OnChange::Replace),
+    Attr::opt("launch_template_version", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("ami_type", Ty::Enum(AMI_TYPES), Default::Str("auto"), OnChange::Replace),
+    Attr::opt("release_version", Ty::Str, Default::Str("latest"), OnChange::Update),
+    Attr::opt("capacity_type", Ty::Enum(CAPACITY_TYPES), Default::Str("ON_DEMAND"), OnChange::Replace),
+    Attr::opt("instance_types", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Replace),
+    Attr::opt("scaling", Ty::Object(SCALING), Default::None, OnChange::Update),
+    Attr::opt("labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
+    Attr::opt("taints", Ty::List(&Ty::Object(TAINT)), Default::EmptyList, OnChange::Update),
+    Attr::opt("max_unavailable", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
+    TAGS,
+];
+
+/// Node groups and add-ons live in a cluster of the same stack: that is where refresh
+/// finds them.
+pub fn require_stack_cluster(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    let Some(e) = r.attrs.get("cluster") else { return };
+    let ok = e.as_single_ref().is_some_and(|x| x.address.starts_with("eks_cluster.") && x.output == "name");
+    if !ok {
+        diags.push(
+            Diagnostic::error(format!("`{}`: `cluster` must refer to an eks_cluster of this stack", r.address), e.span.clone())
+                .help("write cluster = \"${eks_cluster.NAME.name}\"; gpustack manages node groups and add-ons of clusters it created"),
+        );
+    }
+}
+
+#[async_trait]
+impl Kind for NodeGroup {
+    fn name(&self) -> &'static str {
+        "node_group"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("name", Ty::Str), ("arn", Ty::Str), ("release_version", Ty::Str), ("ami_type", Ty::Str)]
+    }
+    fn replace_order(&self) -> ReplaceOrder {
+        // Node group names are unique per cluster.
+        ReplaceOrder::DeleteBeforeCreate
+    }
+
+    /// `launch_template_version` defaults to the referenced template's `version`, so a new
+    /// template version moves the node group to it.
+    fn complete(&self, attrs: &mut BTreeMap<String, Expr>) {
+        if attrs.contains_key("launch_template_version") {
+            return;
+        }
+        let Some(lt) = attrs.get("launch_template") else { return };
+        let Some(r) = lt.as_single_ref().filter(|r| r.address.starts_with("launch_template.") && r.output == "id")
+        else {
+            return;
+        };
+        let version = OutputRef { address: r.address.clone(), output: "version".into(), span: r.span.clone() };
+        let e = Expr { kind: ExprKind::Template(vec![Part::Ref(version)]), span: lt.span.clone(), key_span: None };
+        attrs.insert("launch_template_version".into(), e);
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        require_stack_cluster(r, diags);
+        let lit = |k: &str| r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown));
+        let capacity =
+            lit("capacity_type").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "ON_DEMAND".into());
+        let types = lit("instance_types").and_then(|v| v.as_list().map(<[Value]>::len));
+        if capacity == "CAPACITY_BLOCK" {
+            if !r.attrs.contains_key("launch_template") {
+                diags.push(
+                    Diagnostic::error(format!("`{}`: CAPACITY_BLOCK needs `launch_template`", r.address), r.attrs["capacity_type"].span.clone())
+                        .help("EKS requires a launch template with market = \"capacity-block\" and the block's capacity_reservation"),
+                );
+            }
+            if let Some(e) = r.attrs.get("instance_types") {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`{}`: CAPACITY_BLOCK takes no `instance_types`", r.address),
+                        e.span.clone(),
+                    )
+                    .help("the instance type comes from the launch template (the block's type); remove instance_types"),
+                );
+            }
+        }
+        if capacity == "SPOT" && types == Some(1) {
+            diags.push(
+                Diagnostic::warning(
+                    format!("`{}`: SPOT with a single instance type often finds no capacity", r.address),
+                    r.attrs["instance_types"].span.clone(),
+                )
+                .help("list several interchangeable types, e.g. instance_types = [\"g6.xlarge\", \"g5.xlarge\", \"g6e.xlarge\"]"),
+            );
+        }
+        if !r.attrs.contains_key("launch_template") && !r.attrs.contains_key("instance_types") {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}` needs `instance_types` or a `launch_template` with instance_type", r.address),
+                    r.span.clone(),
+                )
+                .help("set instance_types = [\"g6.xlarge\"] or launch_template = \"${launch_template.NAME.id}\""),
+            );
+        }
+        if let Some(ExprKind::Table(t)) = r.attrs.get("scaling").map(|e| &e.kind) {
+            let n = |k: &str| t.get(k).and_then(|e| e.as_literal()).and_then(Value::as_int);
+            if let (Some(min), Some(max)) = (n("min"), n("max")) {
+                let desired = n("desired").unwrap_or(min);
+                if min < 0 || max < 1 || min > max || desired < min || desired > max {
+                    diags.push(
+                        Diagnostic::error(
+                            format!("`{}`: scaling needs 0 ≤ min ≤ desired ≤ max and max ≥ 1 (min {min}, desired {desired}, max {max})", r.address),
+                            r.attrs["scaling"].span.clone(),
+                        )
+                        .help("for example scaling = { min = 0, desired = 1, max = 4 }"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        if let Some(Value::List(l)) = inputs.get_mut("subnets") {
+            l.sort_by_key(|v| v.interpolate());
+        }
+        let scaling = inputs.entry("scaling".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
+        if let Value::Table(t) = scaling {
+            let min = t.get("min").cloned().unwrap_or(Value::Int(1));
+            t.entry("min".into()).or_insert(min.clone());
+            t.entry("max".into()).or_insert(min.clone());
+            t.entry("desired".into()).or_insert(min);
+        }
+        inputs.entry("max_unavailable".into()).or_insert(Value::Int(1));
+        if let Some(Value::List(l)) = inputs.get_mut("taints") {
+            for t in l.iter_mut() {
+                if let Value::Table(t) = t {
+                    t.entry("value".into()).or_insert(Value::str(""));
+                }
+            }
+            l.sort_by_key(|v| v.interpolate());
+        }
+    }
+
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        for (k, v) in observed {
+            let keep = match k.as_str() {
+                // Resolved once and pinned: a newer AMI or the template's type is not drift.
+                "ami_type" => s(recorded, k) == "auto",
+                "release_version" => s(recorded, k) == "latest",
+                "instance_types" => recorded.get(k).and_then(Value::as_list).is_some_and(<[Value]>::is_empty),
+                _ => false,
+            };
+            if !keep {
+                cur.insert(k.clone(), v.clone());
+            }
+        }
+        // The cluster autoscaler moves `desired`; only min and max are compared.
+        if let (Some(Value::Table(rec)), Some(Value::Table(c))) = (recorded.get("scaling"), cur.get_mut("scaling"))
+            && let Some(d) = rec.get("desired")
+        {
+            c.insert("desired".into(), d.clone());
+        }
+        self.normalize(&mut cur);
+        cur
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let inp = req.inputs;
+        let (cluster, name) = (s(inp, "cluster"), s(inp, "name"));
+        let ami = resolve_ami_type(ctx, inp).await?;
+        let release = match s(inp, "release_version") {
+            "latest" => latest_release(ctx, cluster, &ami).await?,
+            v => Some(v.to_string()),
+        };
+        let sc = scaling(inp);
+        let call = ctx
+            .eks
+            .create_nodegroup()
+            .cluster_name(cluster)
+            .nodegroup_name(name)
+            .node_role(s(inp, "node_role"))
+            .set_subnets(Some(strings(inp.get("subnets"))))
+            .scaling_config(sc)
+            .set_instance_types(Some(strings(inp.get("instance_types"))).filter(|v| !v.is_empty()))
+            .ami_type(AmiTypes::from(ami.as_str()))
+            .set_release_version(release)
+            .capacity_type(CapacityTypes::from(s(inp, "capacity_type")))
+            .set_labels(Some(labels(inp)))
+            .set_taints(Some(taints(inp)))
+            .update_config(
+                NodegroupUpdateConfig::builder().max_unavailable(i(inp, "max_unavailable").unwrap_or(1) as i32).build(),
+            )
+            .set_launch_template(template_spec(inp))
+            .set_tags(Some(eks::tag_map(ctx, req.address, inp)))
+            .client_request_token(req.token);
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            call.send().await.map_err(err("CreateNodegroup"))
+        };
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
+                match describe(ctx, cluster, name).await? {
+                    Some(n) if eks::is_ours(ctx, n.tags(), req.address) => {}
+                    _ => return Err(e.taken_by_other("set `name` to another node group name")),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(recorded(&wait_active(ctx, cluster, name).await?))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let mut out = vec![];
+        for c in ctx.stack_clusters().await? {
+            let cluster = c.name().unwrap_or_default().to_string();
+            let mut names = vec![];
+            let mut pages = ctx.eks.list_nodegroups().cluster_name(&cluster).into_paginator().send();
+            loop {
+                let page = {
+                    let _p = ctx.permit(Service::Eks).await;
+                    pages.next().await
+                };
+                let Some(page) = page else { break };
+                match page.map_err(err("ListNodegroups")) {
+                    Ok(p) => names.extend(p.nodegroups().iter().cloned()),
+                    Err(e) if e.is_not_found() => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            for name in names {
+                let Some(n) = describe(ctx, &cluster, &name).await? else { continue };
+                let all: BTreeMap<String, String> = n.tags().cloned().unwrap_or_default().into_iter().collect();
+                if all.get(tags::STACK) == Some(&ctx.stack) {
+                    out.push(observe(&n, &all));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        _id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        let (cluster, name) = (s(new, "cluster"), s(new, "name"));
+        let has = |k: &str| changed.iter().any(|c| c == k);
+        let of = UpdateOf { cluster, nodegroup: Some(name), addon: None };
+        // EKS runs one update at a time per node group: each is awaited before the next.
+        if ["scaling", "labels", "taints", "max_unavailable"].iter().any(|k| has(k)) {
+            let mut call = ctx.eks.update_nodegroup_config().cluster_name(cluster).nodegroup_name(name);
+            if has("scaling") {
+                call = call.scaling_config(scaling(new));
+            }
+            if has("labels") {
+                let (o, n) = (labels(old), labels(new));
+                let removed: Vec<String> = o.keys().filter(|k| !n.contains_key(*k)).cloned().collect();
+                let set: HashMap<String, String> = n.into_iter().filter(|(k, v)| o.get(k) != Some(v)).collect();
+                call = call.labels(
+                    UpdateLabelsPayload::builder()
+                        .set_add_or_update_labels(Some(set).filter(|m| !m.is_empty()))
+                        .set_remove_labels(Some(removed).filter(|r| !r.is_empty()))
+                        .build(),
+                );
+            }
+            if has("taints") {
+                let (o, n) = (taints(old), taints(new));
+                let removed: Vec<Taint> = o.iter().filter(|t| !n.iter().any(|x| x.key() == t.key())).cloned().collect();
+                let set: Vec<Taint> = n.iter().filter(|t| !o.contains(t)).cloned().collect();
+                call = call.taints(
+                    UpdateTaintsPayload::builder()
+                        .set_add_or_update_taints(Some(set).filter(|v| !v.is_empty()))
+                        .set_remove_taints(Some(removed).filter(|v| !v.is_empty()))
+                        .build(),
+                );
+            }
+            if has("max_unavailable") {
+                call = call.update_config(
+                    NodegroupUpdateConfig::builder()
+                        .max_unavailable(i(new, "max_unavailable").unwrap_or(1) as i32)
+                        .build(),
+                );
+            }
+            let out = {
+                let _p = ctx.permit(Service::Eks).await;
+                call.send().await.map_err(err("UpdateNodegroupConfig"))?
+            };
+            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+            eks::wait_update(ctx, &of, &uid, &format!("configuration update of node group {name}")).await?;
+        }
+        if has("launch_template_version") || has("release_version") {
+            // Without a release EKS would move to the newest AMI: keep the pinned one.
+            let release = match s(new, "release_version") {
+                "latest" => describe(ctx, cluster, name).await?.and_then(|n| n.release_version().map(str::to_string)),
+                v => Some(v.to_string()),
+            };
+            let out = {
+                let _p = ctx.permit(Service::Eks).await;
+                ctx.eks
+                    .update_nodegroup_version()
+                    .cluster_name(cluster)
+                    .nodegroup_name(name)
+                    .set_launch_template(template_spec(new))
+                    .set_release_version(release)
+                    .send()
+                    .await
+                    .map_err(err("UpdateNodegroupVersion"))?
+            };
+            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+            eks::wait_update(ctx, &of, &uid, &format!("version update of node group {name}")).await?;
+        }
+        let n = wait_active(ctx, cluster, name).await?;
+        if has("tags") {
+            eks::sync_tags(ctx, n.nodegroup_arn().unwrap_or_default(), old, new).await?;
+        }
+        Ok(recorded(&n))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let (cluster, name) = (s(inputs, "cluster"), s(inputs, "name"));
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            ctx.eks
+                .delete_nodegroup()
+                .cluster_name(cluster)
+                .nodegroup_name(name)
+                .send()
+                .await
+                .map_err(err("DeleteNodegroup"))
+        };
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        until(&format!("deletion of node group {name}"), eks::DELETE_TIMEOUT, || async {
+            Ok(match describe(ctx, cluster, name).await? {
+                None => Poll::Done(()),
+                Some(n) => Poll::Pending(n.status().map_or("DELETING", |s| s.as_str()).to_string()),
+            })
+        })
+        .await
+    }
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_list).unwrap_or_default().iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
+}
+
+fn scaling(i: &Attrs) -> NodegroupScalingConfig {
+    let t = i.get("scaling").and_then(Value::as_table);
+    let n = |k: &str| t.and_then(|t| t.get(k)).and_then(Value::as_int).unwrap_or(1) as i32;
+    NodegroupScalingConfig::builder().min_size(n("min")).desired_size(n("desired")).max_size(n("max")).build()
+}
+
+fn labels(i: &Attrs) -> HashMap<String, String> {
+    match i.get("labels") {
+        Some(Value::Table(t)) => t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect(),
+        _ => HashMap::new(),
+    }
+}
+
+fn taints(i: &Attrs) -> Vec<Taint> {
+    i.get("taints")
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_table)
+        .map(|t| {
+            let g = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            Taint::builder()
+                .key(g("key"))
+                .set_value(Some(g("value")).filter(|v| !v.is_empty()))
+                .effect(TaintEffect::from(g("effect").as_str()))
+                .build()
+        })
+        .collect()
+}
+
+fn template_spec(inp: &Attrs) -> Option<LaunchTemplateSpecification> {
+    let id = s(inp, "launch_template");
+    (!id.is_empty()).then(|| {
+        LaunchTemplateSpecification::builder()
+            .id(id)
+            .set_version(i(inp, "launch_template_version").map(|v| v.to_string()))
+            .build()
+    })
+}
+
+/// The instance type the group runs: the first of `instance_types`, else the template's.
+async fn instance_type(ctx: &Ctx, inp: &Attrs) -> Result<Option<String>> {
+    if let Some(t) = strings(inp.get("instance_types")).into_iter().next() {
+        return Ok(Some(t));
+    }
+    let Some(spec) = template_spec(inp) else { return Ok(None) };
+    let _p = ctx.permit(Service::Ec2).await;
+    let out = ctx
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(spec.id().unwrap_or_default())
+        .versions(spec.version().unwrap_or("$Default"))
+        .send()
+        .await
+        .map_err(err("DescribeLaunchTemplateVersions"))?;
+    Ok(out
+        .launch_template_versions()
+        .first()
+        .and_then(|v| v.launch_template_data())
+        .and_then(|d| d.instance_type())
+        .map(|t| t.as_str().to_string()))
+}
+
+/// `ami_type = "auto"`: Bottlerocket, NVIDIA for NVIDIA GPU types, for the type's architecture.
+pub fn auto_ami_type(info: Option<&crate::aws::catalog::InstanceInfo>) -> String {
+    let arch = if info.is_some_and(|i| i.arch() == "arm64") { "ARM_64" } else { "x86_64" };
+    let nvidia = if info.is_some_and(|i| i.is_nvidia()) { "_NVIDIA" } else { "" };
+    format!("BOTTLEROCKET_{arch}{nvidia}")
+}
+
+async fn resolve_ami_type(ctx: &Ctx, inp: &Attrs) -> Result<String> {
+    match s(inp, "ami_type") {
+        "auto" => {
+            let info = match instance_type(ctx, inp).await? {
+                Some(t) => ctx.catalog.get(ctx, &t).await?,
+                None => None,
+            };
+            Ok(auto_ami_type(info.as_ref()))
+        }
+        t => Ok(t.to_string()),
+    }
+}
+
+/// The SSM public parameter naming the newest release of `ami_type` for Kubernetes `k8s`.
+pub fn release_parameter(ami_type: &str, k8s: &str) -> Option<String> {
+    let arch = if ami_type.contains("ARM_64") { "arm64" } else { "x86_64" };
+    if ami_type.starts_with("BOTTLEROCKET_") {
+        let nvidia = if ami_type.contains("NVIDIA") { "-nvidia" } else { "" };
+        let fips = if ami_type.ends_with("FIPS") { "-fips" } else { "" };
+        return Some(format!("/aws/service/bottlerocket/aws-k8s-{k8s}{nvidia}{fips}/{arch}/latest/image_version"));
+    }
+    if let Some(flavor) = ami_type.strip_prefix("AL2023_").and_then(|r| r.rsplit('_').next()) {
+        let flavor = flavor.to_ascii_lowercase();
+        return Some(format!(
+            "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{flavor}/recommended/release_version"
+        ));
+    }
+    (ami_type == "AL2_x86_64_GPU")
+        .then(|| format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2-gpu/recommended/release_version"))
+}
+
+async fn latest_release(ctx: &Ctx, cluster: &str, ami_type: &str) -> Result<Option<String>> {
+    let k8s = super::eks_cluster::describe(ctx, cluster).await?.and_then(|c| c.version().map(str::to_string));
+    let Some(param) = k8s.as_deref().and_then(|v| release_parameter(ami_type, v)) else { return Ok(None) };
+    let _p = ctx.permit(Service::Ssm).await;
+    match ctx.ssm.get_parameter().name(&param).send().await.map_err(err("GetParameter")) {
+        Ok(o) => Ok(o.parameter().and_then(|p| p.value()).map(str::to_string)),
+        Err(e) if e.code.as_deref() == Some("ParameterNotFound") => Err(AwsError {
+            detail: format!(
+                "{}: no release of {ami_type} for Kubernetes {} is published ({param}); set release_version explicitly or pick another ami_type",
+                e.detail,
+                k8s.unwrap_or_default()
+            ),
+            ..e
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+async fn describe(ctx: &Ctx, cluster: &str, name: &str) -> Result<Option<Nodegroup>> {
+    let _p = ctx.permit(Service::Eks).await;
+    match ctx
+        .eks
+        .describe_nodegroup()
+        .cluster_name(cluster)
+        .nodegroup_name(name)
+        .send()
+        .await
+        .map_err(err("DescribeNodegroup"))
+    {
+        Ok(o) => Ok(o.nodegroup),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn wait_active(ctx: &Ctx, cluster: &str, name: &str) -> Result<Nodegroup> {
+    until(&format!("node group {name}"), eks::CREATE_TIMEOUT, || async {
+        let Some(n) = describe(ctx, cluster, name).await? else {
+            return Err(AwsError {
+                operation: "DescribeNodegroup",
+                code: Some("ResourceNotFoundException".into()),
+                detail: format!("node group {name} disappeared while gpustack waited for it"),
+            });
+        };
+        match n.status() {
+            Some(NodegroupStatus::Active) => Ok(Poll::Done(n)),
+            Some(s @ (NodegroupStatus::CreateFailed | NodegroupStatus::Degraded)) => Err(AwsError {
+                operation: "CreateNodegroup",
+                code: Some(s.as_str().to_string()),
+                detail: format!(
+                    "node group {name} is {}: {}",
+                    s.as_str(),
+                    n.health()
+                        .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
+                        .unwrap_or_default()
+                ),
+            }),
+            other => Ok(Poll::Pending(other.map_or("CREATING", |s| s.as_str()).to_string())),
+        }
+    })
+    .await
+}
+
+fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
+    let strs = |v: &[String]| Value::List(v.iter().map(|x| Value::str(x.clone())).collect());
+    let sc = n.scaling_config();
+    let num = |v: Option<i32>| Value::Int(v.unwrap_or(0).into());
+    let mut attrs = Attrs::from([
+        ("cluster".into(), Value::str(n.cluster_name().unwrap_or_default())),
+        ("node_role".into(), Value::str(n.node_role().unwrap_or_default())),
+        ("subnets".into(), strs(n.subnets())),
+        ("ami_type".into(), Value::str(n.ami_type().map(|a| a.as_str()).unwrap_or_default())),
+        ("release_version".into(), Value::str(n.release_version().unwrap_or_default())),
+        ("capacity_type".into(), Value::str(n.capacity_type().map(|c| c.as_str()).unwrap_or("ON_DEMAND"))),
+        ("instance_types".into(), strs(n.instance_types())),
+        (
+            "scaling".into(),
+            Value::Table(BTreeMap::from([
+                ("min".into(), num(sc.and_then(|s| s.min_size()))),
+                ("desired".into(), num(sc.and_then(|s| s.desired_size()))),
+                ("max".into(), num(sc.and_then(|s| s.max_size()))),
+            ])),
+        ),
+        (
+            "labels".into(),
+            Value::Table(
+                n.labels().cloned().unwrap_or_default().into_iter().map(|(k, v)| (k, Value::str(v))).collect(),
+            ),
+        ),
+        (
+            "taints".into(),
+            Value::List(
+                n.taints()
+                    .iter()
+                    .map(|t| {
+                        Value::Table(BTreeMap::from([
+                            ("key".into(), Value::str(t.key().unwrap_or_default())),
+                            ("value".into(), Value::str(t.value().unwrap_or_default())),
+                            ("effect".into(), Value::str(t.effect().map(|e| e.as_str()).unwrap_or_default())),
+                        ]))
+                    })
+                    .collect(),
+            ),
+        ),
+        ("name".into(), Value::str(n.nodegroup_name().unwrap_or_default())),
+        ("tags".into(), tags::observed(all)),
+    ]);
+    if let Some(m) = n.update_config().and_then(|u| u.max_unavailable()) {
+        attrs.insert("max_unavailable".into(), Value::Int(m.into()));
+    }
+    if let Some(lt) = n.launch_template() {
+        attrs.insert("launch_template".into(), Value::str(lt.id().unwrap_or_default()));
+        if let Some(v) = lt.version().and_then(|v| v.parse::<i64>().ok()) {
+            attrs.insert("launch_template_version".into(), Value::Int(v));
+        }
+    }
+    NodeGroup.normalize(&mut attrs);
+    let rec = recorded(n);
+    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs }
+}
+
+fn recorded(n: &Nodegroup) -> Recorded {
+    let name = n.nodegroup_name().unwrap_or_default().to_string();
+    Recorded {
+        id: format!("{}:{name}", n.cluster_name().unwrap_or_default()),
+        outputs: Attrs::from([
+            ("name".into(), Value::str(name)),
+            ("arn".into(), Value::str(n.nodegroup_arn().unwrap_or_default())),
+            ("release_version".into(), Value::str(n.release_version().unwrap_or_default())),
+            ("ami_type".into(), Value::str(n.ami_type().map(|a| a.as_str()).unwrap_or_default())),
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_parameters_follow_the_published_paths() {
+        assert_eq!(
+            release_parameter("BOTTLEROCKET_x86_64_NVIDIA", "1.31").as_deref(),
+            Some("/aws/service/bottlerocket/aws-k8s-1.31-nvidia/x86_64/latest/image_version")
+        );
+        assert_eq!(
+            release_parameter("BOTTLEROCKET_ARM_64_NVIDIA_FIPS", "1.32").as_deref(),
+            Some("/aws/service/bottlerocket/aws-k8s-1.32-nvidia-fips/arm64/latest/image_version")
+        );
+        assert_eq!(
+            release_parameter("AL2023_x86_64_NVIDIA", "1.31").as_deref(),
+            Some("/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/nvidia/recommended/release_version")
+        );
+        assert_eq!(
+            release_parameter("AL2_x86_64_GPU", "1.29").as_deref(),
+            Some("/aws/service/eks/optimized-ami/1.29/amazon-linux-2-gpu/recommended/release_version")
+        );
+    }
+}

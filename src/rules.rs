@@ -1,0 +1,392 @@
+//! The GPU rules (DESIGN.md §2): checks across resources that catch a wrong GPU
+//! setup before anything is created or bought. `offline` needs only the stack (it
+//! runs in `validate` too); `preflight` reads the instance catalog and runs at plan
+//! and apply time, before any call that changes anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::aws::catalog::InstanceInfo;
+use crate::aws::{AwsError, Ctx};
+use crate::resources::node_group::auto_ami_type;
+use crate::stack::expr::ExprKind;
+use crate::stack::{Diagnostic, Expr, Resource, Stack};
+use crate::value::Value;
+
+/// An attribute's value when it is known offline (no references to other resources).
+fn lit(r: &Resource, k: &str) -> Option<Value> {
+    r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
+}
+
+fn lit_str(r: &Resource, k: &str) -> Option<String> {
+    lit(r, k).and_then(|v| v.as_str().map(str::to_string))
+}
+
+fn span(r: &Resource, k: &str) -> crate::stack::Span {
+    r.attrs.get(k).and_then(|e| e.span.clone()).or(r.span.clone())
+}
+
+/// The stack resource of `kind` an attribute refers to (`"${kind.name.out}"`).
+fn referenced<'a>(stack: &'a Stack, r: &Resource, attr: &str, kind: &str) -> Option<&'a Resource> {
+    let target = r.attrs.get(attr)?.as_single_ref()?;
+    stack.get(&target.address).filter(|t| t.kind.name() == kind)
+}
+
+fn strings(v: Option<Value>) -> Vec<String> {
+    v.as_ref()
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|x| x.as_str().map(str::to_string))
+        .collect()
+}
+
+fn node_groups(stack: &Stack) -> impl Iterator<Item = &Resource> {
+    stack.resources.iter().filter(|r| r.kind.name() == "node_group")
+}
+
+fn has_user_data(lt: &Resource) -> bool {
+    ["node_labels", "node_taints", "gpu_sharing"].iter().any(|k| lt.attrs.contains_key(*k))
+        || matches!(lt.attrs.get("bottlerocket_settings").map(|e| &e.kind), Some(ExprKind::Table(t)) if !t.is_empty())
+        || matches!(lt.attrs.get("bottlerocket_settings").and_then(Expr::as_literal), Some(Value::Table(t)) if !t.is_empty())
+}
+
+/// Rules that need only the stack.
+pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for ng in node_groups(stack) {
+        let capacity = lit_str(ng, "capacity_type").unwrap_or_else(|| "ON_DEMAND".into());
+        let capacity = capacity.as_str();
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        if let Some(lt) = lt {
+            let market = lit_str(lt, "market");
+            let market = market.as_deref();
+            if capacity == "CAPACITY_BLOCK"
+                && (market != Some("capacity-block") || !lt.attrs.contains_key("capacity_reservation"))
+            {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is CAPACITY_BLOCK, but its launch template `{}` does not set market = \"capacity-block\" and the block's capacity_reservation",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "capacity_type"),
+                    )
+                    .help(format!("in [{}] set market = \"capacity-block\" and capacity_reservation = \"${{capacity_block.NAME.id}}\"", lt.address)),
+                );
+            }
+            if capacity != "CAPACITY_BLOCK" && market == Some("capacity-block") {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` uses `{}`, a capacity-block template, but its capacity_type is {capacity}",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "capacity_type"),
+                    )
+                    .help("set capacity_type = \"CAPACITY_BLOCK\" on the node group"),
+                );
+            }
+            if ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type") {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` sets instance_types, but its launch template `{}` already sets instance_type",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "instance_types"),
+                    )
+                    .help(
+                        "EKS takes the type from one place: remove instance_types, or instance_type from the template",
+                    ),
+                );
+            }
+            let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+            if ami != "auto" && !ami.starts_with("BOTTLEROCKET_") && has_user_data(lt) {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` runs {ami}, but `{}` carries Bottlerocket settings (labels, taints, GPU sharing)",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "ami_type"),
+                    )
+                    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), or move labels and taints to the node group"),
+                );
+            }
+            if capacity == "SPOT" && !ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type")
+            {
+                d.push(
+                    Diagnostic::warning(
+                        format!("`{}`: SPOT with a single instance type (from `{}`) often finds no capacity", ng.address, lt.address),
+                        span(ng, "capacity_type"),
+                    )
+                    .help("drop instance_type from the template and list several types in the node group's instance_types"),
+                );
+            }
+        }
+        if capacity == "CAPACITY_BLOCK" {
+            let zones: BTreeSet<String> = match ng.attrs.get("subnets").map(|e| &e.kind) {
+                Some(ExprKind::List(items)) => items
+                    .iter()
+                    .filter_map(|e| e.as_single_ref())
+                    .filter_map(|x| stack.get(&x.address))
+                    .filter_map(|s| lit_str(s, "availability_zone"))
+                    .collect(),
+                _ => BTreeSet::new(),
+            };
+            if zones.len() > 1 {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is CAPACITY_BLOCK, but its subnets span {} zones ({}); a Capacity Block lives in one",
+                            ng.address,
+                            zones.len(),
+                            zones.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                        span(ng, "subnets"),
+                    )
+                    .help("list only subnets in the block's availability zone"),
+                );
+            }
+        }
+    }
+    for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        if lt.attrs.contains_key("placement_group") && lt.attrs.contains_key("capacity_reservation") {
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` puts reserved capacity in a placement group: instances that do not fit the group strand the reservation", lt.address),
+                    span(lt, "placement_group"),
+                )
+                .help("Capacity Blocks are already co-located; remove placement_group (eksctl#7949)"),
+            );
+        }
+    }
+    d
+}
+
+/// The instance types each launch template and node group will run, as far as the
+/// stack says: a template's own type, else the types of the node groups using it.
+fn planned_types(stack: &Stack) -> (BTreeMap<String, Vec<String>>, BTreeMap<String, Vec<String>>) {
+    let mut by_lt: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_ng: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ng in node_groups(stack) {
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        let mut types = strings(lit(ng, "instance_types"));
+        if types.is_empty()
+            && let Some(t) = lt.and_then(|lt| lit_str(lt, "instance_type"))
+        {
+            types.push(t);
+        }
+        if let Some(lt) = lt {
+            by_lt.entry(lt.address.clone()).or_default().extend(types.iter().cloned());
+        }
+        by_ng.insert(ng.address.clone(), types);
+    }
+    for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        let e = by_lt.entry(lt.address.clone()).or_default();
+        if let Some(t) = lit_str(lt, "instance_type") {
+            e.clear();
+            e.push(t);
+        }
+        e.sort();
+        e.dedup();
+    }
+    (by_lt, by_ng)
+}
+
+/// What preflight found: diagnostics, and a line per resource saying what the catalog
+/// made of it (for the plan).
+pub struct Preflight {
+    pub diags: Vec<Diagnostic>,
+    pub notes: BTreeMap<String, String>,
+}
+
+/// Rules that need the instance catalog (one DescribeInstanceTypes per 100 types).
+pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> {
+    let (by_lt, by_ng) = planned_types(stack);
+    let wanted: BTreeSet<String> = by_lt.values().chain(by_ng.values()).flatten().cloned().collect();
+    let catalog = ctx.catalog.lookup(ctx, wanted).await?;
+    let info = |t: &str| catalog.get(t).cloned().flatten();
+    let mut d = vec![];
+    let mut notes = BTreeMap::new();
+    let mut unknown_reported = BTreeSet::new();
+    let mut unknown = |r: &Resource, attr: &str, t: &str, d: &mut Vec<Diagnostic>| {
+        if unknown_reported.insert(t.to_string()) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: EC2 does not know instance type \"{t}\" in {}", r.address, stack.region),
+                    span(r, attr),
+                )
+                .help("check the spelling (aws ec2 describe-instance-types) and that the type exists in this region"),
+            );
+        }
+    };
+
+    for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        let types = by_lt.get(&lt.address).cloned().unwrap_or_default();
+        let own = lit_str(lt, "instance_type");
+        let own = own.as_deref();
+        for t in &types {
+            if info(t).is_none() {
+                unknown(lt, if own.is_some() { "instance_type" } else { "gpu_sharing" }, t, &mut d);
+            }
+        }
+        if let (Some(t), Some(i)) = (own, own.and_then(info)) {
+            let mut note = format!("{t}: {}", i.summary());
+            if let Some(efa) = efa_table(lt) {
+                let asked = efa.get("interfaces").and_then(|e| e.as_literal()).cloned().unwrap_or(Value::str("max"));
+                if i.max_efa_interfaces == 0 {
+                    d.push(
+                        Diagnostic::error(format!("`{}`: {t} does not support EFA", lt.address), span(lt, "efa"))
+                            .help("remove `efa`, or pick an EFA type (p5.48xlarge, p4d.24xlarge, g6.12xlarge…)"),
+                    );
+                } else if let Some(n) = asked.as_int().filter(|n| *n as u32 > i.max_efa_interfaces) {
+                    d.push(
+                        Diagnostic::error(
+                            format!(
+                                "`{}`: {t} has at most {} EFA interfaces, not {n}",
+                                lt.address, i.max_efa_interfaces
+                            ),
+                            span(lt, "efa"),
+                        )
+                        .help(format!("set interfaces = {} or \"max\"", i.max_efa_interfaces)),
+                    );
+                } else {
+                    let n = asked.as_int().map_or(i.max_efa_interfaces, |n| n as u32);
+                    note.push_str(&format!("; {n} EFA interface{}", if n == 1 { "" } else { "s" }));
+                }
+            }
+            notes.insert(lt.address.clone(), note);
+        }
+        if let Some(sharing) = sharing(lt) {
+            for t in &types {
+                let Some(i) = info(t) else { continue };
+                check_sharing(lt, t, &i, &sharing, &mut d);
+            }
+        }
+    }
+
+    for ng in node_groups(stack) {
+        let types = by_ng.get(&ng.address).cloned().unwrap_or_default();
+        let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+        let ami = ami.as_str();
+        for t in &types {
+            let Some(i) = info(t) else {
+                if ng.attrs.contains_key("instance_types") {
+                    unknown(ng, "instance_types", t, &mut d);
+                }
+                continue;
+            };
+            let nvidia_ami = ami.contains("NVIDIA") || ami.contains("GPU");
+            if ami != "auto" && i.is_nvidia() && !nvidia_ami {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {ami} has no NVIDIA driver, but {t} has {}", ng.address, i.summary()),
+                        span(ng, "ami_type"),
+                    )
+                    .help(format!("use ami_type = \"{}\" or \"auto\"", auto_ami_type(Some(&i)))),
+                );
+            }
+            if ami != "auto" && nvidia_ami && !i.is_nvidia() {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {ami} is an NVIDIA AMI, but {t} has no NVIDIA GPU", ng.address),
+                        span(ng, "ami_type"),
+                    )
+                    .help(format!("use ami_type = \"{}\" or \"auto\"", auto_ami_type(Some(&i)))),
+                );
+            }
+            let arm_ami = ami.contains("ARM_64");
+            if ami != "auto" && arm_ami != (i.arch() == "arm64") {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {ami} does not run on {t} ({})", ng.address, i.arch()),
+                        span(ng, "ami_type"),
+                    )
+                    .help(format!("use ami_type = \"{}\" or \"auto\"", auto_ami_type(Some(&i)))),
+                );
+            }
+        }
+        if ami == "auto"
+            && let Some(i) = types.first().and_then(|t| info(t))
+        {
+            notes.insert(
+                ng.address.clone(),
+                format!("ami_type auto → {} ({}: {})", auto_ami_type(Some(&i)), i.name, i.summary()),
+            );
+        }
+    }
+    Ok(Preflight { diags: d, notes })
+}
+
+fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
+    match lt.attrs.get("efa").map(|e| &e.kind) {
+        Some(ExprKind::Table(t)) => Some(t.clone()),
+        Some(ExprKind::Value(Value::Table(t))) => {
+            Some(t.iter().map(|(k, v)| (k.clone(), Expr::value(v.clone(), lt.attrs["efa"].span.clone()))).collect())
+        }
+        _ => None,
+    }
+}
+
+struct Sharing {
+    strategy: String,
+    profile: BTreeMap<String, Value>,
+}
+
+fn sharing(lt: &Resource) -> Option<Sharing> {
+    let v = lt.attrs.get("gpu_sharing")?.resolve(&|_| Value::Unknown);
+    let t = v.as_table()?;
+    let strategy = t.get("strategy").and_then(Value::as_str).unwrap_or("none").to_string();
+    let profile = t.get("mig_profile").and_then(Value::as_table).cloned().unwrap_or_default();
+    (strategy != "none").then_some(Sharing { strategy, profile })
+}
+
+/// GPU models whose MIG partition-count form (1/2/3/4/7) Bottlerocket accepts.
+const COUNT_FORM: &[&str] = &["a100.40gb", "a100.80gb", "h100.80gb", "h200.141gb"];
+
+fn check_sharing(lt: &Resource, t: &str, i: &InstanceInfo, s: &Sharing, d: &mut Vec<Diagnostic>) {
+    let at = span(lt, "gpu_sharing");
+    if !i.is_nvidia() {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: gpu_sharing \"{}\" on {t}, which has no NVIDIA GPU", lt.address, s.strategy),
+                at,
+            )
+            .help("GPU sharing applies to NVIDIA GPU types (g5, g6, p4d, p5…); remove gpu_sharing for this template"),
+        );
+        return;
+    }
+    if s.strategy != "mig" {
+        return;
+    }
+    let model = i.gpu_model.clone().unwrap_or_default();
+    if !i.mig_capable() {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: MIG needs an A100, A30, H100, H200 or B200 GPU; {t} has {model}", lt.address),
+                at,
+            )
+            .help("use time-slicing or mps to share this GPU, or a MIG-capable type (p4d, p5, p5e…)"),
+        );
+        return;
+    }
+    let key = i.mig_key().unwrap_or_default();
+    match s.profile.get(&key) {
+        None => d.push(
+            Diagnostic::error(format!("`{}`: mig_profile has no entry for {key}, the GPU of {t}", lt.address), at)
+                .help(format!(
+                    "add \"{key}\" = \"1g.10gb\" (a profile) or a partition count; keys present: {}",
+                    s.profile.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+        ),
+        Some(Value::Int(_)) if !COUNT_FORM.contains(&key.as_str()) => d.push(
+            Diagnostic::error(
+                format!("`{}`: the partition-count form of mig_profile does not work for {key}", lt.address),
+                at,
+            )
+            .help("give a MIG profile name instead, e.g. \"1g.6gb\""),
+        ),
+        _ => {}
+    }
+}
