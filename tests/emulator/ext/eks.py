@@ -457,7 +457,9 @@ def _create_cluster(self: EKSResponse) -> ActionResult:
         }
         cluster.access_config = {
             "authenticationMode": mode,
-            "bootstrapClusterCreatorAdminPermissions": access.get("bootstrapClusterCreatorAdminPermissions", True),
+            "bootstrapClusterCreatorAdminPermissions": access.get(
+                "bootstrapClusterCreatorAdminPermissions", True
+            ),
         }
         handle = secrets.token_hex(16).upper()
         region = backend.region_name
@@ -568,11 +570,16 @@ def _update_cluster_version(self: EKSResponse) -> ActionResult:
         cluster = self.eks_backend.describe_cluster(name)
         require_active(cluster, f"Cluster {name}", cluster=name)
         if version != _next_minor(cluster.version) or version not in cat.KUBERNETES_VERSIONS:
-            raise invalid(f"Unsupported Kubernetes minor version update from {cluster.version} to {version}", name)
+            raise invalid(
+                f"Unsupported Kubernetes minor version update from {cluster.version} to {version}", name
+            )
         cluster.version = version
         cluster.platformVersion = cat.PLATFORM_VERSION
         update = start_update(
-            cluster, cluster, "VersionUpdate", [param("Version", version), param("PlatformVersion", cat.PLATFORM_VERSION)]
+            cluster,
+            cluster,
+            "VersionUpdate",
+            [param("Version", version), param("PlatformVersion", cat.PLATFORM_VERSION)],
         )
     return ActionResult({"update": update.shape()})
 
@@ -600,7 +607,9 @@ def _launch_template(ec2: Any, spec: dict[str, Any], cluster: str) -> tuple[dict
     if bool(template_id) == bool(name):
         raise invalid("Specify either the launch template id or its name, not both", cluster)
     try:
-        template = ec2.get_launch_template(template_id) if template_id else ec2.get_launch_template_by_name(name)
+        template = (
+            ec2.get_launch_template(template_id) if template_id else ec2.get_launch_template_by_name(name)
+        )
         version = template.get_version(spec.get("version") or template.default_version_number)
     except EC2ClientError as e:
         raise invalid(f"Launch template {template_id or name}: {e.message}", cluster) from None
@@ -611,13 +620,16 @@ def _release(ami_type: str, k8s: str, wanted: str | None, cluster: str) -> str |
     """The release version for a node group: ``wanted`` if EKS has it, else the newest."""
     if ami_type.startswith("AL2_") and not cat.has_al2(k8s):
         raise invalid(
-            f"AMI Type {ami_type} is only supported for kubernetes versions {cat.AL2_LAST_VERSION} or earlier", cluster
+            f"AMI Type {ami_type} is only supported for kubernetes versions {cat.AL2_LAST_VERSION} or earlier",
+            cluster,
         )
     releases = cat.node_releases(ami_type, k8s)
     if wanted is None or ami_type == "CUSTOM":
         return wanted or (releases[0] if releases else None)
     if wanted not in releases:
-        raise invalid(f"Requested release version {wanted} is not valid for kubernetes version {k8s}.", cluster)
+        raise invalid(
+            f"Requested release version {wanted} is not valid for kubernetes version {k8s}.", cluster
+        )
     return wanted
 
 
@@ -656,7 +668,9 @@ def _create_nodegroup(self: EKSResponse) -> ActionResult:
             )
         if instance_types and data.get("InstanceType"):
             raise invalid(
-                "Instance type is specified both in the launch template and in instanceTypes", cluster_name, nodegroup_name
+                "Instance type is specified both in the launch template and in instanceTypes",
+                cluster_name,
+                nodegroup_name,
             )
         version = _nodegroup_version(cluster, self._get_param("version"))
         release = _release(ami_type, version, self._get_param("releaseVersion"), cluster_name)
@@ -684,7 +698,9 @@ def _create_nodegroup(self: EKSResponse) -> ActionResult:
         nodegroup.launch_template = template
         nodegroup.remote_access = self._get_param("remoteAccess")
         nodegroup.disk_size = self._get_int_param("diskSize") or (None if template else DEFAULT_DISK_SIZE)
-        nodegroup.instance_types = instance_types or (None if data.get("InstanceType") else list(DEFAULT_INSTANCE_TYPES))
+        nodegroup.instance_types = instance_types or (
+            None if data.get("InstanceType") else list(DEFAULT_INSTANCE_TYPES)
+        )
         nodegroup.update_config = self._get_param("updateConfig") or {"maxUnavailable": 1}
         nodegroup.node_repair_config = self._get_param("nodeRepairConfig")
         nodegroup.health = {"issues": []}
@@ -700,7 +716,9 @@ def _delete_nodegroup(self: EKSBackend, cluster_name: str, nodegroup_name: str) 
         return nodegroup
 
 
-def _list_nodegroups(self: EKSBackend, cluster_name: str, max_results: int, next_token: str | None) -> tuple[list[str], str | None]:
+def _list_nodegroups(
+    self: EKSBackend, cluster_name: str, max_results: int, next_token: str | None
+) -> tuple[list[str], str | None]:
     return page(list(self.describe_cluster(cluster_name).nodegroups), max_results, next_token)
 
 
@@ -721,10 +739,19 @@ def _update_nodegroup_config(
     with LOCK:
         cluster = self.describe_cluster(cluster_name)
         nodegroup = self.describe_nodegroup(cluster_name, nodegroup_name)
-        require_active(nodegroup, f"Nodegroup {nodegroup_name}", cluster=cluster_name, nodegroup=nodegroup_name)
+        require_active(
+            nodegroup, f"Nodegroup {nodegroup_name}", cluster=cluster_name, nodegroup=nodegroup_name
+        )
         # moto applies the changes; its answer (already Successful, not kept) is replaced.
         _orig_update_nodegroup_config(
-            self, cluster_name, nodegroup_name, labels, taints, scaling_config, update_config, node_repair_config
+            self,
+            cluster_name,
+            nodegroup_name,
+            labels,
+            taints,
+            scaling_config,
+            update_config,
+            node_repair_config,
         )
         params = []
         for key, kind in (("addOrUpdateLabels", "LabelsToAdd"), ("removeLabels", "LabelsToRemove")):
@@ -736,7 +763,10 @@ def _update_nodegroup_config(
         for key, kind in (("minSize", "MinSize"), ("maxSize", "MaxSize"), ("desiredSize", "DesiredSize")):
             if (scaling_config or {}).get(key) is not None:
                 params.append(param(kind, str(scaling_config[key])))  # type: ignore[index]
-        for key, kind in (("maxUnavailable", "MaxUnavailable"), ("maxUnavailablePercentage", "MaxUnavailablePercentage")):
+        for key, kind in (
+            ("maxUnavailable", "MaxUnavailable"),
+            ("maxUnavailablePercentage", "MaxUnavailablePercentage"),
+        ):
             if (update_config or {}).get(key) is not None:
                 params.append(param(kind, str(update_config[key])))  # type: ignore[index]
         if node_repair_config is not None:
@@ -752,11 +782,15 @@ def _update_nodegroup_version(self: EKSResponse) -> ActionResult:
     with LOCK:
         cluster = backend.describe_cluster(cluster_name)
         nodegroup = backend.describe_nodegroup(cluster_name, nodegroup_name)
-        require_active(nodegroup, f"Nodegroup {nodegroup_name}", cluster=cluster_name, nodegroup=nodegroup_name)
+        require_active(
+            nodegroup, f"Nodegroup {nodegroup_name}", cluster=cluster_name, nodegroup=nodegroup_name
+        )
         params = []
         if spec:
             if nodegroup.launch_template is None:
-                raise invalid("The node group was not created with a launch template", cluster_name, nodegroup_name)
+                raise invalid(
+                    "The node group was not created with a launch template", cluster_name, nodegroup_name
+                )
             template, _ = _launch_template(_ec2(backend), spec, cluster_name)
             if template["id"] != nodegroup.launch_template["id"]:
                 raise invalid(
@@ -765,7 +799,10 @@ def _update_nodegroup_version(self: EKSResponse) -> ActionResult:
                     nodegroup_name,
                 )
             nodegroup.launch_template = template
-            params += [param("LaunchTemplateName", template["name"]), param("LaunchTemplateVersion", template["version"])]
+            params += [
+                param("LaunchTemplateName", template["name"]),
+                param("LaunchTemplateVersion", template["version"]),
+            ]
         # Without a version EKS moves the group to the cluster's, and to its newest release.
         version = _nodegroup_version(cluster, self._get_param("version"))
         release = _release(nodegroup.ami_type, version, self._get_param("releaseVersion"), cluster_name)

@@ -157,7 +157,11 @@ def _addon_info(product: AddonProduct, k8s: str | None) -> dict[str, Any]:
                 "architecture": ["amd64", "arm64"],
                 "computeTypes": ["ec2"],
                 "compatibilities": [
-                    {"clusterVersion": c, "platformVersions": ["*"], "defaultVersion": c in release.default_for}
+                    {
+                        "clusterVersion": c,
+                        "platformVersions": ["*"],
+                        "defaultVersion": c in release.default_for,
+                    }
                     for c in clusters
                 ],
                 "requiresConfiguration": False,
@@ -231,7 +235,9 @@ def _check_version(product: AddonProduct, version: str, k8s: str, cluster: str) 
     release = product.release(version)
     if release is None or k8s not in release.clusters:
         raise invalid(
-            f"Addon version {version} of {product.name} is not supported on Kubernetes {k8s}", cluster, addon=product.name
+            f"Addon version {version} of {product.name} is not supported on Kubernetes {k8s}",
+            cluster,
+            addon=product.name,
         )
 
 
@@ -242,10 +248,14 @@ def _configuration(raw: str, cluster: str, addon: str) -> str | None:
     try:
         value = json.loads(raw)
     except ValueError as e:
-        raise invalid(f"ConfigurationValue provided in request is not supported: {e}", cluster, addon=addon) from None
+        raise invalid(
+            f"ConfigurationValue provided in request is not supported: {e}", cluster, addon=addon
+        ) from None
     if not isinstance(value, dict):
         raise invalid(
-            "ConfigurationValue provided in request is not supported: it must be a JSON object", cluster, addon=addon
+            "ConfigurationValue provided in request is not supported: it must be a JSON object",
+            cluster,
+            addon=addon,
         )
     return raw
 
@@ -262,7 +272,9 @@ def _find(response: EKSResponse) -> tuple[Any, Addon]:
     cluster = response.eks_backend.describe_cluster(cluster_name)
     addon = addons_of(cluster).get(addon_name)
     if addon is None:
-        raise not_found(f"No addon: {addon_name} found in cluster: {cluster_name}", cluster_name, addon=addon_name)
+        raise not_found(
+            f"No addon: {addon_name} found in cluster: {cluster_name}", cluster_name, addon=addon_name
+        )
     return cluster, addon
 
 
@@ -282,7 +294,9 @@ def _create_addon(self: EKSResponse) -> ActionResult:
         product = _product(name, cluster_name)
         if status_of(cluster) != ACTIVE:
             raise InvalidRequestException(
-                message=f"Cluster '{cluster_name}' is not in ACTIVE status", clusterName=cluster_name, addonName=name
+                message=f"Cluster '{cluster_name}' is not in ACTIVE status",
+                clusterName=cluster_name,
+                addonName=name,
             )
         version = self._get_param("addonVersion") or product.default(cluster.version)
         _check_version(product, version, cluster.version, cluster_name)
@@ -343,7 +357,9 @@ def _delete_addon(self: EKSResponse) -> ActionResult:
 def _list_addons(self: EKSResponse) -> ActionResult:
     with LOCK:
         cluster = self.eks_backend.describe_cluster(self._get_param("name"))
-        names, token = page(list(addons_of(cluster)), self._get_int_param("maxResults"), self._get_param("nextToken"))
+        names, token = page(
+            list(addons_of(cluster)), self._get_int_param("maxResults"), self._get_param("nextToken")
+        )
     return ActionResult({"addons": names, "nextToken": token})
 
 
@@ -351,7 +367,9 @@ def _describe_addon_versions(self: EKSResponse) -> ActionResult:
     k8s = self._get_param("kubernetesVersion")
     name = self._get_param("addonName")
     wanted = {
-        key: self.querystring.get(key) for key in ("types", "publishers", "owners") if self.querystring.get(key)
+        key: self.querystring.get(key)
+        for key in ("types", "publishers", "owners")
+        if self.querystring.get(key)
     }
     infos = {}
     for product in CATALOG.values():

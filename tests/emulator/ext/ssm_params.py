@@ -69,8 +69,7 @@ def public_parameters(region: str) -> dict[str, str]:
 def _asks_for_ours(key: str) -> bool:
     """True when a GetParameter name or GetParametersByPath path can reach our trees."""
     return any(
-        key.startswith(root) or (key.startswith(PUBLIC_ROOT) and root.startswith(key))
-        for root in ROOTS
+        key.startswith(root) or (key.startswith(PUBLIC_ROOT) and root.startswith(key)) for root in ROOTS
     )
 
 
