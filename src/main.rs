@@ -8,6 +8,7 @@ mod cli;
 mod engine;
 mod graph;
 mod plan;
+mod quota;
 mod resources;
 mod rules;
 mod stack;

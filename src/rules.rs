@@ -125,15 +125,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
             }
         }
         if capacity == "CAPACITY_BLOCK" {
-            let zones: BTreeSet<String> = match ng.attrs.get("subnets").map(|e| &e.kind) {
-                Some(ExprKind::List(items)) => items
-                    .iter()
-                    .filter_map(|e| e.as_single_ref())
-                    .filter_map(|x| stack.get(&x.address))
-                    .filter_map(|s| lit_str(s, "availability_zone"))
-                    .collect(),
-                _ => BTreeSet::new(),
-            };
+            let zones = subnet_zones(stack, ng);
             if zones.len() > 1 {
                 d.push(
                     Diagnostic::error(
@@ -150,6 +142,50 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
             }
         }
     }
+    for ng in node_groups(stack) {
+        let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") else { continue };
+        let Some(block) = referenced(stack, lt, "capacity_reservation", "capacity_block") else { continue };
+        let count = lit(block, "instance_count").and_then(|v| v.as_int());
+        let max = lit(ng, "scaling").and_then(|v| v.as_table().and_then(|t| t.get("max")).and_then(Value::as_int));
+        if let (Some(count), Some(max)) = (count, max)
+            && max > count
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` may scale to {max} nodes, but `{}` holds {count} instances",
+                        ng.address, block.address
+                    ),
+                    span(ng, "scaling"),
+                )
+                .help(format!("set scaling.max ≤ {count}, or buy a bigger block")),
+            );
+        }
+        if let (Some(a), Some(b)) = (lit_str(lt, "instance_type"), lit_str(block, "instance_type"))
+            && a != b
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` runs {a}, but `{}` reserves {b}", lt.address, block.address),
+                    span(lt, "instance_type"),
+                )
+                .help("a Capacity Block only runs the instance type it was bought for"),
+            );
+        }
+        let zones = subnet_zones(stack, ng);
+        if let (Some(z), Some(want)) = (lit_str(block, "availability_zone"), zones.first())
+            && zones.len() == 1
+            && &z != want
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` is in {want}, but `{}` is bought in {z}", ng.address, block.address),
+                    span(ng, "subnets"),
+                )
+                .help("a Capacity Block serves one zone: use subnets in the block's zone"),
+            );
+        }
+    }
     for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
         if lt.attrs.contains_key("placement_group") && lt.attrs.contains_key("capacity_reservation") {
             d.push(
@@ -162,6 +198,85 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
         }
     }
     d
+}
+
+/// The zones of a node group's subnets that the stack defines (sorted, unique).
+fn subnet_zones(stack: &Stack, ng: &Resource) -> Vec<String> {
+    let zones: BTreeSet<String> = match ng.attrs.get("subnets").map(|e| &e.kind) {
+        Some(ExprKind::List(items)) => items
+            .iter()
+            .filter_map(|e| e.as_single_ref())
+            .filter_map(|x| stack.get(&x.address))
+            .filter_map(|s| lit_str(s, "availability_zone"))
+            .collect(),
+        _ => BTreeSet::new(),
+    };
+    zones.into_iter().collect()
+}
+
+/// Proposes an offering for every capacity block the plan creates: the cheapest, then
+/// the earliest, in the zone of the node groups that will use it. No offering, or one
+/// dearer than `max_upfront_usd`, is an error.
+pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut crate::plan::Plan) -> Result<Vec<Diagnostic>, AwsError> {
+    use crate::resources::capacity_block::{choose, purchase_of, search};
+    let mut d = vec![];
+    for c in plan.changes.iter_mut().filter(|c| c.action == crate::plan::Action::Create && c.kind == "capacity_block") {
+        let Some(r) = stack.get(&c.address) else { continue };
+        let mut inputs: crate::value::Attrs =
+            c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
+        // A block is only useful in the zone its node groups run in.
+        let users: Vec<&Resource> = node_groups(stack)
+            .filter(|ng| {
+                referenced(stack, ng, "launch_template", "launch_template")
+                    .and_then(|lt| referenced(stack, lt, "capacity_reservation", "capacity_block"))
+                    .is_some_and(|b| b.address == r.address)
+            })
+            .collect();
+        let zones: BTreeSet<String> = users.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
+        let mut zone_note = String::new();
+        if !inputs.contains_key("availability_zone") && zones.len() == 1 {
+            let z = zones.iter().next().cloned().unwrap_or_default();
+            zone_note = format!(
+                " (searched in {z}, the zone of {})",
+                users.iter().map(|u| u.address.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            inputs.insert("availability_zone".into(), Value::str(z));
+        }
+        let offers = search(ctx, &inputs).await?;
+        let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_default();
+        let Some(best) = choose(&offers) else {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: no Capacity Block offering for {}× {} for {} h starting between {} and {}{}",
+                        c.address, s("instance_count"), s("instance_type"), s("duration_hours"), s("start_after"), s("start_before"),
+                        inputs.get("availability_zone").map(|z| format!(" in {z}")).unwrap_or_default()
+                    ),
+                    r.span.clone(),
+                )
+                .help("widen the window (start_before), try another length or count, or another zone; offerings come and go"),
+            );
+            continue;
+        };
+        let p = purchase_of(best, &inputs);
+        if p.upfront_usd > p.max_upfront_usd {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: the cheapest offering ({} in {}, starting {}) costs ${:.2} up front, more than max_upfront_usd = {}",
+                        c.address, p.offering_id, p.availability_zone, p.start, p.upfront_usd, p.max_upfront_usd
+                    ),
+                    span(r, "max_upfront_usd"),
+                )
+                .help("nothing was bought; raise max_upfront_usd if the price is acceptable, or change the window"),
+            );
+            continue;
+        }
+        c.note =
+            Some(format!("{} offering(s) matched; the cheapest, then earliest, is proposed{zone_note}", offers.len()));
+        c.purchase = Some(p);
+    }
+    Ok(d)
 }
 
 /// The instance types each launch template and node group will run, as far as the

@@ -23,6 +23,7 @@ pub enum Service {
     Iam,
     Eks,
     Ssm,
+    Quotas,
 }
 
 impl Service {
@@ -32,6 +33,7 @@ impl Service {
             Service::Iam => "iam",
             Service::Eks => "eks",
             Service::Ssm => "ssm",
+            Service::Quotas => "quotas",
         }
     }
 
@@ -42,6 +44,7 @@ impl Service {
             Service::Iam => 4,
             Service::Eks => 8,
             Service::Ssm => 8,
+            Service::Quotas => 4,
         }
     }
 }
@@ -53,12 +56,13 @@ pub struct Ctx {
     pub iam: aws_sdk_iam::Client,
     pub eks: aws_sdk_eks::Client,
     pub ssm: aws_sdk_ssm::Client,
+    pub quotas: aws_sdk_servicequotas::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
     /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
     clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
-    limits: Arc<[(Service, Semaphore); 4]>,
+    limits: Arc<[(Service, Semaphore); 5]>,
 }
 
 impl Ctx {
@@ -78,10 +82,17 @@ impl Ctx {
             iam: aws_sdk_iam::Client::new(&conf),
             eks: aws_sdk_eks::Client::new(&conf),
             ssm: aws_sdk_ssm::Client::new(&conf),
+            quotas: aws_sdk_servicequotas::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
-            limits: Arc::new([limit(Service::Ec2), limit(Service::Iam), limit(Service::Eks), limit(Service::Ssm)]),
+            limits: Arc::new([
+                limit(Service::Ec2),
+                limit(Service::Iam),
+                limit(Service::Eks),
+                limit(Service::Ssm),
+                limit(Service::Quotas),
+            ]),
         }
     }
 

@@ -26,9 +26,15 @@ use crate::value::Value;
 pub struct ApplyArgs {
     /// The stack file, or a plan file saved by `gpustack plan --out`
     file: PathBuf,
-    /// Do not ask for confirmation
+    /// Do not ask for confirmation (purchases still need --approve-purchases)
     #[arg(long)]
     auto_approve: bool,
+    /// Approve the Capacity Block purchases the plan shows (non-refundable)
+    #[arg(long)]
+    approve_purchases: bool,
+    /// Skip the EC2 quota check (for accounts that deny the Service Quotas API)
+    #[arg(long)]
+    skip_quota_check: bool,
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long = "target", value_name = "ADDRESS")]
     targets: Vec<String>,
@@ -60,7 +66,14 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
     }
     let Some(stack) = load_stack(g, &a.file, &a.vars) else { return Ok(1) };
     let command = format!("gpustack apply {}", a.file.display());
-    let opts = PrepareOpts { targets: &a.targets, refresh: a.refresh, destroy: false, command, resolve_pending: true };
+    let opts = PrepareOpts {
+        targets: &a.targets,
+        refresh: a.refresh,
+        destroy: false,
+        command,
+        resolve_pending: true,
+        skip_quota_check: a.skip_quota_check,
+    };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),
@@ -68,6 +81,9 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
     show_plan(g, &p, "apply");
     if !p.plan.has_changes() {
         return Ok(0);
+    }
+    if !purchases_approved(g, &p.plan, a.approve_purchases)? {
+        return Ok(1);
     }
     if !approved(g, a.auto_approve, &format!("Apply these changes to stack {}?", p.stack.name), "apply")? {
         return Ok(1);
@@ -90,8 +106,14 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
         }
     };
     let command = format!("gpustack apply {}", a.file.display());
-    let opts =
-        PrepareOpts { targets: &saved.targets, refresh: true, destroy: saved.destroy, command, resolve_pending: true };
+    let opts = PrepareOpts {
+        targets: &saved.targets,
+        refresh: true,
+        destroy: saved.destroy,
+        command,
+        resolve_pending: true,
+        skip_quota_check: a.skip_quota_check,
+    };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),
@@ -117,6 +139,9 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
     if !p.plan.has_changes() {
         return Ok(0);
     }
+    if !purchases_approved(g, &p.plan, a.approve_purchases)? {
+        return Ok(1);
+    }
     run(g, *p, "Apply", cancel).await
 }
 
@@ -124,7 +149,14 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
     let cancel = on_interrupt();
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
     let command = format!("gpustack destroy {}", a.stack.display());
-    let opts = PrepareOpts { targets: &a.targets, refresh: true, destroy: true, command, resolve_pending: true };
+    let opts = PrepareOpts {
+        targets: &a.targets,
+        refresh: true,
+        destroy: true,
+        command,
+        resolve_pending: true,
+        skip_quota_check: true,
+    };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),
@@ -151,6 +183,36 @@ fn show_plan(g: &Global, p: &Prepared, verb: &str) {
     } else {
         print!("{}", render::render(&p.plan, &header(verb, p), &render::Style { color: g.color_stdout() }));
     }
+}
+
+/// Money needs its own, explicit yes: `--approve-purchases`, or the total typed back on a
+/// terminal. `--auto-approve` (and a saved plan) alone never buys.
+fn purchases_approved(g: &Global, plan: &plan::Plan, flag: bool) -> Result<bool> {
+    let buys: Vec<&plan::Purchase> = plan.changes.iter().filter_map(|c| c.purchase.as_ref()).collect();
+    if buys.is_empty() || flag {
+        return Ok(true);
+    }
+    let total: f64 = buys.iter().map(|p| p.upfront_usd).sum();
+    let total = format!("{total:.2}");
+    if !stdin_is_terminal() {
+        bail!(
+            "this plan buys {} Capacity Block(s) for ${total} up front, non-refundable, and purchases need their own approval; --auto-approve alone does not buy\n  help: review the plan, then re-run with --approve-purchases",
+            buys.len()
+        );
+    }
+    if confirm(
+        &format!(
+            "This buys {} Capacity Block(s) for ${total} up front. They cannot be cancelled or refunded.",
+            buys.len()
+        ),
+        &total,
+    )? {
+        return Ok(true);
+    }
+    if !g.json {
+        eprintln!("Cancelled: nothing was bought or changed.");
+    }
+    Ok(false)
 }
 
 fn approved(g: &Global, auto: bool, question: &str, verb: &str) -> Result<bool> {

@@ -36,6 +36,9 @@ pub struct PlanArgs {
     /// Plan the destruction of everything in state
     #[arg(long)]
     destroy: bool,
+    /// Skip the EC2 quota check (for accounts that deny the Service Quotas API)
+    #[arg(long)]
+    skip_quota_check: bool,
     #[command(flatten)]
     vars: VarArgs,
 }
@@ -63,6 +66,8 @@ pub struct PrepareOpts<'a> {
     pub command: String,
     /// apply and destroy must resolve pending operations even when asked not to refresh.
     pub resolve_pending: bool,
+    /// Skip the Service Quotas preflight (for accounts where the API is denied).
+    pub skip_quota_check: bool,
 }
 
 pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Prep> {
@@ -103,7 +108,7 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
         Ok(mut plan) => {
-            if !o.destroy && !preflight(g, &ctx, &stack, &mut plan).await? {
+            if !o.destroy && !preflight(g, &ctx, &stack, &mut plan, o.skip_quota_check).await? {
                 return Ok(Prep::Exit(1));
             }
             Ok(Prep::Ready(Box::new(Prepared {
@@ -127,8 +132,15 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
 
 /// The GPU rules that need the instance catalog, before anything changes: errors stop
 /// here (false); warnings join the plan's; notes say what the catalog made of a resource.
-async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan) -> Result<bool> {
-    let pf = crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
+async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan, skip_quota: bool) -> Result<bool> {
+    let mut pf =
+        crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
+    if !pf.diags.iter().any(|d| d.is_error()) {
+        pf.diags.extend(crate::rules::price(ctx, stack, plan).await.context("searching Capacity Block offerings")?);
+    }
+    if !skip_quota {
+        pf.diags.extend(crate::quota::check(ctx, stack).await.context("checking EC2 quotas")?);
+    }
     let errors = pf.diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
         let items = pf.diags;
@@ -139,7 +151,9 @@ async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan) -> Res
             for d in &items {
                 eprint!("{}", stack.source.render(d, g.color()));
             }
-            eprintln!("The plan stopped at the GPU checks: nothing was changed.");
+            eprintln!(
+                "The plan stopped at the checks above (GPU rules, capacity prices, quotas): nothing was changed or bought."
+            );
         }
         return Ok(false);
     }
@@ -163,8 +177,14 @@ pub fn header(verb: &str, p: &Prepared) -> String {
 pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
     let command = format!("gpustack plan {}", a.stack.display());
-    let opts =
-        PrepareOpts { targets: &a.targets, refresh: a.refresh, destroy: a.destroy, command, resolve_pending: false };
+    let opts = PrepareOpts {
+        targets: &a.targets,
+        refresh: a.refresh,
+        destroy: a.destroy,
+        command,
+        resolve_pending: false,
+        skip_quota_check: a.skip_quota_check,
+    };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),

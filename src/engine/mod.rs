@@ -262,6 +262,8 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
 async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
     let c = &env.changes[ci];
     let (verb, past) = match op {
+        OpKind::Create { .. } if c.purchase.is_some() => ("buying", "bought"),
+        OpKind::Delete if c.retain => ("retaining", "retained (not cancellable; gpustack no longer manages it)"),
         OpKind::Create { .. } => ("creating", "created"),
         OpKind::Update => ("updating", "updated"),
         OpKind::Delete => ("deleting", "deleted"),
@@ -326,7 +328,7 @@ async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String
         .commit(|s| s.pending.push(pending(c, Operation::Create, &token, None)))
         .await
         .map_err(|e| e.to_string())?;
-    let req = Create { address: &c.address, inputs: &inputs, token: &token, replacing };
+    let req = Create { address: &c.address, inputs: &inputs, token: &token, replacing, purchase: c.purchase.as_ref() };
     match kind.create(&env.ctx, &req).await {
         Ok(rec) => {
             let entry = ResourceState {

@@ -70,6 +70,25 @@ pub struct Change {
     /// Deleting an object that is not the address's current one (deposed or found by tags).
     pub stray: bool,
     pub note: Option<String>,
+    /// A create that buys capacity: the offering the plan proposes (filled at plan time).
+    pub purchase: Option<Purchase>,
+    /// A delete that only lets go of the object (it cannot be deleted, e.g. a Capacity Block).
+    pub retain: bool,
+}
+
+/// A Capacity Block offering a plan proposes to buy.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Purchase {
+    pub offering_id: String,
+    pub instance_type: String,
+    pub instance_count: i64,
+    pub availability_zone: String,
+    pub start: String,
+    pub end: String,
+    pub duration_hours: i64,
+    pub upfront_usd: f64,
+    pub currency: String,
+    pub max_upfront_usd: f64,
 }
 
 impl Change {
@@ -203,7 +222,7 @@ pub fn diff(
                     for a in r.kind.attrs() {
                         if let Some(v) = obs.get(a.name) {
                             cur.insert(a.name.to_string(), v.clone());
-                        } else if a.on_change == OnChange::Replace
+                        } else if (a.on_change == OnChange::Replace || r.kind.retains_on_delete())
                             && let Some(v) = desired.get(a.name)
                         {
                             cur.insert(a.name.to_string(), v.clone());
@@ -230,6 +249,27 @@ pub fn diff(
                 change.note = refreshed.notes.get(&r.address).cloned();
             }
             change.fields = fields;
+            if replace && r.kind.retains_on_delete() {
+                let fields: Vec<&FieldDiff> = change.fields.iter().filter(|f| f.forces_replace).collect();
+                let first = fields
+                    .first()
+                    .map(|f| f.path.split('.').next().unwrap_or_default().to_string())
+                    .unwrap_or_default();
+                let span = r.attrs.get(&first).and_then(|e| e.span.clone()).or(r.span.clone());
+                let what: Vec<String> = fields.iter().map(|f| f.path.clone()).collect();
+                errors.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` ({}) was bought and cannot change: {} differ from what was bought",
+                            r.address,
+                            entry.id,
+                            what.join(", ")
+                        ),
+                        span,
+                    )
+                    .help("a Capacity Block cannot be modified or cancelled; restore the values, or add a new capacity_block (this one runs until its end date)"),
+                );
+            }
             if replace {
                 planned_outputs.insert(r.address.clone(), None);
                 change.action = Action::Replace;
@@ -345,6 +385,8 @@ fn new_change(address: String, kind: &'static str, action: Action, note: Option<
         adopt: None,
         stray: false,
         note,
+        purchase: None,
+        retain: false,
     }
 }
 
@@ -356,6 +398,7 @@ fn delete_change(address: &str, e: &ResourceState, stray: bool, note: Option<Str
     c.old_outputs = attrs_from_json(&e.outputs);
     c.old_deps = e.deps.clone();
     c.stray = stray;
+    c.retain = crate::resources::kind(&e.kind).is_some_and(|k| k.retains_on_delete());
     c
 }
 
@@ -489,6 +532,12 @@ pub fn to_json(plan: &Plan) -> Json {
             if let Some(n) = &c.note {
                 m.insert("note".into(), n.clone().into());
             }
+            if let Some(p) = &c.purchase {
+                m.insert("purchase".into(), serde_json::to_value(p).unwrap_or_default());
+            }
+            if c.retain {
+                m.insert("retain".into(), true.into());
+            }
             m.insert("fields".into(), fields.into());
             Json::Object(m)
         })
@@ -507,6 +556,7 @@ pub fn to_json(plan: &Plan) -> Json {
             "unchanged": plan.unchanged,
         },
         "changes": changes,
+        "purchases_usd": plan.changes.iter().filter_map(|c| c.purchase.as_ref().map(|p| p.upfront_usd)).sum::<f64>(),
         "warnings": plan.warnings,
     })
 }
@@ -516,7 +566,7 @@ pub fn fingerprint(plan: &Plan) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     for c in &plan.changes {
-        h.update(format!("{}|{:?}|{:?}|", c.address, c.action, c.id));
+        h.update(format!("{}|{:?}|{:?}|{:?}|", c.address, c.action, c.id, c.purchase));
         for f in &c.fields {
             h.update(format!("{}={:?}>{:?};", f.path, f.old, f.new));
         }

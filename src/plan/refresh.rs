@@ -118,8 +118,19 @@ pub fn merge(stack: &Stack, state: Option<&State>, found: Vec<(&'static dyn Kind
             };
             let address = o.address.clone().unwrap_or_else(|| format!("{}.{}", kind.name(), o.id));
             let declared = stack.get(&address).is_some_and(|r| r.kind.name() == kind.name());
+            if o.retained && !declared {
+                continue;
+            }
             if declared && !st.resources.contains_key(&address) && !out.adopted.contains_key(&address) {
-                out.notes.insert(address.clone(), format!("adopting {} found by its gpustack:address tag", o.id));
+                let note = if o.retained {
+                    format!(
+                        "taking back {}, retained by an earlier run (it cannot be cancelled), instead of buying again",
+                        o.id
+                    )
+                } else {
+                    format!("adopting {} found by its gpustack:address tag", o.id)
+                };
+                out.notes.insert(address.clone(), note);
                 out.observed.insert(address.clone(), o.attrs);
                 out.adopted.insert(address, entry);
             } else {
@@ -161,6 +172,7 @@ mod tests {
             id: id.into(),
             attrs: Attrs::from([("cidr_block".into(), Value::str("10.0.0.0/16"))]),
             outputs: Attrs::new(),
+            retained: false,
         }
     }
 

@@ -64,12 +64,29 @@ pub fn summary(plan: &Plan) -> String {
         let _ = write!(s, ", {} to adopt", plan.count(Action::Adopt));
     }
     s.push('.');
+    let buys: Vec<f64> = plan.changes.iter().filter_map(|c| c.purchase.as_ref().map(|p| p.upfront_usd)).collect();
+    if !buys.is_empty() {
+        let _ = write!(
+            s,
+            "\nPurchases: {} Capacity Block(s), ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
+            buys.len(),
+            buys.iter().sum::<f64>()
+        );
+    }
+    let kept = plan.changes.iter().filter(|c| c.retain).count();
+    if kept > 0 {
+        let _ = write!(
+            s,
+            "\nRetained: {kept} Capacity Block(s) cannot be cancelled; they stay until their end date, unmanaged."
+        );
+    }
     s
 }
 
 fn render_change(out: &mut String, c: &Change, style: &Style) {
     let sym = c.action.symbol(c.replace_order);
     let what = match c.action {
+        Action::Create if c.purchase.is_some() => "purchase (non-refundable)".into(),
         Action::Create => "create".to_string(),
         Action::Update => "update in place".to_string(),
         Action::Replace => {
@@ -80,6 +97,11 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             };
             format!("replace, {order} ({})", reasons.join("; "))
         }
+        Action::Delete if c.retain => format!(
+            "retain {} (cannot be cancelled: runs until {}; gpustack stops managing it)",
+            c.id.as_deref().unwrap_or_default(),
+            c.old_outputs.get("end_date").and_then(Value::as_str).unwrap_or("its end date")
+        ),
         Action::Delete => match &c.id {
             Some(id) => format!("delete {id}"),
             None => "delete".into(),
@@ -90,6 +112,29 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
     let _ = writeln!(out, "{}", style.paint(color_of(c.action), &line));
     if let Some(n) = &c.note {
         let _ = writeln!(out, "{:9}# {n}", "");
+    }
+    if let Some(p) = &c.purchase {
+        let _ = writeln!(
+            out,
+            "{:9}{}",
+            "",
+            style.paint(
+                "1;33",
+                &format!(
+                    "$ {}× {} in {}, {} → {} ({} h): {:.2} {} up front (max {}), offering {}",
+                    p.instance_count,
+                    p.instance_type,
+                    p.availability_zone,
+                    p.start,
+                    p.end,
+                    p.duration_hours,
+                    p.upfront_usd,
+                    p.currency,
+                    p.max_upfront_usd,
+                    p.offering_id
+                )
+            )
+        );
     }
     match c.action {
         Action::Create => {
@@ -165,6 +210,8 @@ mod tests {
             adopt: None,
             stray: false,
             note: None,
+            purchase: None,
+            retain: false,
         }
     }
 

@@ -153,6 +153,7 @@ impl Kind for EksAddon {
                     id: rec.id,
                     attrs,
                     outputs: rec.outputs,
+                    retained: false,
                 });
             }
         }

@@ -386,7 +386,7 @@ fn observe(c: &Cluster) -> Observed {
     }
     EksCluster.normalize(&mut attrs);
     let rec = recorded(c);
-    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs }
+    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs, retained: false }
 }
 
 fn recorded(c: &Cluster) -> Recorded {

@@ -123,7 +123,7 @@ impl Kind for IamRole {
                 attrs.insert("name".into(), Value::str(name.clone()));
                 let outputs =
                     Attrs::from([("arn".into(), Value::str(r.arn())), ("name".into(), Value::str(name.clone()))]);
-                found.push(Observed { address, id: name, attrs, outputs });
+                found.push(Observed { address, id: name, attrs, outputs, retained: false });
             }
         }
         Ok(found)

@@ -263,6 +263,7 @@ impl Kind for LaunchTemplateKind {
                 id,
                 attrs,
                 outputs: recorded(Some(&t)).outputs,
+                retained: false,
             });
         }
         Ok(out)

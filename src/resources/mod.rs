@@ -1,6 +1,8 @@
 //! Resource kinds. Each kind is one file implementing [`Kind`]; adding a kind
 //! means adding its file and one line in [`KINDS`].
 
+pub mod capacity_block;
+pub mod capacity_reservation;
 mod eks_addon;
 mod eks_cluster;
 mod iam_role;
@@ -25,6 +27,8 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &iam_role::IamRole,
     &security_group::SecurityGroup,
     &placement_group::PlacementGroup,
+    &capacity_reservation::CapacityReservationKind,
+    &capacity_block::CapacityBlock,
     &eks_cluster::EksCluster,
     &eks_addon::EksAddon,
     &launch_template::LaunchTemplateKind,
@@ -54,6 +58,9 @@ pub struct Observed {
     /// The inputs as AWS shows them now (a subset of the schema).
     pub attrs: Attrs,
     pub outputs: Attrs,
+    /// Let go of by an earlier run (a retained Capacity Block): adopted again if the stack
+    /// still declares its address, otherwise ignored rather than deleted as a stray.
+    pub retained: bool,
 }
 
 /// One create call's arguments.
@@ -65,6 +72,8 @@ pub struct Create<'a> {
     /// True when this create replaces an object that still exists (create before destroy):
     /// kinds with unique physical names then pick a fresh one.
     pub replacing: bool,
+    /// The purchase the approved plan showed (capacity blocks).
+    pub purchase: Option<&'a crate::plan::Purchase>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +92,11 @@ pub trait Kind: Send + Sync + 'static {
     fn outputs(&self) -> &'static [(&'static str, Ty)];
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
+    }
+    /// True when deleting cannot undo the object (a Capacity Block runs until its end
+    /// date): removing it *retains* it, and a change that would replace it is refused.
+    fn retains_on_delete(&self) -> bool {
+        false
     }
     /// Fills attributes implied by others before checking (a node group's template version
     /// follows its template).

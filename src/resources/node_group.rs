@@ -624,7 +624,7 @@ fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
     }
     NodeGroup.normalize(&mut attrs);
     let rec = recorded(n);
-    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs }
+    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs, retained: false }
 }
 
 fn recorded(n: &Nodegroup) -> Recorded {

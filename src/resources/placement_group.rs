@@ -115,6 +115,7 @@ impl Kind for PlacementGroup {
                     id: id.clone(),
                     attrs,
                     outputs: recorded(id, name).outputs,
+                    retained: false,
                 }
             })
             .collect())

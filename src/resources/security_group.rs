@@ -178,6 +178,7 @@ impl Kind for SecurityGroup {
                     id: id.clone(),
                     attrs,
                     outputs: recorded(id, name).outputs,
+                    retained: false,
                 });
             }
         }

@@ -127,6 +127,7 @@ impl Kind for Subnet {
                     id: id.clone(),
                     attrs,
                     outputs: recorded(id, az).outputs,
+                    retained: false,
                 });
             }
         }

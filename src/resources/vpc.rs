@@ -69,6 +69,7 @@ impl Kind for Vpc {
                     id: id.clone(),
                     attrs,
                     outputs: recorded(id).outputs,
+                    retained: false,
                 });
             }
         }

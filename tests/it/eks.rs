@@ -273,14 +273,32 @@ fn kubernetes_upgrades_one_minor_version_at_a_time_in_place() {
 #[test]
 fn the_shipped_examples_apply_and_destroy() {
     let env = Env::new();
-    for (file, stack) in [("examples/inference.toml", "infer-dev"), ("examples/training.toml", "train-dev")] {
+    let day = |d: i64| {
+        let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * d);
+        t.round(jiff::Unit::Second).unwrap().to_string()
+    };
+    let window = [format!("block_after={}", day(1)), format!("block_before={}", day(7))];
+    for (file, stack) in [
+        ("examples/inference.toml", "infer-dev"),
+        ("examples/training.toml", "train-dev"),
+        ("examples/hybrid.toml", "hybrid-dev"),
+    ] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
         let p = path.to_str().unwrap();
-        let apply = env.ok(&["apply", p, "--auto-approve"]);
+        let mut args = vec![p];
+        if file.ends_with("training.toml") {
+            args.extend(["--var", &window[0], "--var", &window[1]]);
+        }
+        let with = |cmd: &[&str]| -> Vec<String> { cmd.iter().chain(args.iter()).map(|s| s.to_string()).collect() };
+        let apply = with(&["apply", "--auto-approve", "--approve-purchases"]);
+        let apply = env.ok(&apply.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(apply.stdout.contains("Apply complete"), "{file}: {apply:?}");
-        let again = env.run(&["plan", p, "--detailed-exitcode"]);
+        let again = with(&["plan", "--detailed-exitcode"]);
+        let again = env.run(&again.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(again.code, 0, "{file} is in sync after apply: {again:?}");
-        env.ok(&["destroy", p, "--auto-approve"]);
+        let destroy = with(&["destroy", "--auto-approve"]);
+        env.ok(&destroy.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(env.tagged(stack).total(), 0, "{file}");
     }
+    assert_eq!(env.emu.purchases(), 1, "training.toml bought its block once");
 }

@@ -59,6 +59,17 @@ impl Emulator {
         resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
     }
 
+    /// A control endpoint of the emulator (`/_gpustack/...`), as JSON.
+    pub fn control(&self, method: &str, path: &str) -> serde_json::Value {
+        let body = self.http(method, path);
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method} {path}: {e}: {body}"))
+    }
+
+    /// How many Capacity Blocks have been bought.
+    pub fn purchases(&self) -> u64 {
+        self.control("GET", "/_gpustack/capacity/purchases")["count"].as_u64().unwrap()
+    }
+
     /// Every AWS request so far as (service, action).
     pub fn requests(&self) -> Vec<(String, String)> {
         let v: serde_json::Value = serde_json::from_str(&self.http("GET", "/_gpustack/requests")).unwrap();

@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod capacity;
 mod crash;
 mod eks;
 mod faults;

@@ -14,14 +14,17 @@ Control endpoints, answered here and not forwarded to moto (nor recorded):
 * ``POST /_gpustack/requests/reset`` -> clears the log (``{"cleared": N}``).
 * ``POST /_gpustack/latency?ms=N``   -> every later AWS request waits N ms before moto answers
   (0 turns it off). Tests use it to hold an apply open (lock and kill -9 tests) and benchmarks to
-  model real API latency.
+  model real API latency. ``&after=1`` sets a second delay instead: moto acts at once and the
+  answer is held N ms, so a test can kill the client after AWS acted but before it heard back.
 * ``POST /_gpustack/faults?every=N&kind=throttle|5xx`` -> every Nth later AWS request fails before
   moto sees it (so a retry is always safe): ``throttle`` answers like AWS's rate limiting
   (EC2 ``RequestLimitExceeded``/503, other services ``Throttling``/400), ``5xx`` with
   ``InternalError``/500. ``every=0`` turns it off. Tests use it to prove apply converges
   through the SDK's retries.
 
-moto's own ``/moto-api/...`` calls are not recorded either. moto has nothing like this.
+Other ``/_gpustack/...`` routes pass through to the modules this one wraps (their own control
+endpoints) and are not recorded. moto's own ``/moto-api/...`` calls are not recorded either.
+moto has nothing like this.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ _CREDENTIAL = re.compile(r"Credential=([^,\s]+)")
 _lock = threading.Lock()
 _records: list[dict[str, Any]] = []
 _latency_ms = 0
+_latency_after_ms = 0
 # Fault injection: fail every Nth AWS request (`every`), of `kind`; `seen` counts requests since
 # it was set, `injected` counts faults served in total.
 _faults: dict[str, Any] = {"every": 0, "kind": "throttle", "seen": 0, "injected": 0}
@@ -174,14 +178,21 @@ class RequestLog:
                     injected = _faults["injected"]
                 return _json(start_response, "200 OK", {"every": every, "kind": kind, "injected_so_far": injected})
             if route == "/_gpustack/latency" and method == "POST":
-                global _latency_ms
+                global _latency_ms, _latency_after_ms
                 query = parse_qs(environ.get("QUERY_STRING", ""))
                 try:
-                    _latency_ms = max(0, int((query.get("ms") or ["0"])[0]))
+                    ms = max(0, int((query.get("ms") or ["0"])[0]))
                 except ValueError:
                     return _json(start_response, "400 Bad Request", {"error": "ms must be an integer"})
-                return _json(start_response, "200 OK", {"latency_ms": _latency_ms})
-            return _json(start_response, "404 Not Found", {"error": f"no route {method} {path}"})
+                if (query.get("after") or ["0"])[0] == "1":
+                    _latency_after_ms = ms
+                else:
+                    _latency_ms = ms
+                return _json(
+                    start_response, "200 OK", {"latency_ms": _latency_ms, "latency_after_ms": _latency_after_ms}
+                )
+            # Another module's control endpoint.
+            return self.app(environ, start_response)
         if not path.startswith("/moto-api"):
             record = describe(environ)
             with _lock:
@@ -197,6 +208,11 @@ class RequestLog:
                 time.sleep(delay / 1000.0)
             if fault:
                 return _fault_response(start_response, fault, record.get("service"))
+            after = _latency_after_ms
+            if after:
+                body = list(self.app(environ, start_response))
+                time.sleep(after / 1000.0)
+                return body
         return self.app(environ, start_response)
 
 

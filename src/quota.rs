@@ -1,0 +1,263 @@
+//! Quota preflight (DESIGN.md §2, aws-facts §6): what the stack may run, in vCPUs per
+//! EC2 instance family, against the account's Service Quotas, at plan and again at
+//! apply. A short quota is an error naming the quota code, the need and the limit; a
+//! quota the API cannot find is a warning; a denied API says how to skip the check.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_servicequotas::error::ProvideErrorMetadata;
+
+use crate::aws::{Ctx, Service};
+use crate::stack::{Diagnostic, Resource, Span, Stack};
+use crate::value::Value;
+
+/// The family of an instance type: "p5.48xlarge" → "p5", "g6e.xlarge" → "g6e".
+fn family(t: &str) -> &str {
+    t.split('.').next().unwrap_or(t)
+}
+
+/// The letters a family starts with: "p5en" → "p", "vt1" → "vt", "trn1" → "trn".
+fn class(t: &str) -> &str {
+    let f = family(t);
+    let end = f.find(|c: char| c.is_ascii_digit()).unwrap_or(f.len());
+    &f[..end]
+}
+
+/// The running On-Demand vCPU quota for a type: (code, name).
+pub fn on_demand_quota(t: &str) -> Option<(&'static str, &'static str)> {
+    match class(t) {
+        "p" => Some(("L-417A185B", "Running On-Demand P instances")),
+        "g" | "vt" => Some(("L-DB2E81BA", "Running On-Demand G and VT instances")),
+        "a" | "c" | "d" | "h" | "i" | "m" | "r" | "t" | "z" => {
+            Some(("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"))
+        }
+        _ => None,
+    }
+}
+
+/// The Spot vCPU quota for a type.
+pub fn spot_quota(t: &str) -> Option<(&'static str, &'static str)> {
+    match (class(t), family(t)) {
+        ("p", f) if f.starts_with("p5") => Some(("L-C4BD4855", "All P5 Spot Instance Requests")),
+        ("p", _) => Some(("L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests")),
+        ("g" | "vt", _) => Some(("L-3819A6DF", "All G and VT Spot Instance Requests")),
+        _ => None,
+    }
+}
+
+/// The concurrent Capacity Blocks quota for a type's family (unit: blocks).
+pub fn block_quota(t: &str) -> Option<(&'static str, &'static str)> {
+    match family(t) {
+        "p5" => Some(("L-DA6814F2", "Concurrent P5 Capacity Blocks per account")),
+        "p5e" => Some(("L-C45F30BC", "Concurrent P5e Capacity Blocks per account")),
+        "p5en" => Some(("L-4F9BB70B", "Concurrent P5en Capacity Blocks per account")),
+        "p4d" => Some(("L-2C8F52B3", "Concurrent P4d Capacity Blocks per account")),
+        _ => None,
+    }
+}
+
+#[derive(Default)]
+struct Need {
+    name: &'static str,
+    unit: &'static str,
+    amount: f64,
+    /// "node_group.train: 2 × 192 vCPUs"
+    parts: Vec<String>,
+    span: Span,
+}
+
+fn lit(r: &Resource, k: &str) -> Option<Value> {
+    r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
+}
+
+fn lit_int(r: &Resource, path: &[&str]) -> Option<i64> {
+    let (first, rest) = path.split_first()?;
+    let mut v = lit(r, first)?;
+    for k in rest {
+        v = v.as_table()?.get(*k)?.clone();
+    }
+    v.as_int()
+}
+
+fn referenced<'a>(stack: &'a Stack, r: &Resource, attr: &str) -> Option<&'a Resource> {
+    stack.get(&r.attrs.get(attr)?.as_single_ref()?.address)
+}
+
+/// Checks the stack's need against the quotas. Returns diagnostics (errors and warnings).
+pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> {
+    // Instance types per resource, and their vCPUs from the catalog.
+    let mut types: Vec<String> = vec![];
+    for r in &stack.resources {
+        match r.kind.name() {
+            "node_group" => {
+                if let Some(Value::List(l)) = lit(r, "instance_types") {
+                    types.extend(l.iter().filter_map(|v| v.as_str().map(str::to_string)));
+                }
+                if let Some(t) = referenced(stack, r, "launch_template").and_then(|lt| lit(lt, "instance_type")) {
+                    types.extend(t.as_str().map(str::to_string));
+                }
+            }
+            "capacity_reservation" | "capacity_block" => {
+                types.extend(lit(r, "instance_type").and_then(|v| v.as_str().map(str::to_string)))
+            }
+            _ => {}
+        }
+    }
+    let catalog = ctx.catalog.lookup(ctx, types).await?;
+    let vcpus = |t: &str| catalog.get(t).cloned().flatten().map(|i| i.vcpus as f64);
+
+    let mut needs: BTreeMap<&'static str, Need> = BTreeMap::new();
+    let mut warnings = vec![];
+    let mut add = |quota: Option<(&'static str, &'static str)>,
+                   unit: &'static str,
+                   amount: f64,
+                   part: String,
+                   r: &Resource,
+                   t: &str| {
+        match quota {
+            Some((code, name)) => {
+                let n =
+                    needs.entry(code).or_insert_with(|| Need { name, unit, span: r.span.clone(), ..Need::default() });
+                n.amount += amount;
+                n.parts.push(part);
+            }
+            None => warnings.push(
+                Diagnostic::warning(
+                    format!("`{}`: gpustack knows no EC2 quota code for {t}; its quota is not checked", r.address),
+                    r.span.clone(),
+                )
+                .help("check the quota in the Service Quotas console"),
+            ),
+        }
+    };
+    for r in &stack.resources {
+        match r.kind.name() {
+            "node_group" => {
+                let capacity = lit(r, "capacity_type")
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "ON_DEMAND".into());
+                if capacity == "CAPACITY_BLOCK" {
+                    continue; // runs inside its block, which has its own quota
+                }
+                let lt = referenced(stack, r, "launch_template");
+                let mut ts: Vec<String> = match lit(r, "instance_types") {
+                    Some(Value::List(l)) => l.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+                    _ => vec![],
+                };
+                if ts.is_empty() {
+                    ts.extend(lt.and_then(|lt| lit(lt, "instance_type")).and_then(|v| v.as_str().map(str::to_string)));
+                }
+                let Some(max) = lit_int(r, &["scaling", "max"]).or(lit_int(r, &["scaling", "min"])).or(Some(1)) else {
+                    continue;
+                };
+                // Nodes that land in a reservation of this stack are already counted with it.
+                let reserved = lt
+                    .and_then(|lt| referenced(stack, lt, "capacity_reservation"))
+                    .filter(|res| res.kind.name() == "capacity_reservation")
+                    .and_then(|res| lit_int(res, &["instance_count"]))
+                    .unwrap_or(0);
+                let count = (max - reserved).max(0);
+                // The largest type the group may launch decides.
+                let Some((t, cpus)) =
+                    ts.iter().filter_map(|t| Some((t.clone(), vcpus(t)?))).max_by(|a, b| a.1.total_cmp(&b.1))
+                else {
+                    continue;
+                };
+                if count == 0 {
+                    continue;
+                }
+                let quota = if capacity == "SPOT" { spot_quota(&t) } else { on_demand_quota(&t) };
+                add(quota, "vCPUs", count as f64 * cpus, format!("{}: {count} × {cpus} vCPUs ({t})", r.address), r, &t);
+            }
+            "capacity_reservation" => {
+                let Some(t) = lit(r, "instance_type").and_then(|v| v.as_str().map(str::to_string)) else { continue };
+                let (Some(n), Some(cpus)) = (lit_int(r, &["instance_count"]), vcpus(&t)) else { continue };
+                add(
+                    on_demand_quota(&t),
+                    "vCPUs",
+                    n as f64 * cpus,
+                    format!("{}: {n} × {cpus} vCPUs ({t})", r.address),
+                    r,
+                    &t,
+                );
+            }
+            "capacity_block" => {
+                let Some(t) = lit(r, "instance_type").and_then(|v| v.as_str().map(str::to_string)) else { continue };
+                add(block_quota(&t), "blocks", 1.0, format!("{}: 1 block ({t})", r.address), r, &t);
+            }
+            _ => {}
+        }
+    }
+    let mut diags = warnings;
+    for (code, need) in needs {
+        match limit(ctx, code).await {
+            Ok(Some(value)) if need.amount > value => diags.push(
+                Diagnostic::error(
+                    format!(
+                        "this stack needs {} {} of quota {code} ({}), but the account's limit in {} is {}",
+                        need.amount, need.unit, need.name, stack.region, value
+                    ),
+                    need.span.clone(),
+                )
+                .help(format!(
+                    "{}; request an increase (aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} --desired-value {}) or lower scaling.max",
+                    need.parts.join(", "),
+                    need.amount
+                )),
+            ),
+            Ok(Some(_)) => {}
+            Ok(None) => diags.push(
+                Diagnostic::warning(format!("Service Quotas has no value for {code} ({}); not checked", need.name), need.span.clone())
+                    .help("check the quota in the Service Quotas console"),
+            ),
+            Err(Denied(detail)) => diags.push(
+                Diagnostic::error(format!("cannot read quota {code} ({}): {detail}", need.name), need.span.clone())
+                    .help("allow servicequotas:GetServiceQuota and servicequotas:GetAWSDefaultServiceQuota, or pass --skip-quota-check"),
+            ),
+        }
+    }
+    Ok(diags)
+}
+
+struct Denied(String);
+
+/// The applied quota value, else AWS's default; None when neither exists.
+async fn limit(ctx: &Ctx, code: &str) -> Result<Option<f64>, Denied> {
+    let applied = {
+        let _p = ctx.permit(Service::Quotas).await;
+        ctx.quotas.get_service_quota().service_code("ec2").quota_code(code).send().await
+    };
+    match applied {
+        Ok(o) => return Ok(o.quota().and_then(|q| q.value())),
+        Err(e) if e.code() == Some("NoSuchResourceException") => {}
+        Err(e) => return Err(Denied(e.message().or(e.code()).map_or_else(|| e.to_string(), str::to_string))),
+    }
+    let default = {
+        let _p = ctx.permit(Service::Quotas).await;
+        ctx.quotas.get_aws_default_service_quota().service_code("ec2").quota_code(code).send().await
+    };
+    match default {
+        Ok(o) => Ok(o.quota().and_then(|q| q.value())),
+        Err(e) if e.code() == Some("NoSuchResourceException") => Ok(None),
+        Err(e) => Err(Denied(e.message().or(e.code()).map_or_else(|| e.to_string(), str::to_string))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_map_to_their_quota_codes() {
+        assert_eq!(on_demand_quota("p5.48xlarge").map(|q| q.0), Some("L-417A185B"));
+        assert_eq!(on_demand_quota("g6e.12xlarge").map(|q| q.0), Some("L-DB2E81BA"));
+        assert_eq!(on_demand_quota("vt1.3xlarge").map(|q| q.0), Some("L-DB2E81BA"));
+        assert_eq!(on_demand_quota("m6i.large").map(|q| q.0), Some("L-1216C47A"));
+        assert_eq!(on_demand_quota("trn1.32xlarge"), None);
+        assert_eq!(spot_quota("p5.48xlarge").map(|q| q.0), Some("L-C4BD4855"));
+        assert_eq!(spot_quota("p4d.24xlarge").map(|q| q.0), Some("L-7212CCBC"));
+        assert_eq!(spot_quota("g5.xlarge").map(|q| q.0), Some("L-3819A6DF"));
+        assert_eq!(block_quota("p5en.48xlarge").map(|q| q.0), Some("L-4F9BB70B"));
+        assert_eq!(block_quota("p5.48xlarge").map(|q| q.0), Some("L-DA6814F2"));
+    }
+}

@@ -1,0 +1,436 @@
+//! `capacity_block`: a Capacity Block for ML, bought from `DescribeCapacityBlockOfferings`.
+//! This is where gpustack spends real money, so:
+//! - the plan shows the chosen offering (cheapest, then earliest) with its price, and
+//!   refuses one dearer than `max_upfront_usd`;
+//! - apply buys only with explicit approval, and re-checks the offering first: gone or
+//!   dearer stops the apply rather than buying something else;
+//! - never twice: `PurchaseCapacityBlock` has no client token, so the purchase is
+//!   journaled before the call, sent without SDK retries, tagged with
+//!   `gpustack:address`, and any later run adopts an unexpired block tagged for this
+//!   stack and address instead of buying (even with the state file lost);
+//! - a block cannot be cancelled: removing it from the stack *retains* it (it runs until
+//!   its end date; gpustack stops managing it), and changing a bought block is an error.
+
+use async_trait::async_trait;
+use aws_config::retry::RetryConfig;
+use aws_sdk_ec2::types::{
+    CapacityBlockOffering, CapacityReservation, CapacityReservationInstancePlatform, CapacityReservationState, Filter,
+    ResourceType, Tag,
+};
+
+use super::capacity_reservation::{check_time, from_sdk_time, parse_time, read_reservations, to_sdk_time};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
+use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::plan::Purchase;
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct CapacityBlock;
+
+/// Instance counts a block can have.
+pub const COUNTS: &[i64] = &[1, 2, 4, 8, 16, 32, 64];
+/// How far ahead a block may start (EC2 UG `capacity-blocks-purchase`).
+pub const MAX_LEAD_DAYS: i64 = 56;
+/// The tag a retained block keeps instead of `gpustack:stack`/`gpustack:address`.
+pub const RETAINED: &str = "gpustack:retained-from";
+
+const ATTRS: &[Attr] = &[
+    Attr::req("instance_type", Ty::Str, OnChange::Replace),
+    Attr::req("instance_count", Ty::Int, OnChange::Replace),
+    Attr::req("duration_hours", Ty::Int, OnChange::Replace),
+    Attr::req("start_after", Ty::Str, OnChange::Replace),
+    Attr::req("start_before", Ty::Str, OnChange::Replace),
+    Attr::opt("availability_zone", Ty::Str, Default::None, OnChange::Replace),
+    // A guard on the purchase, not a property of the block: changing it later changes nothing.
+    Attr::req("max_upfront_usd", Ty::Number, OnChange::Update),
+    TAGS,
+];
+
+/// Valid durations: 1-day steps up to 14 days, 7-day steps up to 182 days.
+pub fn valid_duration(h: i64) -> bool {
+    (h >= 24 && h <= 336 && h % 24 == 0) || (h > 336 && h <= 4368 && h % 168 == 0)
+}
+
+#[async_trait]
+impl Kind for CapacityBlock {
+    fn name(&self) -> &'static str {
+        "capacity_block"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[
+            ("id", Ty::Str),
+            ("availability_zone", Ty::Str),
+            ("start_date", Ty::Str),
+            ("end_date", Ty::Str),
+            ("upfront_usd", Ty::Number),
+            ("state", Ty::Str),
+        ]
+    }
+    fn retains_on_delete(&self) -> bool {
+        true
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        let lit = |k: &str| r.attrs.get(k).and_then(|e| e.as_literal());
+        let at = |k: &str| r.attrs.get(k).and_then(|e| e.span.clone());
+        check_time(r, "start_after", diags);
+        check_time(r, "start_before", diags);
+        if let Some(h) = lit("duration_hours").and_then(Value::as_int)
+            && !valid_duration(h)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`duration_hours` = {h} is not a Capacity Block length"),
+                    at("duration_hours"),
+                )
+                .help("use 24-hour steps up to 336 (14 days), then 168-hour steps up to 4368 (182 days)"),
+            );
+        }
+        if let Some(n) = lit("instance_count").and_then(Value::as_int)
+            && !COUNTS.contains(&n)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`instance_count` = {n} is not offered for Capacity Blocks"),
+                    at("instance_count"),
+                )
+                .help("use 1, 2, 4, 8, 16, 32 or 64"),
+            );
+        }
+        if let Some(v) = lit("max_upfront_usd")
+            && !matches!(v, Value::Int(n) if *n > 0)
+            && !matches!(v, Value::Float(f) if *f > 0.0)
+        {
+            diags.push(
+                Diagnostic::error("`max_upfront_usd` must be a positive number of US dollars", at("max_upfront_usd"))
+                    .help("the most you will pay up front, e.g. max_upfront_usd = 40000"),
+            );
+        }
+        let time = |k: &str| lit(k).and_then(Value::as_str).and_then(|v| parse_time(v).ok());
+        if let (Some(a), Some(b)) = (time("start_after"), time("start_before")) {
+            if a >= b {
+                diags.push(
+                    Diagnostic::error("`start_before` must be later than `start_after`", at("start_before"))
+                        .help("the block starts somewhere in [start_after, start_before]"),
+                );
+            }
+            let limit = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * MAX_LEAD_DAYS);
+            if a > limit {
+                diags.push(
+                    Diagnostic::error(
+                        "`start_after` is more than 8 weeks ahead; Capacity Blocks start at most 8 weeks out",
+                        at("start_after"),
+                    )
+                    .help("move the window closer, and plan again nearer the time"),
+                );
+            }
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        for k in ["start_after", "start_before"] {
+            if let Some(Value::Str(t)) = inputs.get_mut(k)
+                && let Ok(ts) = parse_time(t)
+            {
+                *t = ts.to_string();
+            }
+        }
+    }
+
+    /// A bought block's spec cannot drift; only its tags are read back.
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        if let Some(t) = observed.get("tags") {
+            cur.insert("tags".into(), t.clone());
+        }
+        cur
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        // Never twice: a block already tagged for this address is this resource's.
+        if let Some(found) = find_ours(ctx, req.address).await? {
+            return Ok(recorded(&found));
+        }
+        let Some(planned) = req.purchase else {
+            return Err(refusal(
+                "this capacity block has no planned offering; run `gpustack plan` and approve the purchase",
+            ));
+        };
+        // The offering the plan showed, as it is now.
+        let now = search(ctx, req.inputs).await?;
+        let Some(offer) = now.iter().find(|o| o.capacity_block_offering_id() == Some(planned.offering_id.as_str()))
+        else {
+            return Err(refusal(&format!(
+                "the planned offering {} ({} in {}, starting {}) is no longer available; nothing was bought. Run `gpustack plan` to see the current offerings",
+                planned.offering_id, planned.instance_type, planned.availability_zone, planned.start
+            )));
+        };
+        let fee = upfront(offer);
+        if fee > planned.upfront_usd + 0.005 {
+            return Err(refusal(&format!(
+                "the planned offering {} now costs ${fee:.2}, not the ${:.2} the plan showed; nothing was bought. Run `gpustack plan` again",
+                planned.offering_id, planned.upfront_usd
+            )));
+        }
+        let mut t: Vec<Tag> = tags::all_tags(ctx, req.address, req.inputs)
+            .into_iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        // What was paid travels with the block, so a run that adopts it knows too.
+        t.push(Tag::builder().key("gpustack:offering").value(planned.offering_id.clone()).build());
+        t.push(Tag::builder().key("gpustack:upfront-usd").value(format!("{fee:.2}")).build());
+        let spec = aws_sdk_ec2::types::TagSpecification::builder()
+            .resource_type(ResourceType::CapacityReservation)
+            .set_tags(Some(t))
+            .build();
+        let sent = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2
+                .purchase_capacity_block()
+                .capacity_block_offering_id(&planned.offering_id)
+                .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
+                .tag_specifications(spec)
+                // No client token exists, so a retried call could buy twice: one attempt only.
+                .customize()
+                .config_override(aws_sdk_ec2::config::Config::builder().retry_config(RetryConfig::disabled()))
+                .send()
+                .await
+                .map_err(err("PurchaseCapacityBlock"))
+        };
+        match sent {
+            Ok(out) => match out.capacity_reservation() {
+                Some(r) => Ok(recorded(r)),
+                None => find_ours(ctx, req.address).await?.map(|r| recorded(&r)).ok_or_else(|| {
+                    refusal("PurchaseCapacityBlock answered without a reservation; check `aws ec2 describe-capacity-reservations` before retrying")
+                }),
+            },
+            // The answer may have been lost after the purchase went through: look before failing.
+            Err(e) => {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                match find_ours(ctx, req.address).await? {
+                    Some(r) => Ok(recorded(&r)),
+                    None => Err(e),
+                }
+            }
+        }
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let mut found: Vec<Observed> = read_reservations(ctx, "capacity-block").await?.iter().map(observe).collect();
+        found.extend(read_retained(ctx).await?);
+        Ok(found)
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        _changed: &[String],
+    ) -> Result<Recorded> {
+        tags::sync_ec2(ctx, id, old, new).await?;
+        let found = by_id(ctx, id).await?;
+        Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+    }
+
+    /// Retain: a Capacity Block cannot be cancelled. Its gpustack tags give way to
+    /// `gpustack:retained-from`, so later runs neither adopt it nor list it as a stray.
+    async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let _p = ctx.permit(Service::Ec2).await;
+        ctx.ec2
+            .create_tags()
+            .resources(id)
+            .tags(Tag::builder().key(RETAINED).value(format!("{} {address}", ctx.stack)).build())
+            .send()
+            .await
+            .map_err(err("CreateTags"))?;
+        let gone = ctx
+            .ec2
+            .delete_tags()
+            .resources(id)
+            .tags(Tag::builder().key(tags::STACK).build())
+            .tags(Tag::builder().key(tags::ADDRESS).build())
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(err("DeleteTags"));
+        crate::aws::gone_is_ok(gone)
+    }
+}
+
+fn refusal(detail: &str) -> AwsError {
+    AwsError { operation: "PurchaseCapacityBlock", code: Some("NotPurchased".into()), detail: detail.to_string() }
+}
+
+fn upfront(o: &CapacityBlockOffering) -> f64 {
+    o.upfront_fee().and_then(|f| f.parse().ok()).unwrap_or(f64::INFINITY)
+}
+
+/// The offerings matching the inputs: the type, count and length, starting within
+/// [start_after, start_before] (and in `availability_zone` when given). Paged.
+pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>> {
+    let bad = |detail: String| AwsError {
+        operation: "DescribeCapacityBlockOfferings",
+        code: Some("InvalidParameterValue".into()),
+        detail,
+    };
+    let after = parse_time(s(inp, "start_after")).map_err(bad)?;
+    let before = parse_time(s(inp, "start_before")).map_err(bad)?;
+    let hours = i(inp, "duration_hours").unwrap_or(24);
+    let latest_end = before + jiff::SignedDuration::from_hours(hours);
+    let mut pages = ctx
+        .ec2
+        .describe_capacity_block_offerings()
+        .instance_type(s(inp, "instance_type"))
+        .instance_count(i(inp, "instance_count").unwrap_or(1) as i32)
+        .capacity_duration_hours(hours as i32)
+        .start_date_range(to_sdk_time(after))
+        .end_date_range(to_sdk_time(latest_end))
+        .into_paginator()
+        .send();
+    let mut out = vec![];
+    loop {
+        let page = {
+            let _p = ctx.permit(Service::Ec2).await;
+            pages.next().await
+        };
+        let Some(page) = page else { break };
+        out.extend(page.map_err(err("DescribeCapacityBlockOfferings"))?.capacity_block_offerings().iter().cloned());
+    }
+    let zone = s(inp, "availability_zone");
+    out.retain(|o| {
+        let start = o.start_date().map(|d| d.secs()).unwrap_or(i64::MAX);
+        start >= after.as_second()
+            && start <= before.as_second()
+            && (zone.is_empty() || o.availability_zone() == Some(zone))
+    });
+    Ok(out)
+}
+
+/// The offering a plan proposes: the cheapest, then the earliest.
+pub fn choose(offers: &[CapacityBlockOffering]) -> Option<&CapacityBlockOffering> {
+    offers.iter().min_by(|a, b| {
+        upfront(a)
+            .total_cmp(&upfront(b))
+            .then(a.start_date().map(|d| d.secs()).cmp(&b.start_date().map(|d| d.secs())))
+            .then(a.availability_zone().cmp(&b.availability_zone()))
+    })
+}
+
+/// What the plan shows for an offering.
+pub fn purchase_of(o: &CapacityBlockOffering, inp: &Attrs) -> Purchase {
+    Purchase {
+        offering_id: o.capacity_block_offering_id().unwrap_or_default().to_string(),
+        instance_type: o.instance_type().unwrap_or_default().to_string(),
+        instance_count: o.instance_count().unwrap_or(0).into(),
+        availability_zone: o.availability_zone().unwrap_or_default().to_string(),
+        start: o.start_date().map(from_sdk_time).unwrap_or_default(),
+        end: o.end_date().map(from_sdk_time).unwrap_or_default(),
+        duration_hours: o.capacity_block_duration_hours().unwrap_or(0).into(),
+        upfront_usd: upfront(o),
+        currency: o.currency_code().unwrap_or("USD").to_string(),
+        max_upfront_usd: inp.get("max_upfront_usd").and_then(Value::as_f64).unwrap_or(0.0),
+    }
+}
+
+/// An unexpired block this stack bought for `address`: tagged for it, or retained from it.
+async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<CapacityReservation>> {
+    let tagged = read_reservations(ctx, "capacity-block").await?.into_iter().find(|r| {
+        tags::is_ours(ctx, r.tags(), address) && !matches!(r.state(), Some(CapacityReservationState::Expired))
+    });
+    if tagged.is_some() {
+        return Ok(tagged);
+    }
+    let retained = read_retained(ctx).await?;
+    let id = retained.into_iter().find(|o| o.address.as_deref() == Some(address)).map(|o| o.id);
+    match id {
+        Some(id) => by_id(ctx, &id).await,
+        None => Ok(None),
+    }
+}
+
+/// Blocks an earlier run of this stack let go of (destroyed, or removed from the stack)
+/// that have not ended: a stack that declares the address again gets the block back
+/// instead of buying another.
+async fn read_retained(ctx: &Ctx) -> Result<Vec<Observed>> {
+    let mut pages = ctx
+        .ec2
+        .describe_capacity_reservations()
+        .filters(Filter::builder().name("tag-key").values(RETAINED).build())
+        .filters(Filter::builder().name("reservation-type").values("capacity-block").build())
+        .into_paginator()
+        .send();
+    let mut out = vec![];
+    let prefix = format!("{} ", ctx.stack);
+    loop {
+        let page = {
+            let _p = ctx.permit(Service::Ec2).await;
+            pages.next().await
+        };
+        let Some(page) = page else { break };
+        for r in page.map_err(err("DescribeCapacityReservations"))?.capacity_reservations() {
+            let live = matches!(
+                r.state(),
+                Some(
+                    CapacityReservationState::Active
+                        | CapacityReservationState::Scheduled
+                        | CapacityReservationState::PaymentPending
+                        | CapacityReservationState::Pending
+                )
+            );
+            let from = tags::ec2_map(r.tags()).get(RETAINED).and_then(|v| v.strip_prefix(&prefix).map(str::to_string));
+            if let (true, Some(address)) = (live, from) {
+                let mut o = observe(r);
+                o.address = Some(address);
+                o.retained = true;
+                out.push(o);
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn by_id(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
+    let _p = ctx.permit(Service::Ec2).await;
+    let out = ctx
+        .ec2
+        .describe_capacity_reservations()
+        .capacity_reservation_ids(id)
+        .send()
+        .await
+        .map_err(err("DescribeCapacityReservations"))?;
+    Ok(out.capacity_reservations().first().cloned())
+}
+
+fn observe(r: &CapacityReservation) -> Observed {
+    let all = tags::ec2_map(r.tags());
+    let attrs = Attrs::from([
+        ("instance_type".into(), Value::str(r.instance_type().unwrap_or_default())),
+        ("instance_count".into(), Value::Int(r.total_instance_count().unwrap_or(0).into())),
+        ("tags".into(), tags::observed(&all)),
+    ]);
+    let rec = recorded(r);
+    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs, retained: false }
+}
+
+fn recorded(r: &CapacityReservation) -> Recorded {
+    let id = r.capacity_reservation_id().unwrap_or_default().to_string();
+    let fee = tags::ec2_map(r.tags()).get("gpustack:upfront-usd").and_then(|f| f.parse::<f64>().ok());
+    let mut outputs = Attrs::from([
+        ("id".into(), Value::str(id.clone())),
+        ("availability_zone".into(), Value::str(r.availability_zone().unwrap_or_default())),
+        ("start_date".into(), Value::str(r.start_date().map(from_sdk_time).unwrap_or_default())),
+        ("end_date".into(), Value::str(r.end_date().map(from_sdk_time).unwrap_or_default())),
+        ("state".into(), Value::str(r.state().map(|s| s.as_str()).unwrap_or_default())),
+    ]);
+    if let Some(f) = fee {
+        outputs.insert("upfront_usd".into(), Value::Float(f));
+    }
+    Recorded { id, outputs }
+}

@@ -1,0 +1,254 @@
+//! `capacity_reservation`: an On-Demand Capacity Reservation (ODCR). Created with a
+//! client token and tagged, so a retry or a crashed run never reserves twice;
+//! `targeted` by default (only launch templates that name it use it). Count, end date
+//! and match criteria update in place; the rest replaces; delete cancels it. Billed
+//! at the On-Demand rate while active, used or not.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::primitives::DateTime;
+use aws_sdk_ec2::types::{
+    CapacityReservation, CapacityReservationInstancePlatform, CapacityReservationState, CapacityReservationTenancy,
+    EndDateType, Filter, InstanceMatchCriteria, ResourceType,
+};
+
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
+use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct CapacityReservationKind;
+
+pub const PLATFORMS: &[&str] = &["Linux/UNIX", "Red Hat Enterprise Linux", "SUSE Linux", "Windows", "Ubuntu Pro"];
+
+const ATTRS: &[Attr] = &[
+    Attr::req("instance_type", Ty::Str, OnChange::Replace),
+    Attr::req("availability_zone", Ty::Str, OnChange::Replace),
+    Attr::req("instance_count", Ty::Int, OnChange::Update),
+    Attr::opt("match", Ty::Enum(&["targeted", "open"]), Default::Str("targeted"), OnChange::Update),
+    Attr::opt("end_date", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("platform", Ty::Enum(PLATFORMS), Default::Str("Linux/UNIX"), OnChange::Replace),
+    Attr::opt("tenancy", Ty::Enum(&["default", "dedicated"]), Default::Str("default"), OnChange::Replace),
+    TAGS,
+];
+
+/// An RFC 3339 timestamp in the stack, checked.
+pub fn parse_time(s: &str) -> std::result::Result<jiff::Timestamp, String> {
+    s.parse::<jiff::Timestamp>().map_err(|e| format!("\"{s}\" is not an RFC 3339 time ({e})"))
+}
+
+pub fn to_sdk_time(t: jiff::Timestamp) -> DateTime {
+    DateTime::from_secs(t.as_second())
+}
+
+pub fn from_sdk_time(t: &DateTime) -> String {
+    jiff::Timestamp::from_second(t.secs()).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// Checks an RFC 3339 attribute offline.
+pub fn check_time(r: &Resource, attr: &str, diags: &mut Vec<Diagnostic>) {
+    if let Some(e) = r.attrs.get(attr)
+        && let Some(v) = e.as_literal().and_then(Value::as_str)
+        && let Err(m) = parse_time(v)
+    {
+        diags.push(
+            Diagnostic::error(format!("`{attr}`: {m}"), e.span.clone())
+                .help("write times as RFC 3339 in UTC, e.g. \"2026-12-01T00:00:00Z\""),
+        );
+    }
+}
+
+#[async_trait]
+impl Kind for CapacityReservationKind {
+    fn name(&self) -> &'static str {
+        "capacity_reservation"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("arn", Ty::Str), ("availability_zone", Ty::Str)]
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        check_time(r, "end_date", diags);
+        if let Some(e) = r.attrs.get("instance_count")
+            && let Some(n) = e.as_literal().and_then(Value::as_int)
+            && !(1..=1000).contains(&n)
+        {
+            diags.push(Diagnostic::error(format!("`instance_count` must be 1 to 1000, found {n}"), e.span.clone()));
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        // One spelling of a time, so "…T00:00:00+00:00" and "…T00:00:00Z" compare equal.
+        if let Some(Value::Str(t)) = inputs.get_mut("end_date")
+            && let Ok(ts) = parse_time(t)
+        {
+            *t = ts.to_string();
+        }
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let inp = req.inputs;
+        let mut call = ctx
+            .ec2
+            .create_capacity_reservation()
+            .instance_type(s(inp, "instance_type"))
+            .instance_platform(CapacityReservationInstancePlatform::from(s(inp, "platform")))
+            .availability_zone(s(inp, "availability_zone"))
+            .tenancy(CapacityReservationTenancy::from(s(inp, "tenancy")))
+            .instance_count(i(inp, "instance_count").unwrap_or(1) as i32)
+            .instance_match_criteria(InstanceMatchCriteria::from(s(inp, "match")))
+            // The journal's token: a retried call returns the same reservation.
+            .client_token(req.token)
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::CapacityReservation, req.address, inp));
+        call = match end(inp)? {
+            Some(t) => call.end_date_type(EndDateType::Limited).end_date(t),
+            None => call.end_date_type(EndDateType::Unlimited),
+        };
+        let _p = ctx.permit(Service::Ec2).await;
+        let out = call.send().await.map_err(err("CreateCapacityReservation"))?;
+        Ok(recorded(out.capacity_reservation()))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        Ok(read_reservations(ctx, "default")
+            .await?
+            .iter()
+            .map(|r| {
+                let all = tags::ec2_map(r.tags());
+                let mut attrs = Attrs::from([
+                    ("instance_type".into(), Value::str(r.instance_type().unwrap_or_default())),
+                    ("availability_zone".into(), Value::str(r.availability_zone().unwrap_or_default())),
+                    ("instance_count".into(), Value::Int(r.total_instance_count().unwrap_or(0).into())),
+                    ("match".into(), Value::str(r.instance_match_criteria().map(|m| m.as_str()).unwrap_or_default())),
+                    ("platform".into(), Value::str(r.instance_platform().map(|p| p.as_str()).unwrap_or_default())),
+                    ("tenancy".into(), Value::str(r.tenancy().map(|t| t.as_str()).unwrap_or_default())),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                if r.end_date_type() == Some(&EndDateType::Limited)
+                    && let Some(e) = r.end_date()
+                {
+                    attrs.insert("end_date".into(), Value::str(from_sdk_time(e)));
+                }
+                let rec = recorded(Some(r));
+                Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: rec.id,
+                    attrs,
+                    outputs: rec.outputs,
+                    retained: false,
+                }
+            })
+            .collect())
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        if changed.iter().any(|c| c != "tags") {
+            let mut call = ctx
+                .ec2
+                .modify_capacity_reservation()
+                .capacity_reservation_id(id)
+                .instance_count(i(new, "instance_count").unwrap_or(1) as i32)
+                .instance_match_criteria(InstanceMatchCriteria::from(s(new, "match")));
+            call = match end(new)? {
+                Some(t) => call.end_date_type(EndDateType::Limited).end_date(t),
+                None => call.end_date_type(EndDateType::Unlimited),
+            };
+            let _p = ctx.permit(Service::Ec2).await;
+            call.send().await.map_err(err("ModifyCapacityReservation"))?;
+        }
+        tags::sync_ec2(ctx, id, old, new).await?;
+        let found = read_by_id(ctx, id).await?;
+        Ok(recorded(found.as_ref()))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let _p = ctx.permit(Service::Ec2).await;
+        gone_is_ok(
+            ctx.ec2
+                .cancel_capacity_reservation()
+                .capacity_reservation_id(id)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("CancelCapacityReservation")),
+        )
+    }
+}
+
+fn end(inp: &Attrs) -> Result<Option<DateTime>> {
+    match inp.get("end_date").and_then(Value::as_str) {
+        None => Ok(None),
+        Some(t) => parse_time(t).map(|t| Some(to_sdk_time(t))).map_err(|detail| AwsError {
+            operation: "CreateCapacityReservation",
+            code: Some("InvalidParameterValue".into()),
+            detail,
+        }),
+    }
+}
+
+/// This stack's reservations of `reservation_type` ("default" for ODCRs, "capacity-block"),
+/// except cancelled and failed ones.
+pub async fn read_reservations(ctx: &Ctx, reservation_type: &str) -> Result<Vec<CapacityReservation>> {
+    let mut out = vec![];
+    let mut pages = ctx
+        .ec2
+        .describe_capacity_reservations()
+        .filters(tags::stack_filter(ctx))
+        .filters(Filter::builder().name("reservation-type").values(reservation_type).build())
+        .into_paginator()
+        .send();
+    loop {
+        let page = {
+            let _p = ctx.permit(Service::Ec2).await;
+            pages.next().await
+        };
+        let Some(page) = page else { break };
+        out.extend(page.map_err(err("DescribeCapacityReservations"))?.capacity_reservations().iter().cloned());
+    }
+    out.retain(|r| {
+        !matches!(
+            r.state(),
+            Some(
+                CapacityReservationState::Cancelled
+                    | CapacityReservationState::Failed
+                    | CapacityReservationState::PaymentFailed
+            )
+        )
+    });
+    Ok(out)
+}
+
+async fn read_by_id(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
+    let _p = ctx.permit(Service::Ec2).await;
+    let out = ctx
+        .ec2
+        .describe_capacity_reservations()
+        .capacity_reservation_ids(id)
+        .send()
+        .await
+        .map_err(err("DescribeCapacityReservations"))?;
+    Ok(out.capacity_reservations().first().cloned())
+}
+
+fn recorded(r: Option<&CapacityReservation>) -> Recorded {
+    let id = r.and_then(|r| r.capacity_reservation_id()).unwrap_or_default().to_string();
+    Recorded {
+        outputs: Attrs::from([
+            ("id".into(), Value::str(id.clone())),
+            ("arn".into(), Value::str(r.and_then(|r| r.capacity_reservation_arn()).unwrap_or_default())),
+            ("availability_zone".into(), Value::str(r.and_then(|r| r.availability_zone()).unwrap_or_default())),
+        ]),
+        id,
+    }
+}
