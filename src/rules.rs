@@ -133,7 +133,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
                             "`{}` is CAPACITY_BLOCK, but its subnets span {} zones ({}); a Capacity Block lives in one",
                             ng.address,
                             zones.len(),
-                            zones.iter().cloned().collect::<Vec<_>>().join(", ")
+                            zones.join(", ")
                         ),
                         span(ng, "subnets"),
                     )
@@ -187,6 +187,28 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
         }
     }
     for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        // A data volume from an image cache must hold the snapshot.
+        if let Some(ExprKind::Table(dv)) = lt.attrs.get("data_volume").map(|e| &e.kind)
+            && let Some(cache) = dv.get("snapshot").and_then(|e| e.as_single_ref()).and_then(|x| stack.get(&x.address))
+            && cache.kind.name() == "image_cache"
+        {
+            let size = dv.get("size_gib").and_then(|e| e.as_literal()).and_then(Value::as_int);
+            let needed = lit(cache, "volume_size_gib").and_then(|v| v.as_int()).unwrap_or(50);
+            if let Some(size) = size
+                && size < needed
+            {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}`: data_volume.size_gib = {size} is smaller than the {needed} GiB snapshot of `{}`",
+                            lt.address, cache.address
+                        ),
+                        dv.get("size_gib").and_then(|e| e.span.clone()),
+                    )
+                    .help(format!("set size_gib ≥ {needed}")),
+                );
+            }
+        }
         if lt.attrs.contains_key("placement_group") && lt.attrs.contains_key("capacity_reservation") {
             d.push(
                 Diagnostic::warning(

@@ -57,6 +57,7 @@ pub struct Ctx {
     pub eks: aws_sdk_eks::Client,
     pub ssm: aws_sdk_ssm::Client,
     pub quotas: aws_sdk_servicequotas::Client,
+    pub ecr: aws_sdk_ecr::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
@@ -83,6 +84,7 @@ impl Ctx {
             eks: aws_sdk_eks::Client::new(&conf),
             ssm: aws_sdk_ssm::Client::new(&conf),
             quotas: aws_sdk_servicequotas::Client::new(&conf),
+            ecr: aws_sdk_ecr::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -103,16 +105,8 @@ impl Ctx {
         if let Some(c) = cache.as_ref() {
             return Ok(c.clone());
         }
-        let mut names = vec![];
-        let mut pages = self.eks.list_clusters().into_paginator().send();
-        loop {
-            let page = {
-                let _p = self.permit(Service::Eks).await;
-                pages.next().await
-            };
-            let Some(page) = page else { break };
-            names.extend(page.map_err(err("ListClusters"))?.clusters().iter().cloned());
-        }
+        let pages = self.eks.list_clusters().into_paginator().send();
+        let names = self.all_pages(Service::Eks, "ListClusters", pages, |p| p.clusters.unwrap_or_default()).await?;
         let mut ours = vec![];
         for name in names {
             let _p = self.permit(Service::Eks).await;
@@ -141,6 +135,38 @@ impl Ctx {
         let sem = &self.limits.iter().find(|(s, _)| *s == service).map(|(_, sem)| sem).unwrap_or(&self.limits[0].1);
         // The semaphores are never closed, so acquire cannot fail.
         sem.acquire().await.unwrap_or_else(|_| unreachable!("semaphore closed"))
+    }
+}
+
+/// A paginated call's pages, as the SDK's paginators stream them.
+pub type Pages<O, E> = aws_smithy_async::future::pagination_stream::PaginationStream<
+    Result<O, aws_sdk_ec2::error::SdkError<E, HttpResponse>>,
+>;
+
+impl Ctx {
+    /// Every item of every page of a paginated call; each page request holds one slot of
+    /// `service` (never the whole listing).
+    pub async fn all_pages<O, E, T>(
+        &self,
+        service: Service,
+        operation: &'static str,
+        mut pages: Pages<O, E>,
+        mut items: impl FnMut(O) -> Vec<T>,
+    ) -> Result<Vec<T>, AwsError>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let mut out = vec![];
+        loop {
+            let page = {
+                let _p = self.permit(service).await;
+                pages.next().await
+            };
+            match page {
+                None => return Ok(out),
+                Some(p) => out.extend(items(p.map_err(err(operation))?)),
+            }
+        }
     }
 }
 

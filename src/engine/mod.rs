@@ -269,21 +269,24 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
         OpKind::Delete => ("deleting", "deleted"),
     };
     let task = env.progress.start(&c.address, verb, past);
-    let work = async {
-        match op {
-            OpKind::Create { replacing } => create(env, c, replacing).await,
-            OpKind::Update => update(env, c).await,
-            OpKind::Delete => delete(env, c).await,
-        }
-    };
-    tokio::pin!(work);
-    // Long work (an EKS cluster takes ~10 minutes) says it is still going.
-    let every = progress::heartbeat();
-    let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    let res = loop {
-        tokio::select! {
-            r = &mut work => break r,
-            _ = beat.tick() => env.progress.still(&task),
+    let res = {
+        let report = |step: &str| env.progress.step(&task, step);
+        let work = async {
+            match op {
+                OpKind::Create { replacing } => create(env, c, replacing, &report).await,
+                OpKind::Update => update(env, c).await,
+                OpKind::Delete => delete(env, c).await,
+            }
+        };
+        tokio::pin!(work);
+        // Long work (an EKS cluster takes ~10 minutes) says it is still going.
+        let every = progress::heartbeat();
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        loop {
+            tokio::select! {
+                r = &mut work => break r,
+                _ = beat.tick() => env.progress.still(&task),
+            }
         }
     };
     match &res {
@@ -320,7 +323,12 @@ fn deps_of(env: &Env, idx: usize) -> Vec<String> {
     env.stack.resources[idx].deps.iter().map(|&d| env.stack.resources[d].address.clone()).collect()
 }
 
-async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String> {
+async fn create(
+    env: &Env,
+    c: &Change,
+    replacing: bool,
+    report: &(dyn Fn(&str) + Send + Sync),
+) -> Result<String, String> {
     let kind = resources::kind(c.kind).ok_or("unknown kind")?;
     let (inputs, idx) = inputs_now(env, c)?;
     let token = uuid::Uuid::new_v4().to_string();
@@ -328,7 +336,14 @@ async fn create(env: &Env, c: &Change, replacing: bool) -> Result<String, String
         .commit(|s| s.pending.push(pending(c, Operation::Create, &token, None)))
         .await
         .map_err(|e| e.to_string())?;
-    let req = Create { address: &c.address, inputs: &inputs, token: &token, replacing, purchase: c.purchase.as_ref() };
+    let req = Create {
+        address: &c.address,
+        inputs: &inputs,
+        token: &token,
+        replacing,
+        purchase: c.purchase.as_ref(),
+        report,
+    };
     match kind.create(&env.ctx, &req).await {
         Ok(rec) => {
             let entry = ResourceState {

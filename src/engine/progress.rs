@@ -104,6 +104,19 @@ impl Progress {
         }
     }
 
+    /// A step of long work: the spinner's message on a terminal, a line otherwise.
+    pub fn step(&self, task: &Task, step: &str) {
+        match self.mode {
+            Mode::Terminal => {
+                if let Some(b) = &task.bar {
+                    b.set_message(format!("{}: {step}", task.label));
+                }
+            }
+            Mode::Plain => self.line(&format!("{}: {step}", task.address)),
+            Mode::Json => self.event(serde_json::json!({"event": "step", "address": task.address, "step": step})),
+        }
+    }
+
     pub fn note(&self, text: &str) {
         match self.mode {
             Mode::Terminal => {

@@ -49,7 +49,7 @@ const ATTRS: &[Attr] = &[
 
 /// Valid durations: 1-day steps up to 14 days, 7-day steps up to 182 days.
 pub fn valid_duration(h: i64) -> bool {
-    (h >= 24 && h <= 336 && h % 24 == 0) || (h > 336 && h <= 4368 && h % 168 == 0)
+    ((24..=336).contains(&h) && h % 24 == 0) || ((337..=4368).contains(&h) && h % 168 == 0)
 }
 
 #[async_trait]
@@ -284,7 +284,7 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
     let before = parse_time(s(inp, "start_before")).map_err(bad)?;
     let hours = i(inp, "duration_hours").unwrap_or(24);
     let latest_end = before + jiff::SignedDuration::from_hours(hours);
-    let mut pages = ctx
+    let pages = ctx
         .ec2
         .describe_capacity_block_offerings()
         .instance_type(s(inp, "instance_type"))
@@ -294,15 +294,11 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
         .end_date_range(to_sdk_time(latest_end))
         .into_paginator()
         .send();
-    let mut out = vec![];
-    loop {
-        let page = {
-            let _p = ctx.permit(Service::Ec2).await;
-            pages.next().await
-        };
-        let Some(page) = page else { break };
-        out.extend(page.map_err(err("DescribeCapacityBlockOfferings"))?.capacity_block_offerings().iter().cloned());
-    }
+    let mut out = ctx
+        .all_pages(Service::Ec2, "DescribeCapacityBlockOfferings", pages, |p| {
+            p.capacity_block_offerings.unwrap_or_default()
+        })
+        .await?;
     let zone = s(inp, "availability_zone");
     out.retain(|o| {
         let start = o.start_date().map(|d| d.secs()).unwrap_or(i64::MAX);
@@ -359,38 +355,34 @@ async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<CapacityReservatio
 /// that have not ended: a stack that declares the address again gets the block back
 /// instead of buying another.
 async fn read_retained(ctx: &Ctx) -> Result<Vec<Observed>> {
-    let mut pages = ctx
+    let pages = ctx
         .ec2
         .describe_capacity_reservations()
         .filters(Filter::builder().name("tag-key").values(RETAINED).build())
         .filters(Filter::builder().name("reservation-type").values("capacity-block").build())
         .into_paginator()
         .send();
+    let all = ctx
+        .all_pages(Service::Ec2, "DescribeCapacityReservations", pages, |p| p.capacity_reservations.unwrap_or_default())
+        .await?;
     let mut out = vec![];
     let prefix = format!("{} ", ctx.stack);
-    loop {
-        let page = {
-            let _p = ctx.permit(Service::Ec2).await;
-            pages.next().await
-        };
-        let Some(page) = page else { break };
-        for r in page.map_err(err("DescribeCapacityReservations"))?.capacity_reservations() {
-            let live = matches!(
-                r.state(),
-                Some(
-                    CapacityReservationState::Active
-                        | CapacityReservationState::Scheduled
-                        | CapacityReservationState::PaymentPending
-                        | CapacityReservationState::Pending
-                )
-            );
-            let from = tags::ec2_map(r.tags()).get(RETAINED).and_then(|v| v.strip_prefix(&prefix).map(str::to_string));
-            if let (true, Some(address)) = (live, from) {
-                let mut o = observe(r);
-                o.address = Some(address);
-                o.retained = true;
-                out.push(o);
-            }
+    for r in &all {
+        let live = matches!(
+            r.state(),
+            Some(
+                CapacityReservationState::Active
+                    | CapacityReservationState::Scheduled
+                    | CapacityReservationState::PaymentPending
+                    | CapacityReservationState::Pending
+            )
+        );
+        let from = tags::ec2_map(r.tags()).get(RETAINED).and_then(|v| v.strip_prefix(&prefix).map(str::to_string));
+        if let (true, Some(address)) = (live, from) {
+            let mut o = observe(r);
+            o.address = Some(address);
+            o.retained = true;
+            out.push(o);
         }
     }
     Ok(out)

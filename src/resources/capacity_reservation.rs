@@ -200,22 +200,16 @@ fn end(inp: &Attrs) -> Result<Option<DateTime>> {
 /// This stack's reservations of `reservation_type` ("default" for ODCRs, "capacity-block"),
 /// except cancelled and failed ones.
 pub async fn read_reservations(ctx: &Ctx, reservation_type: &str) -> Result<Vec<CapacityReservation>> {
-    let mut out = vec![];
-    let mut pages = ctx
+    let pages = ctx
         .ec2
         .describe_capacity_reservations()
         .filters(tags::stack_filter(ctx))
         .filters(Filter::builder().name("reservation-type").values(reservation_type).build())
         .into_paginator()
         .send();
-    loop {
-        let page = {
-            let _p = ctx.permit(Service::Ec2).await;
-            pages.next().await
-        };
-        let Some(page) = page else { break };
-        out.extend(page.map_err(err("DescribeCapacityReservations"))?.capacity_reservations().iter().cloned());
-    }
+    let mut out = ctx
+        .all_pages(Service::Ec2, "DescribeCapacityReservations", pages, |p| p.capacity_reservations.unwrap_or_default())
+        .await?;
     out.retain(|r| {
         !matches!(
             r.state(),

@@ -111,20 +111,12 @@ impl Kind for EksAddon {
         let mut out = vec![];
         for c in ctx.stack_clusters().await? {
             let cluster = c.name().unwrap_or_default().to_string();
-            let mut names = vec![];
-            let mut pages = ctx.eks.list_addons().cluster_name(&cluster).into_paginator().send();
-            loop {
-                let page = {
-                    let _p = ctx.permit(Service::Eks).await;
-                    pages.next().await
-                };
-                let Some(page) = page else { break };
-                match page.map_err(err("ListAddons")) {
-                    Ok(p) => names.extend(p.addons().iter().cloned()),
-                    Err(e) if e.is_not_found() => break,
-                    Err(e) => return Err(e),
-                }
-            }
+            let pages = ctx.eks.list_addons().cluster_name(&cluster).into_paginator().send();
+            let names = match ctx.all_pages(Service::Eks, "ListAddons", pages, |p| p.addons.unwrap_or_default()).await {
+                Ok(n) => n,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
             for name in names {
                 let Some(a) = describe(ctx, &cluster, &name).await? else { continue };
                 let all: std::collections::BTreeMap<String, String> =

@@ -216,16 +216,10 @@ impl Kind for LaunchTemplateKind {
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
-        let mut templates = vec![];
-        let mut pages = ctx.ec2.describe_launch_templates().filters(tags::stack_filter(ctx)).into_paginator().send();
-        loop {
-            let page = {
-                let _p = ctx.permit(Service::Ec2).await;
-                pages.next().await
-            };
-            let Some(page) = page else { break };
-            templates.extend(page.map_err(err("DescribeLaunchTemplates"))?.launch_templates().iter().cloned());
-        }
+        let pages = ctx.ec2.describe_launch_templates().filters(tags::stack_filter(ctx)).into_paginator().send();
+        let templates = ctx
+            .all_pages(Service::Ec2, "DescribeLaunchTemplates", pages, |p| p.launch_templates.unwrap_or_default())
+            .await?;
         let mut out = vec![];
         for t in templates {
             let id = t.launch_template_id().unwrap_or_default().to_string();

@@ -6,6 +6,7 @@ pub mod capacity_reservation;
 mod eks_addon;
 mod eks_cluster;
 mod iam_role;
+mod image_cache;
 pub mod launch_template;
 pub mod node_group;
 mod placement_group;
@@ -29,6 +30,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
     &capacity_block::CapacityBlock,
+    &image_cache::ImageCache,
     &eks_cluster::EksCluster,
     &eks_addon::EksAddon,
     &launch_template::LaunchTemplateKind,
@@ -74,6 +76,8 @@ pub struct Create<'a> {
     pub replacing: bool,
     /// The purchase the approved plan showed (capacity blocks).
     pub purchase: Option<&'a crate::plan::Purchase>,
+    /// Reports a step of a long create ("pulling image 2/3: …") to the progress display.
+    pub report: &'a (dyn Fn(&str) + Send + Sync),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

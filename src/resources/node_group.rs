@@ -267,20 +267,15 @@ impl Kind for NodeGroup {
         let mut out = vec![];
         for c in ctx.stack_clusters().await? {
             let cluster = c.name().unwrap_or_default().to_string();
-            let mut names = vec![];
-            let mut pages = ctx.eks.list_nodegroups().cluster_name(&cluster).into_paginator().send();
-            loop {
-                let page = {
-                    let _p = ctx.permit(Service::Eks).await;
-                    pages.next().await
-                };
-                let Some(page) = page else { break };
-                match page.map_err(err("ListNodegroups")) {
-                    Ok(p) => names.extend(p.nodegroups().iter().cloned()),
-                    Err(e) if e.is_not_found() => break,
-                    Err(e) => return Err(e),
-                }
-            }
+            let pages = ctx.eks.list_nodegroups().cluster_name(&cluster).into_paginator().send();
+            let names = match ctx
+                .all_pages(Service::Eks, "ListNodegroups", pages, |p| p.nodegroups.unwrap_or_default())
+                .await
+            {
+                Ok(n) => n,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
             for name in names {
                 let Some(n) = describe(ctx, &cluster, &name).await? else { continue };
                 let all: BTreeMap<String, String> = n.tags().cloned().unwrap_or_default().into_iter().collect();

@@ -37,8 +37,10 @@ ends  = "${{capacity_block.train.end_date}}"
     )
 }
 
+type Tags = Vec<(String, String)>;
+
 /// The emulator's reservations, as (id, state, tags).
-fn reservations(env: &Env) -> Vec<(String, String, Vec<(String, String)>)> {
+fn reservations(env: &Env) -> Vec<(String, String, Tags)> {
     let ec2 = env.emu.ec2();
     block_on(async move {
         let out = ec2.describe_capacity_reservations().send().await.unwrap();

@@ -10,6 +10,7 @@ mod crash;
 mod eks;
 mod faults;
 mod gpu_rules;
+mod image_cache;
 mod lifecycle;
 mod locking;
 mod refresh;
