@@ -193,7 +193,11 @@ struct Build<'a> {
 
 /// Names the step a failure happened in.
 fn at(step: &str) -> impl FnOnce(AwsError) -> AwsError + '_ {
-    move |e| AwsError { detail: format!("image cache build failed while {step}: {}", e.detail), ..e }
+    move |e| AwsError {
+        operation: "image cache build",
+        detail: format!("while {step} ({} failed: {})", e.operation, e.detail),
+        code: e.code,
+    }
 }
 
 impl Build<'_> {

@@ -171,7 +171,9 @@ fn a_failing_pull_names_the_image_cleans_up_and_records_nothing() {
     let r = env.run(&["apply", "c.toml", "--auto-approve"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
-        r.stdout.contains("image cache build failed while pulling image 2/2: registry.example.com/missing:1"),
+        r.stdout.contains(
+            "image cache build failed: while pulling image 2/2: registry.example.com/missing:1 (SendCommand failed"
+        ),
         "{r:?}"
     );
     assert!(r.stdout.contains("the builder i-") && r.stdout.contains("was terminated"), "{r:?}");
