@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use aws_sdk_servicequotas::error::ProvideErrorMetadata;
 
 use crate::aws::{Ctx, Service};
+use crate::rules::{lit, target};
 use crate::stack::{Diagnostic, Resource, Span, Stack};
 use crate::value::Value;
 
@@ -66,10 +67,6 @@ struct Need {
     span: Span,
 }
 
-fn lit(r: &Resource, k: &str) -> Option<Value> {
-    r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
-}
-
 fn lit_int(r: &Resource, path: &[&str]) -> Option<i64> {
     let (first, rest) = path.split_first()?;
     let mut v = lit(r, first)?;
@@ -77,10 +74,6 @@ fn lit_int(r: &Resource, path: &[&str]) -> Option<i64> {
         v = v.as_table()?.get(*k)?.clone();
     }
     v.as_int()
-}
-
-fn referenced<'a>(stack: &'a Stack, r: &Resource, attr: &str) -> Option<&'a Resource> {
-    stack.get(&r.attrs.get(attr)?.as_single_ref()?.address)
 }
 
 /// Checks the stack's need against the quotas. Returns diagnostics (errors and warnings).
@@ -93,7 +86,7 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
                 if let Some(Value::List(l)) = lit(r, "instance_types") {
                     types.extend(l.iter().filter_map(|v| v.as_str().map(str::to_string)));
                 }
-                if let Some(t) = referenced(stack, r, "launch_template").and_then(|lt| lit(lt, "instance_type")) {
+                if let Some(t) = target(stack, r, "launch_template").and_then(|lt| lit(lt, "instance_type")) {
                     types.extend(t.as_str().map(str::to_string));
                 }
             }
@@ -139,7 +132,7 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
                 if capacity == "CAPACITY_BLOCK" {
                     continue; // runs inside its block, which has its own quota
                 }
-                let lt = referenced(stack, r, "launch_template");
+                let lt = target(stack, r, "launch_template");
                 let mut ts: Vec<String> = match lit(r, "instance_types") {
                     Some(Value::List(l)) => l.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
                     _ => vec![],
@@ -152,7 +145,7 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
                 };
                 // Nodes that land in a reservation of this stack are already counted with it.
                 let reserved = lt
-                    .and_then(|lt| referenced(stack, lt, "capacity_reservation"))
+                    .and_then(|lt| target(stack, lt, "capacity_reservation"))
                     .filter(|res| res.kind.name() == "capacity_reservation")
                     .and_then(|res| lit_int(res, &["instance_count"]))
                     .unwrap_or(0);

@@ -13,7 +13,7 @@ use crate::stack::{Diagnostic, Expr, Resource, Stack};
 use crate::value::Value;
 
 /// An attribute's value when it is known offline (no references to other resources).
-fn lit(r: &Resource, k: &str) -> Option<Value> {
+pub(crate) fn lit(r: &Resource, k: &str) -> Option<Value> {
     r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
 }
 
@@ -25,10 +25,14 @@ fn span(r: &Resource, k: &str) -> crate::stack::Span {
     r.attrs.get(k).and_then(|e| e.span.clone()).or(r.span.clone())
 }
 
-/// The stack resource of `kind` an attribute refers to (`"${kind.name.out}"`).
+/// The stack resource an attribute refers to (`"${kind.name.out}"`).
+pub(crate) fn target<'a>(stack: &'a Stack, r: &Resource, attr: &str) -> Option<&'a Resource> {
+    stack.get(&r.attrs.get(attr)?.as_single_ref()?.address)
+}
+
+/// The stack resource of `kind` an attribute refers to.
 fn referenced<'a>(stack: &'a Stack, r: &Resource, attr: &str, kind: &str) -> Option<&'a Resource> {
-    let target = r.attrs.get(attr)?.as_single_ref()?;
-    stack.get(&target.address).filter(|t| t.kind.name() == kind)
+    target(stack, r, attr).filter(|t| t.kind.name() == kind)
 }
 
 fn strings(v: Option<Value>) -> Vec<String> {
