@@ -18,7 +18,7 @@ use aws_sdk_ec2::types::{
     ResourceType, Tag,
 };
 
-use super::capacity_reservation::{check_time, from_sdk_time, parse_time, read_reservations, to_sdk_time};
+use super::capacity_reservation::{check_time, from_sdk_time, parse_time, read_by_id, read_reservations, to_sdk_time};
 use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::plan::Purchase;
@@ -235,7 +235,7 @@ impl Kind for CapacityBlock {
         _changed: &[String],
     ) -> Result<Recorded> {
         tags::sync_ec2(ctx, id, old, new).await?;
-        let found = by_id(ctx, id).await?;
+        let found = read_by_id(ctx, id).await?;
         Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
     }
 
@@ -346,7 +346,7 @@ async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<CapacityReservatio
     let retained = read_retained(ctx).await?;
     let id = retained.into_iter().find(|o| o.address.as_deref() == Some(address)).map(|o| o.id);
     match id {
-        Some(id) => by_id(ctx, &id).await,
+        Some(id) => read_by_id(ctx, &id).await,
         None => Ok(None),
     }
 }
@@ -386,18 +386,6 @@ async fn read_retained(ctx: &Ctx) -> Result<Vec<Observed>> {
         }
     }
     Ok(out)
-}
-
-async fn by_id(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
-        .ec2
-        .describe_capacity_reservations()
-        .capacity_reservation_ids(id)
-        .send()
-        .await
-        .map_err(err("DescribeCapacityReservations"))?;
-    Ok(out.capacity_reservations().first().cloned())
 }
 
 fn observe(r: &CapacityReservation) -> Observed {

@@ -223,7 +223,8 @@ pub async fn read_reservations(ctx: &Ctx, reservation_type: &str) -> Result<Vec<
     Ok(out)
 }
 
-async fn read_by_id(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
+/// One reservation (ODCR or Capacity Block) by id.
+pub async fn read_by_id(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
     let _p = ctx.permit(Service::Ec2).await;
     let out = ctx
         .ec2
