@@ -24,11 +24,15 @@ fn class(t: &str) -> &str {
     &f[..end]
 }
 
-/// The running On-Demand vCPU quota for a type: (code, name).
+/// The running On-Demand vCPU quota for a type: (code, name). Codes from the "Amazon EC2
+/// instance type quotas" page (aws-facts §6); `gr6`/`gr6f` count under G and VT.
 pub fn on_demand_quota(t: &str) -> Option<(&'static str, &'static str)> {
     match class(t) {
         "p" => Some(("L-417A185B", "Running On-Demand P instances")),
-        "g" | "vt" => Some(("L-DB2E81BA", "Running On-Demand G and VT instances")),
+        "g" | "gr" | "vt" => Some(("L-DB2E81BA", "Running On-Demand G and VT instances")),
+        "trn" => Some(("L-2C3B7624", "Running On-Demand Trn instances")),
+        "inf" => Some(("L-1945791B", "Running On-Demand Inf instances")),
+        "dl" => Some(("L-6E869C2A", "Running On-Demand DL instances")),
         "a" | "c" | "d" | "h" | "i" | "m" | "r" | "t" | "z" => {
             Some(("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"))
         }
@@ -36,23 +40,31 @@ pub fn on_demand_quota(t: &str) -> Option<(&'static str, &'static str)> {
     }
 }
 
-/// The Spot vCPU quota for a type.
+/// The Spot vCPU quota for a type (same page; EC2 UG `using-spot-limits`).
 pub fn spot_quota(t: &str) -> Option<(&'static str, &'static str)> {
     match (class(t), family(t)) {
         ("p", f) if f.starts_with("p5") => Some(("L-C4BD4855", "All P5 Spot Instance Requests")),
-        ("p", _) => Some(("L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests")),
-        ("g" | "vt", _) => Some(("L-3819A6DF", "All G and VT Spot Instance Requests")),
+        ("p", f) if ["p2", "p3", "p4"].iter().any(|p| f.starts_with(p)) => {
+            Some(("L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests"))
+        }
+        ("g" | "gr" | "vt", _) => Some(("L-3819A6DF", "All G and VT Spot Instance Requests")),
+        ("trn", _) => Some(("L-6B0D517C", "All Trn Spot Instance Requests")),
+        ("inf", _) => Some(("L-B5D1601B", "All Inf Spot Instance Requests")),
+        ("dl", _) => Some(("L-85EED4F7", "All DL Spot Instance Requests")),
         _ => None,
     }
 }
 
-/// The concurrent Capacity Blocks quota for a type's family (unit: blocks).
+/// The Capacity Blocks quota for a type's family. Its unit is the vCPUs of concurrently
+/// active blocks, not a count of blocks ("Amazon EC2 instance type quotas" page).
 pub fn block_quota(t: &str) -> Option<(&'static str, &'static str)> {
     match family(t) {
-        "p5" => Some(("L-DA6814F2", "Concurrent P5 Capacity Blocks per account")),
-        "p5e" => Some(("L-C45F30BC", "Concurrent P5e Capacity Blocks per account")),
-        "p5en" => Some(("L-4F9BB70B", "Concurrent P5en Capacity Blocks per account")),
-        "p4d" => Some(("L-2C8F52B3", "Concurrent P4d Capacity Blocks per account")),
+        "p5" => Some(("L-DA6814F2", "P5 Capacity Blocks (vCPUs)")),
+        "p5e" => Some(("L-C45F30BC", "P5e Capacity Blocks (vCPUs)")),
+        "p5en" => Some(("L-4F9BB70B", "P5en Capacity Blocks (vCPUs)")),
+        "p4d" => Some(("L-2C8F52B3", "P4d Capacity Blocks (vCPUs)")),
+        "trn1" => Some(("L-2E30FD7D", "Trn1 Capacity Blocks (vCPUs)")),
+        "trn2" => Some(("L-64569A79", "Trn2 Capacity Blocks (vCPUs)")),
         _ => None,
     }
 }
@@ -176,7 +188,15 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
             }
             "capacity_block" => {
                 let Some(t) = lit(r, "instance_type").and_then(|v| v.as_str().map(str::to_string)) else { continue };
-                add(block_quota(&t), "blocks", 1.0, format!("{}: 1 block ({t})", r.address), r, &t);
+                let (Some(n), Some(cpus)) = (lit_int(r, &["instance_count"]), vcpus(&t)) else { continue };
+                add(
+                    block_quota(&t),
+                    "vCPUs",
+                    n as f64 * cpus,
+                    format!("{}: {n} × {cpus} vCPUs in a block ({t})", r.address),
+                    r,
+                    &t,
+                );
             }
             _ => {}
         }
@@ -246,7 +266,15 @@ mod tests {
         assert_eq!(on_demand_quota("g6e.12xlarge").map(|q| q.0), Some("L-DB2E81BA"));
         assert_eq!(on_demand_quota("vt1.3xlarge").map(|q| q.0), Some("L-DB2E81BA"));
         assert_eq!(on_demand_quota("m6i.large").map(|q| q.0), Some("L-1216C47A"));
-        assert_eq!(on_demand_quota("trn1.32xlarge"), None);
+        assert_eq!(on_demand_quota("trn1.32xlarge").map(|q| q.0), Some("L-2C3B7624"));
+        assert_eq!(on_demand_quota("inf2.48xlarge").map(|q| q.0), Some("L-1945791B"));
+        assert_eq!(on_demand_quota("dl1.24xlarge").map(|q| q.0), Some("L-6E869C2A"));
+        assert_eq!(on_demand_quota("gr6.4xlarge").map(|q| q.0), Some("L-DB2E81BA"));
+        assert_eq!(spot_quota("gr6f.4xlarge").map(|q| q.0), Some("L-3819A6DF"));
+        assert_eq!(spot_quota("trn2.48xlarge").map(|q| q.0), Some("L-6B0D517C"));
+        assert_eq!(spot_quota("p6-b200.48xlarge"), None);
+        assert_eq!(block_quota("trn1.32xlarge").map(|q| q.0), Some("L-2E30FD7D"));
+        assert_eq!(block_quota("trn2.48xlarge").map(|q| q.0), Some("L-64569A79"));
         assert_eq!(spot_quota("p5.48xlarge").map(|q| q.0), Some("L-C4BD4855"));
         assert_eq!(spot_quota("p4d.24xlarge").map(|q| q.0), Some("L-7212CCBC"));
         assert_eq!(spot_quota("g5.xlarge").map(|q| q.0), Some("L-3819A6DF"));

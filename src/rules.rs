@@ -270,11 +270,12 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut crate::plan::Plan) -> Re
         }
         let offers = search(ctx, &inputs).await?;
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_default();
-        let Some(best) = choose(&offers) else {
+        let hours = inputs.get("duration_hours").and_then(Value::as_int).unwrap_or(0);
+        let Some(best) = choose(&offers, hours) else {
             d.push(
                 Diagnostic::error(
                     format!(
-                        "`{}`: no Capacity Block offering for {}× {} for {} h starting between {} and {}{}",
+                        "`{}`: no Capacity Block offering for {}× {} for at least {} h starting between {} and {}{}",
                         c.address, s("instance_count"), s("instance_type"), s("duration_hours"), s("start_after"), s("start_before"),
                         inputs.get("availability_zone").map(|z| format!(" in {z}")).unwrap_or_default()
                     ),
@@ -299,7 +300,7 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut crate::plan::Plan) -> Re
             continue;
         }
         c.note =
-            Some(format!("{} offering(s) matched; the cheapest, then earliest, is proposed{zone_note}", offers.len()));
+            Some(format!("{} offering(s) matched; the cheapest at least {hours} h long, then the earliest, is proposed{zone_note}", offers.len()));
         c.purchase = Some(p);
     }
     Ok(d)
@@ -393,11 +394,28 @@ pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> 
                         .help(format!("set interfaces = {} or \"max\"", i.max_efa_interfaces)),
                     );
                 } else {
-                    let n = asked.as_int().map_or(i.max_efa_interfaces, |n| n as u32);
+                    let cards = i.efa_layout(asked.as_int().map(|n| n.max(1) as u32));
+                    let n = cards.len();
                     note.push_str(&format!("; {n} EFA interface{}", if n == 1 { "" } else { "s" }));
+                    if cards.first().is_some_and(|c| *c != 0) {
+                        note.push_str(" (card 0 is ENA-only: an ENA primary plus efa-only on the EFA cards)");
+                    }
                 }
             }
             notes.insert(lt.address.clone(), note);
+        }
+        // A GPU pool on the AMI's small default data volume runs out of disk on CUDA images
+        // (10–20 GB each): say so (audit 2026-11 #21).
+        if !lt.attrs.contains_key("data_volume")
+            && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
+        {
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` runs {t} ({}) with no `data_volume`: container images share the AMI's small default data volume", lt.address, i.summary()),
+                    lt.span.clone(),
+                )
+                .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot"),
+            );
         }
         if let Some(sharing) = sharing(lt) {
             for t in &types {
@@ -448,14 +466,21 @@ pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> 
                 );
             }
         }
+        let first = types.first().and_then(|t| info(t));
+        let mut note = vec![];
         if ami == "auto"
-            && let Some(i) = types.first().and_then(|t| info(t))
+            && let Some(i) = &first
         {
-            notes.insert(
-                ng.address.clone(),
-                format!("ami_type auto → {} ({}: {})", auto_ami_type(Some(&i)), i.name, i.summary()),
-            );
+            note.push(format!("ami_type auto → {} ({}: {})", auto_ami_type(Some(i)), i.name, i.summary()));
         }
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        let reserved = lit_str(ng, "capacity_type").as_deref() == Some("CAPACITY_BLOCK")
+            || lt.is_some_and(|lt| lt.attrs.contains_key("capacity_reservation"));
+        let inputs: crate::value::Attrs =
+            lit(ng, "update_strategy").map(|v| ("update_strategy".to_string(), v)).into_iter().collect();
+        let (strategy, why) = crate::resources::node_group::update_strategy(&inputs, first.as_ref(), reserved);
+        note.push(format!("update strategy {strategy} ({why})"));
+        notes.insert(ng.address.clone(), note.join("; "));
     }
     Ok(Preflight { diags: d, notes })
 }
@@ -483,9 +508,6 @@ fn sharing(lt: &Resource) -> Option<Sharing> {
     (strategy != "none").then_some(Sharing { strategy, profile })
 }
 
-/// GPU models whose MIG partition-count form (1/2/3/4/7) Bottlerocket accepts.
-const COUNT_FORM: &[&str] = &["a100.40gb", "a100.80gb", "h100.80gb", "h200.141gb"];
-
 fn check_sharing(lt: &Resource, t: &str, i: &InstanceInfo, s: &Sharing, d: &mut Vec<Diagnostic>) {
     let at = span(lt, "gpu_sharing");
     if !i.is_nvidia() {
@@ -512,21 +534,39 @@ fn check_sharing(lt: &Resource, t: &str, i: &InstanceInfo, s: &Sharing, d: &mut 
         );
         return;
     }
-    let key = i.mig_key().unwrap_or_default();
-    match s.profile.get(&key) {
+    let Some(mig) = i.mig_model() else {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: Bottlerocket's MIG manager has no profile table for {model} ({t})", lt.address),
+                at,
+            )
+            .help(format!(
+                "MIG on Bottlerocket covers {}; use time-slicing or mps on {t}",
+                crate::aws::catalog::MIG_MODELS.iter().map(|m| m.key).collect::<Vec<_>>().join(", ")
+            )),
+        );
+        return;
+    };
+    let key = mig.key;
+    match s.profile.get(key) {
         None => d.push(
             Diagnostic::error(format!("`{}`: mig_profile has no entry for {key}, the GPU of {t}", lt.address), at)
                 .help(format!(
-                    "add \"{key}\" = \"1g.10gb\" (a profile) or a partition count; keys present: {}",
+                    "add \"{key}\" = \"{}\"; the choices are {}; keys present: {}",
+                    mig.layouts[0].0,
+                    mig.choices(),
                     s.profile.keys().cloned().collect::<Vec<_>>().join(", ")
                 )),
         ),
-        Some(Value::Int(_)) if !COUNT_FORM.contains(&key.as_str()) => d.push(
+        Some(Value::Str(v)) if !mig.accepts(v) => d.push(
             Diagnostic::error(
-                format!("`{}`: the partition-count form of mig_profile does not work for {key}", lt.address),
+                format!("`{}`: mig_profile \"{key}\" = \"{v}\" is not a layout of {key} ({t})", lt.address),
                 at,
             )
-            .help("give a MIG profile name instead, e.g. \"1g.6gb\""),
+            .help(format!(
+                "Bottlerocket would silently give each GPU whole instead; the choices are {}",
+                mig.choices()
+            )),
         ),
         _ => {}
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use aws_sdk_ec2::types::{InstanceType, InstanceTypeInfo};
+use aws_sdk_ec2::types::{InstanceType, InstanceTypeInfo, NetworkCardInterfaceType};
 use tokio::sync::Mutex;
 
 use super::{AwsError, Ctx, Service, err};
@@ -23,6 +23,70 @@ const GPU_OVERRIDES: &[(&str, u32)] = &[
 /// GPUs that can be partitioned with MIG (NVIDIA's list; Bottlerocket 1.34+ exposes it).
 const MIG_GPUS: &[&str] = &["A100", "A30", "H100", "H200", "H20", "B200", "B300", "GB200", "GB300"];
 
+/// A GPU model as Bottlerocket's MIG manager names it, with the values its `mig.profile`
+/// entry accepts: a partition count or the matching profile, always a quoted string.
+#[derive(Debug)]
+pub struct MigModel {
+    /// `GpuInfo.Gpus[].Name` as DescribeInstanceTypes reports it.
+    pub gpu: &'static str,
+    /// `MemoryInfo.SizeInMiB` of one GPU (p4de's A100 80 GB reports 76294, not 81920).
+    pub memory_mib: std::ops::Range<u64>,
+    /// The key in `settings.kubelet-device-plugins.nvidia.mig.profile`.
+    pub key: &'static str,
+    /// (partition count, profile) pairs.
+    pub layouts: &'static [(&'static str, &'static str)],
+}
+
+impl MigModel {
+    /// True when `v` is a count or a profile this GPU takes.
+    pub fn accepts(&self, v: &str) -> bool {
+        self.layouts.iter().any(|(n, p)| *n == v || *p == v)
+    }
+
+    /// "7 (1g.10gb), 4 (1g.20gb), …" for help lines.
+    pub fn choices(&self) -> String {
+        self.layouts.iter().map(|(n, p)| format!("\"{n}\" ({p})")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The GPUs Bottlerocket's nvidia-migmanager partitions, keyed as it keys them. Source:
+/// bottlerocket kernel kit, `sources/nvidia-migmanager/src/mig_profile.rs` (it maps PCI
+/// device ids to these keys; the memory ranges here tell the same GPUs apart from
+/// DescribeInstanceTypes data). An unknown value would silently fall back to the whole GPU,
+/// so gpustack checks values against this table.
+pub const MIG_MODELS: &[MigModel] = &[
+    MigModel {
+        gpu: "A100",
+        memory_mib: 0..60_000,
+        key: "a100.40gb",
+        layouts: &[("7", "1g.5gb"), ("4", "1g.10gb"), ("3", "2g.10gb"), ("2", "3g.20gb"), ("1", "7g.40gb")],
+    },
+    MigModel {
+        gpu: "A100",
+        memory_mib: 60_000..100_000,
+        key: "a100.80gb",
+        layouts: &[("7", "1g.10gb"), ("4", "1g.20gb"), ("3", "2g.20gb"), ("2", "3g.40gb"), ("1", "7g.80gb")],
+    },
+    MigModel {
+        gpu: "H100",
+        memory_mib: 0..100_000,
+        key: "h100.80gb",
+        layouts: &[("7", "1g.10gb"), ("4", "1g.20gb"), ("3", "2g.20gb"), ("2", "3g.40gb"), ("1", "7g.80gb")],
+    },
+    MigModel {
+        gpu: "H200",
+        memory_mib: 0..200_000,
+        key: "h200.141gb",
+        layouts: &[("7", "1g.18gb"), ("4", "1g.35gb"), ("3", "2g.35gb"), ("2", "3g.71gb"), ("1", "7g.141gb")],
+    },
+    MigModel {
+        gpu: "B200",
+        memory_mib: 0..250_000,
+        key: "b200.180gb",
+        layouts: &[("7", "1g.23gb"), ("4", "1g.45gb"), ("3", "2g.45gb"), ("2", "3g.90gb"), ("1", "7g.180gb")],
+    },
+];
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstanceInfo {
     pub name: String,
@@ -35,6 +99,10 @@ pub struct InstanceInfo {
     pub gpu_memory_mib: u64,
     pub max_efa_interfaces: u32,
     pub network_cards: u32,
+    /// Network cards whose `InterfaceTypes` include `efa` or `efa-only`, in order. Empty when
+    /// DescribeInstanceTypes gave no per-card interface types (then cards `0..max_efa_interfaces`
+    /// are assumed, the layout every EFA type had before ENA-only card 0 appeared).
+    pub efa_cards: Vec<u32>,
     /// "x86_64", "arm64".
     pub architectures: Vec<String>,
 }
@@ -68,6 +136,23 @@ impl InstanceInfo {
                 .unwrap_or(0)
                 .max(0) as u32,
             network_cards: net.and_then(|n| n.maximum_network_cards()).unwrap_or(1).max(1) as u32,
+            efa_cards: net
+                .map(|n| {
+                    let mut cards: Vec<u32> = n
+                        .network_cards()
+                        .iter()
+                        .filter(|c| {
+                            c.interface_types()
+                                .iter()
+                                .any(|k| matches!(k, NetworkCardInterfaceType::Efa | NetworkCardInterfaceType::EfaOnly))
+                        })
+                        .filter_map(|c| c.network_card_index().map(|i| i.max(0) as u32))
+                        .collect();
+                    cards.sort_unstable();
+                    cards.dedup();
+                    cards
+                })
+                .unwrap_or_default(),
             architectures: t
                 .processor_info()
                 .map(|p| p.supported_architectures().iter().map(|a| a.as_str().to_string()).collect())
@@ -84,10 +169,22 @@ impl InstanceInfo {
         self.gpu_model.as_deref().is_some_and(|m| MIG_GPUS.iter().any(|g| g.eq_ignore_ascii_case(m)))
     }
 
-    /// The key Bottlerocket's `mig.profile` map uses for this type's GPU: "h100.80gb".
-    pub fn mig_key(&self) -> Option<String> {
-        let model = self.gpu_model.as_deref()?;
-        Some(format!("{}.{}gb", model.to_ascii_lowercase(), self.gpu_memory_mib / 1024))
+    /// The key Bottlerocket's `mig.profile` map uses for this type's GPU ("h100.80gb"), from
+    /// [`MIG_MODELS`]; None for a GPU Bottlerocket's MIG manager does not know.
+    pub fn mig_model(&self) -> Option<&'static MigModel> {
+        let name = self.gpu_model.as_deref()?;
+        MIG_MODELS.iter().find(|m| m.gpu.eq_ignore_ascii_case(name) && m.memory_mib.contains(&self.gpu_memory_mib))
+    }
+
+    /// The network cards that get an EFA interface when `wanted` are asked for (None: every
+    /// one the type has), from `NetworkInfo.NetworkCards[].InterfaceTypes` (EC2 UG
+    /// `efa-acc-inst-types`: "If the network card index 0 supports EFA…", so card 0 may not).
+    /// The one place that answers "how many EFA interfaces, on which cards".
+    pub fn efa_layout(&self, wanted: Option<u32>) -> Vec<u32> {
+        let cards: Vec<u32> =
+            if self.efa_cards.is_empty() { (0..self.max_efa_interfaces).collect() } else { self.efa_cards.clone() };
+        let n = wanted.unwrap_or(self.max_efa_interfaces).min(self.max_efa_interfaces) as usize;
+        cards.into_iter().take(n).collect()
     }
 
     /// "8× H100 80 GiB, 192 vCPUs, 32 EFA": for plans and errors.
@@ -206,13 +303,26 @@ mod tests {
     }
 
     #[test]
-    fn mig_keys_follow_bottlerocket_spelling() {
+    fn mig_keys_come_from_the_table_not_from_memory_arithmetic() {
         let mut i = InstanceInfo::from_sdk(&gpu_type("p5.48xlarge", Some(8), Some(8)));
+        let key = |i: &InstanceInfo| i.mig_model().map(|m| m.key);
         i.gpu_model = Some("H100".into());
         i.gpu_memory_mib = 81920;
-        assert_eq!(i.mig_key().as_deref(), Some("h100.80gb"));
+        assert_eq!(key(&i), Some("h100.80gb"));
         assert!(i.mig_capable());
+        // p4de's A100 80 GB reports 76294 MiB: 76294 / 1024 would say "a100.74gb".
+        i.gpu_model = Some("A100".into());
+        i.gpu_memory_mib = 76294;
+        assert_eq!(key(&i), Some("a100.80gb"));
+        i.gpu_memory_mib = 40960;
+        assert_eq!(key(&i), Some("a100.40gb"));
+        i.gpu_model = Some("H200".into());
+        i.gpu_memory_mib = 143771;
+        assert_eq!(key(&i), Some("h200.141gb"));
+        let h200 = i.mig_model().unwrap();
+        assert!(h200.accepts("4") && h200.accepts("1g.18gb") && !h200.accepts("1g.10gb") && !h200.accepts("5"));
         i.gpu_model = Some("L4".into());
         assert!(!i.mig_capable());
+        assert_eq!(key(&i), None);
     }
 }

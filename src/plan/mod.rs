@@ -85,7 +85,9 @@ pub struct Purchase {
     pub availability_zone: String,
     pub start: String,
     pub end: String,
+    /// The offering's length; at least `asked_hours` (blocks end at 11:30 UTC, so rarely equal).
     pub duration_hours: i64,
+    pub asked_hours: i64,
     pub upfront_usd: f64,
     pub currency: String,
     pub max_upfront_usd: f64,

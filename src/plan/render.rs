@@ -121,13 +121,14 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             style.paint(
                 "1;33",
                 &format!(
-                    "$ {}× {} in {}, {} → {} ({} h): {:.2} {} up front (max {}), offering {}",
+                    "$ {}× {} in {}, {} → {} ({} h; asked {} h): {:.2} {} up front (max {}), offering {}",
                     p.instance_count,
                     p.instance_type,
                     p.availability_zone,
                     p.start,
                     p.end,
                     p.duration_hours,
+                    p.asked_hours,
                     p.upfront_usd,
                     p.currency,
                     p.max_upfront_usd,

@@ -18,7 +18,7 @@ use aws_sdk_ec2::types::{
     ResourceType, Tag,
 };
 
-use super::capacity_reservation::{check_time, from_sdk_time, parse_time, read_by_id, read_reservations, to_sdk_time};
+use super::capacity_reservation::{check_time, is_type, from_sdk_time, parse_time, read_by_id, read_reservations, to_sdk_time};
 use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::plan::Purchase;
@@ -28,10 +28,13 @@ use crate::value::{Attrs, Value};
 
 pub struct CapacityBlock;
 
-/// Instance counts a block can have.
-pub const COUNTS: &[i64] = &[1, 2, 4, 8, 16, 32, 64];
+/// Instance counts a block can have: "up to 64 instances" per block (EC2 UG
+/// `capacity-blocks`; older pages listed only powers of two).
+pub const COUNTS: std::ops::RangeInclusive<i64> = 1..=64;
 /// How far ahead a block may start (EC2 UG `capacity-blocks-purchase`).
 pub const MAX_LEAD_DAYS: i64 = 56;
+/// States of a block that has not ended (EC2 UG `capacity-blocks-view`).
+const LIVE: &[&str] = &["active", "scheduled", "payment-pending", "pending"];
 /// The tag a retained block keeps instead of `gpustack:stack`/`gpustack:address`.
 pub const RETAINED: &str = "gpustack:retained-from";
 
@@ -98,7 +101,7 @@ impl Kind for CapacityBlock {
                     format!("`instance_count` = {n} is not offered for Capacity Blocks"),
                     at("instance_count"),
                 )
-                .help("use 1, 2, 4, 8, 16, 32 or 64"),
+                .help("a Capacity Block holds 1 to 64 instances; buy several blocks for more"),
             );
         }
         if let Some(v) = lit("max_upfront_usd")
@@ -309,9 +312,13 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
     Ok(out)
 }
 
-/// The offering a plan proposes: the cheapest, then the earliest.
-pub fn choose(offers: &[CapacityBlockOffering]) -> Option<&CapacityBlockOffering> {
-    offers.iter().min_by(|a, b| {
+/// The offering a plan proposes: one at least as long as asked, then the cheapest, then
+/// the earliest. Every block ends at 11:30 UTC, so for a requested length EC2 offers one
+/// block slightly shorter and one slightly longer (EC2 UG `capacity-blocks-purchase`); the
+/// shorter is cheaper, and cheapest-first alone would buy less time than asked for.
+pub fn choose(offers: &[CapacityBlockOffering], hours: i64) -> Option<&CapacityBlockOffering> {
+    let long_enough = |o: &CapacityBlockOffering| i64::from(o.capacity_block_duration_hours().unwrap_or(0)) >= hours;
+    offers.iter().filter(|o| long_enough(o)).min_by(|a, b| {
         upfront(a)
             .total_cmp(&upfront(b))
             .then(a.start_date().map(|d| d.secs()).cmp(&b.start_date().map(|d| d.secs())))
@@ -329,6 +336,7 @@ pub fn purchase_of(o: &CapacityBlockOffering, inp: &Attrs) -> Purchase {
         start: o.start_date().map(from_sdk_time).unwrap_or_default(),
         end: o.end_date().map(from_sdk_time).unwrap_or_default(),
         duration_hours: o.capacity_block_duration_hours().unwrap_or(0).into(),
+        asked_hours: inp.get("duration_hours").and_then(Value::as_int).unwrap_or(0),
         upfront_usd: upfront(o),
         currency: o.currency_code().unwrap_or("USD").to_string(),
         max_upfront_usd: inp.get("max_upfront_usd").and_then(Value::as_f64).unwrap_or(0.0),
@@ -358,13 +366,15 @@ async fn read_retained(ctx: &Ctx) -> Result<Vec<Observed>> {
     let pages = ctx
         .ec2
         .describe_capacity_reservations()
-        .filters(Filter::builder().name("tag-key").values(RETAINED).build())
-        .filters(Filter::builder().name("reservation-type").values("capacity-block").build())
+        // Documented filters only (no `tag-key`, no `reservation-type` for this call): the live
+        // states narrow the listing; the retained tag and the type are checked here.
+        .filters(Filter::builder().name("state").set_values(Some(LIVE.iter().map(|s| s.to_string()).collect())).build())
         .into_paginator()
         .send();
-    let all = ctx
+    let mut all = ctx
         .all_pages(Service::Ec2, "DescribeCapacityReservations", pages, |p| p.capacity_reservations.unwrap_or_default())
         .await?;
+    all.retain(|r| is_type(r, "capacity-block") && tags::ec2_map(r.tags()).contains_key(RETAINED));
     let mut out = vec![];
     let prefix = format!("{} ", ctx.stack);
     for r in &all {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::{
     CapacityReservation, CapacityReservationInstancePlatform, CapacityReservationState, CapacityReservationTenancy,
-    EndDateType, Filter, InstanceMatchCriteria, ResourceType,
+    EndDateType, InstanceMatchCriteria, ResourceType,
 };
 
 use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
@@ -153,19 +153,38 @@ impl Kind for CapacityReservationKind {
         new: &Attrs,
         changed: &[String],
     ) -> Result<Recorded> {
-        if changed.iter().any(|c| c != "tags") {
-            let mut call = ctx
+        // Only what changed is sent: changing `InstanceMatchCriteria` needs an idle reservation
+        // (EC2 UG `capacity-reservations-modify`), so sending it with a count change would fail
+        // while the pool runs. Eligibility goes in a call of its own, so its refusal is clear.
+        let has = |k: &str| changed.iter().any(|c| c == k);
+        if has("instance_count") || has("end_date") {
+            let mut call = ctx.ec2.modify_capacity_reservation().capacity_reservation_id(id);
+            if has("instance_count") {
+                call = call.instance_count(i(new, "instance_count").unwrap_or(1) as i32);
+            }
+            if has("end_date") {
+                call = match end(new)? {
+                    Some(t) => call.end_date_type(EndDateType::Limited).end_date(t),
+                    None => call.end_date_type(EndDateType::Unlimited),
+                };
+            }
+            let _p = ctx.permit(Service::Ec2).await;
+            call.send().await.map_err(err("ModifyCapacityReservation"))?;
+        }
+        if has("match") {
+            let call = ctx
                 .ec2
                 .modify_capacity_reservation()
                 .capacity_reservation_id(id)
-                .instance_count(i(new, "instance_count").unwrap_or(1) as i32)
                 .instance_match_criteria(InstanceMatchCriteria::from(s(new, "match")));
-            call = match end(new)? {
-                Some(t) => call.end_date_type(EndDateType::Limited).end_date(t),
-                None => call.end_date_type(EndDateType::Unlimited),
-            };
             let _p = ctx.permit(Service::Ec2).await;
-            call.send().await.map_err(err("ModifyCapacityReservation"))?;
+            call.send().await.map_err(err("ModifyCapacityReservation")).map_err(|e| AwsError {
+                detail: format!(
+                    "{}; changing `match` needs an idle reservation (no instances running in it): scale the node groups using it to 0 first",
+                    e.detail
+                ),
+                ..e
+            })?;
         }
         tags::sync_ec2(ctx, id, old, new).await?;
         let found = read_by_id(ctx, id).await?;
@@ -199,17 +218,18 @@ fn end(inp: &Attrs) -> Result<Option<DateTime>> {
 
 /// This stack's reservations of `reservation_type` ("default" for ODCRs, "capacity-block"),
 /// except cancelled and failed ones.
+///
+/// `DescribeCapacityReservations` has no `reservation-type` filter (EC2 API reference,
+/// DescribeCapacityReservations `Filter.N`: instance-type, owner-id, instance-platform,
+/// availability-zone, tenancy, outpost-arn, state, start-date, end-date, end-date-type,
+/// instance-match-criteria, placement-group-arn): ODCRs and blocks are told apart by each
+/// result's `ReservationType`, here.
 pub async fn read_reservations(ctx: &Ctx, reservation_type: &str) -> Result<Vec<CapacityReservation>> {
-    let pages = ctx
-        .ec2
-        .describe_capacity_reservations()
-        .filters(tags::stack_filter(ctx))
-        .filters(Filter::builder().name("reservation-type").values(reservation_type).build())
-        .into_paginator()
-        .send();
+    let pages = ctx.ec2.describe_capacity_reservations().filters(tags::stack_filter(ctx)).into_paginator().send();
     let mut out = ctx
         .all_pages(Service::Ec2, "DescribeCapacityReservations", pages, |p| p.capacity_reservations.unwrap_or_default())
         .await?;
+    out.retain(|r| is_type(r, reservation_type));
     out.retain(|r| {
         !matches!(
             r.state(),
@@ -221,6 +241,12 @@ pub async fn read_reservations(ctx: &Ctx, reservation_type: &str) -> Result<Vec<
         )
     });
     Ok(out)
+}
+
+/// True when `r` is of `reservation_type`; a reservation without the field is an ODCR
+/// (`ReservationType` was added with Capacity Blocks; absent means "default").
+pub fn is_type(r: &CapacityReservation, reservation_type: &str) -> bool {
+    r.reservation_type().map_or("default", |t| t.as_str()) == reservation_type
 }
 
 /// One reservation (ODCR or Capacity Block) by id.

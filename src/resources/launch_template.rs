@@ -1,8 +1,9 @@
 //! `launch_template`: the EC2 launch template a GPU node group runs on. Bottlerocket
 //! user data is generated as plain TOML (`userdata.rs`); EFA interfaces are laid
 //! out from the instance catalog; `/dev/xvdb` is the data volume (optionally from an
-//! image-cache snapshot); IMDSv2 is required with hop limit 2 (pods reach IMDS
-//! through one more hop). Any change makes a new template version and makes it the
+//! image-cache snapshot, hydrated at `initialization_rate_mibps`); IMDSv2 is required with
+//! hop limit 1 unless `imds_hop_limit = 2` opts pods in (then any pod can take the node
+//! role's credentials; EKS best practices, "restrict access to IMDS"). Any change makes a new template version and makes it the
 //! default; node groups referring to `version` then move to it.
 
 use async_trait::async_trait;
@@ -34,7 +35,13 @@ const DATA_VOLUME: &[Attr] = &[
     Attr::opt("snapshot", Ty::Str, Default::None, OnChange::Update),
     Attr::opt("iops", Ty::Int, Default::None, OnChange::Update),
     Attr::opt("throughput", Ty::Int, Default::None, OnChange::Update),
+    // MiB/s at which a volume made from `snapshot` is hydrated (EC2 `VolumeInitializationRate`,
+    // 100–300, only for volumes from snapshots); 200 when a snapshot is set. Without it the
+    // volume lazy-loads from S3 on first read, which undoes most of what an image cache saves.
+    Attr::opt("initialization_rate_mibps", Ty::Int, Default::None, OnChange::Update),
 ];
+/// The default hydration rate for a data volume made from a snapshot.
+pub const DEFAULT_INIT_RATE: i64 = 200;
 pub const SHARING_STRATEGIES: &[&str] = &["none", "time-slicing", "mps", "mig"];
 const GPU_SHARING: &[Attr] = &[
     Attr::req("strategy", Ty::Enum(SHARING_STRATEGIES), OnChange::Update),
@@ -60,6 +67,9 @@ const ATTRS: &[Attr] = &[
     Attr::opt("node_labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
     Attr::opt("node_taints", Ty::List(&Ty::Object(TAINT)), Default::EmptyList, OnChange::Update),
     Attr::opt("bottlerocket_settings", Ty::Any, Default::EmptyMap, OnChange::Update),
+    // IMDSv2 hop limit. 1 (the default, as Karpenter's) keeps pods from reaching IMDS and with it
+    // the node role's credentials; 2 lets pods without host networking reach it (opt-in).
+    Attr::opt("imds_hop_limit", Ty::Int, Default::Int(1), OnChange::Update),
     Attr::computed("user_data", Ty::Str, OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
@@ -142,6 +152,33 @@ impl Kind for LaunchTemplateKind {
         if let Some(e) = r.attrs.get("gpu_sharing") {
             check_sharing(e, diags);
         }
+        if let Some(e) = r.attrs.get("imds_hop_limit")
+            && let Some(n) = e.as_literal().and_then(Value::as_int)
+            && !(1..=64).contains(&n)
+        {
+            diags.push(
+                Diagnostic::error(format!("`imds_hop_limit` = {n} is outside 1–64"), e.span.clone())
+                    .help("1 (the default) keeps pods away from the node role; 2 lets pods reach IMDS"),
+            );
+        }
+        if let Some(ExprKind::Table(dv)) = r.attrs.get("data_volume").map(|e| &e.kind)
+            && let Some(rate) = dv.get("initialization_rate_mibps")
+        {
+            if let Some(n) = rate.as_literal().and_then(Value::as_int)
+                && !(100..=300).contains(&n)
+            {
+                diags.push(
+                    Diagnostic::error(format!("`initialization_rate_mibps` = {n} is outside 100–300 MiB/s"), rate.span.clone())
+                        .help("EBS hydrates a volume from its snapshot at 100 to 300 MiB/s (VolumeInitializationRate)"),
+                );
+            }
+            if !dv.contains_key("snapshot") {
+                diags.push(
+                    Diagnostic::error("`initialization_rate_mibps` needs `snapshot`: only a volume made from a snapshot is hydrated", rate.span.clone())
+                        .help("set data_volume.snapshot, or remove initialization_rate_mibps"),
+                );
+            }
+        }
         // Collisions between bottlerocket_settings and the generated keys.
         let literal: Attrs = ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"]
             .iter()
@@ -168,6 +205,11 @@ impl Kind for LaunchTemplateKind {
         }
         if let Some(Value::List(l)) = inputs.get_mut("security_groups") {
             l.sort_by_key(|v| v.interpolate());
+        }
+        if let Some(Value::Table(dv)) = inputs.get_mut("data_volume")
+            && dv.contains_key("snapshot")
+        {
+            dv.entry("initialization_rate_mibps".into()).or_insert(Value::Int(DEFAULT_INIT_RATE));
         }
         if inputs.contains_key("capacity_reservation") && !inputs.contains_key("market") {
             inputs.insert("market".into(), Value::str("on-demand"));
@@ -347,18 +389,41 @@ fn check_sharing(e: &crate::stack::Expr, diags: &mut Vec<Diagnostic>) {
                     .help("remove replicas; the MIG profile decides how many slices each GPU has"),
                 );
             }
+            // Bottlerocket's `mig.profile` values are quoted strings: a partition count ("4") or a
+            // profile ("1g.10gb"); an integer is rejected and the node never configures
+            // (nvidia-migmanager README; Bottlerocket settings reference, kubelet-device-plugins).
             if let Some(ExprKind::Table(p)) = t.get("mig_profile").map(|p| &p.kind) {
+                let models = crate::aws::catalog::MIG_MODELS;
                 for (k, v) in p {
-                    let ok = match v.as_literal() {
-                        Some(Value::Str(_)) => true,
-                        Some(Value::Int(n)) => [1, 2, 3, 4, 7].contains(n),
-                        _ => v.as_literal().is_none(),
-                    };
-                    if !ok {
-                        diags.push(
-                            Diagnostic::error(format!("mig_profile \"{k}\" must be a profile like \"1g.10gb\" or a partition count 1, 2, 3, 4 or 7"), v.span.clone())
-                                .help("see Bottlerocket's settings.kubelet-device-plugins.nvidia.mig.profile"),
-                        );
+                    match v.as_literal() {
+                        Some(Value::Str(_)) | None => {}
+                        Some(Value::Int(n)) => diags.push(
+                            Diagnostic::error(
+                                format!("mig_profile \"{k}\" = {n} is an integer; Bottlerocket takes only strings here"),
+                                v.span.clone(),
+                            )
+                            .help(format!("quote it: \"{k}\" = \"{n}\" (a partition count) or a profile such as \"1g.10gb\"")),
+                        ),
+                        Some(_) => diags.push(
+                            Diagnostic::error(format!("mig_profile \"{k}\" must be a string"), v.span.clone())
+                                .help("a partition count such as \"4\" or a profile such as \"1g.10gb\""),
+                        ),
+                    }
+                    match models.iter().find(|m| m.key == k.as_str()) {
+                        None => diags.push(
+                            Diagnostic::error(format!("mig_profile key \"{k}\" is not a GPU Bottlerocket's MIG manager knows"), v.key_span.clone().or(v.span.clone()))
+                                .help(format!("keys are {}", models.iter().map(|m| m.key).collect::<Vec<_>>().join(", "))),
+                        ),
+                        Some(m) => {
+                            if let Some(Value::Str(s)) = v.as_literal()
+                                && !m.accepts(s)
+                            {
+                                diags.push(
+                                    Diagnostic::error(format!("mig_profile \"{k}\" = \"{s}\" is not a layout of {k}"), v.span.clone())
+                                        .help(format!("the choices are {}", m.choices())),
+                                );
+                            }
+                        }
                     }
                 }
             }
@@ -379,43 +444,53 @@ fn check_sharing(e: &crate::stack::Expr, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// The EFA interface layout (DESIGN.md §2): card 0 / device 0 is an `efa` interface that
-/// also carries IP traffic; every further EFA card gets an `efa-only` interface at device
-/// index 1. Every interface has the security groups; none has a subnet (EKS picks it).
-pub fn efa_interfaces(count: u32, groups: &[String]) -> Vec<Nic> {
-    (0..count.max(1))
-        .map(|card| {
-            let (device, kind) = if card == 0 { (0, "efa") } else { (1, "efa-only") };
-            Nic::builder()
-                .network_card_index(card as i32)
-                .device_index(device)
-                .interface_type(kind)
-                .set_groups(Some(groups.to_vec()))
-                .delete_on_termination(true)
-                .build()
-        })
-        .collect()
+/// The EFA interface layout (DESIGN.md §2) on the EFA-capable `cards` (from the catalog's
+/// `efa_layout`). When card 0 supports EFA: card 0 / device 0 is an `efa` interface that also
+/// carries IP traffic, and every further EFA card gets an `efa-only` interface at device
+/// index 1. When card 0 is ENA-only (newer types), the primary is a plain `interface` on card
+/// 0 and each EFA card gets an `efa-only` at device index 0 — an `efa-only` interface cannot be
+/// the primary (EC2 UG `efa-acc-inst-types`). Every interface has the security groups; none
+/// has a subnet (EKS picks it).
+pub fn efa_interfaces(cards: &[u32], groups: &[String]) -> Vec<Nic> {
+    let nic = |card: u32, device: i32, kind: &str| {
+        Nic::builder()
+            .network_card_index(card as i32)
+            .device_index(device)
+            .interface_type(kind)
+            .set_groups(Some(groups.to_vec()))
+            .delete_on_termination(true)
+            .build()
+    };
+    if cards.first() == Some(&0) || cards.is_empty() {
+        let mut out = vec![nic(0, 0, "efa")];
+        out.extend(cards.iter().skip(1).map(|&c| nic(c, 1, "efa-only")));
+        out
+    } else {
+        let mut out = vec![nic(0, 0, "interface")];
+        out.extend(cards.iter().map(|&c| nic(c, 0, "efa-only")));
+        out
+    }
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_list).unwrap_or_default().iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
 }
 
-/// How many EFA interfaces `efa` asks for on `instance_type`, checked against the catalog.
-pub async fn efa_count(ctx: &Ctx, instance_type: &str, efa: &Attrs) -> Result<u32> {
+/// The EFA cards `efa` asks for on `instance_type`, checked against the catalog.
+pub async fn efa_cards(ctx: &Ctx, instance_type: &str, efa: &Attrs) -> Result<Vec<u32>> {
     let info = ctx.catalog.get(ctx, instance_type).await?;
     let max = info.as_ref().map_or(0, |i| i.max_efa_interfaces);
     let bad =
         |detail: String| AwsError { operation: "DescribeInstanceTypes", code: Some("EfaUnsupported".into()), detail };
-    if max == 0 {
+    let Some(info) = info.filter(|_| max > 0) else {
         return Err(bad(format!("{instance_type} does not support EFA")));
-    }
+    };
     match efa.get("interfaces") {
         Some(Value::Int(n)) if *n as u32 > max => {
             Err(bad(format!("{instance_type} has at most {max} EFA interfaces, {n} were asked for")))
         }
-        Some(Value::Int(n)) => Ok((*n).max(1) as u32),
-        _ => Ok(max),
+        Some(Value::Int(n)) => Ok(info.efa_layout(Some((*n).max(1) as u32))),
+        _ => Ok(info.efa_layout(None)),
     }
 }
 
@@ -423,7 +498,7 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
     let mut d = RequestLaunchTemplateData::builder().metadata_options(
         LaunchTemplateInstanceMetadataOptionsRequest::builder()
             .http_tokens(LaunchTemplateHttpTokensState::Required)
-            .http_put_response_hop_limit(2)
+            .http_put_response_hop_limit(i.get("imds_hop_limit").and_then(Value::as_int).unwrap_or(1) as i32)
             .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)
             .build(),
     );
@@ -434,11 +509,11 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
     let groups = strings(i.get("security_groups"));
     match i.get("efa") {
         Some(Value::Table(efa)) => {
-            let n = efa_count(ctx, instance_type, efa).await?;
+            let cards = efa_cards(ctx, instance_type, efa).await?;
             let mut all = strings(efa.get("security_groups"));
             all.extend(groups.iter().cloned());
             all.dedup();
-            d = d.set_network_interfaces(Some(efa_interfaces(n, &all)));
+            d = d.set_network_interfaces(Some(efa_interfaces(&cards, &all)));
         }
         _ if !groups.is_empty() => d = d.set_security_group_ids(Some(groups)),
         _ => {}
@@ -453,6 +528,11 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
         }
         if let Some(snap) = v.get("snapshot").and_then(Value::as_str) {
             ebs = ebs.snapshot_id(snap);
+            // Only with a snapshot: "supported only for volumes created from snapshots" (EC2 API
+            // reference, LaunchTemplateEbsBlockDeviceRequest.VolumeInitializationRate).
+            if let Some(rate) = v.get("initialization_rate_mibps").and_then(Value::as_int) {
+                ebs = ebs.volume_initialization_rate(rate as i32);
+            }
         }
         if let Some(n) = v.get("iops").and_then(Value::as_int) {
             ebs = ebs.iops(n as i32);
@@ -564,7 +644,8 @@ mod tests {
 
     #[test]
     fn efa_layout_puts_efa_on_card_zero_and_efa_only_on_the_rest() {
-        let nics = efa_interfaces(32, &["sg-efa".into(), "sg-node".into()]);
+        let cards: Vec<u32> = (0..32).collect();
+        let nics = efa_interfaces(&cards, &["sg-efa".into(), "sg-node".into()]);
         assert_eq!(nics.len(), 32);
         assert_eq!(
             (nics[0].network_card_index, nics[0].device_index, nics[0].interface_type.as_deref()),
@@ -578,5 +659,23 @@ mod tests {
         }
         assert!(nics.iter().all(|n| n.subnet_id.is_none()
             && n.groups.as_deref() == Some(&["sg-efa".to_string(), "sg-node".to_string()][..])));
+    }
+
+    #[test]
+    fn an_ena_only_card_zero_keeps_an_ena_primary_and_puts_efa_only_on_the_efa_cards() {
+        // A type whose card 0 is ENA-only and cards 1..=16 support EFA.
+        let cards: Vec<u32> = (1..=16).collect();
+        let nics = efa_interfaces(&cards, &["sg-efa".into()]);
+        assert_eq!(nics.len(), 17);
+        assert_eq!(
+            (nics[0].network_card_index, nics[0].device_index, nics[0].interface_type.as_deref()),
+            (Some(0), Some(0), Some("interface"))
+        );
+        for (k, n) in nics.iter().enumerate().skip(1) {
+            assert_eq!(
+                (n.network_card_index, n.device_index, n.interface_type.as_deref()),
+                (Some(k as i32), Some(0), Some("efa-only"))
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
     AmiTypes, CapacityTypes, LaunchTemplateSpecification, Nodegroup, NodegroupScalingConfig, NodegroupStatus,
-    NodegroupUpdateConfig, Taint, TaintEffect, UpdateLabelsPayload, UpdateTaintsPayload,
+    NodegroupUpdateConfig, NodegroupUpdateStrategies, Taint, TaintEffect, UpdateLabelsPayload, UpdateTaintsPayload,
 };
 
 use super::launch_template::TAINT;
@@ -43,6 +43,7 @@ pub const AMI_TYPES: &[&str] = &[
     "AL2_x86_64_GPU",
 ];
 pub const CAPACITY_TYPES: &[&str] = &["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"];
+pub const UPDATE_STRATEGIES: &[&str] = &["auto", "MINIMAL", "DEFAULT"];
 
 const SCALING: &[Attr] = &[
     Attr::req("min", Ty::Int, OnChange::Update),
@@ -64,6 +65,10 @@ const ATTRS: &[Attr] = &[
     Attr::opt("labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
     Attr::opt("taints", Ty::List(&Ty::Object(TAINT)), Default::EmptyList, OnChange::Update),
     Attr::opt("max_unavailable", Ty::Int, Default::None, OnChange::Update),
+    // EKS `updateConfig.updateStrategy`: "auto" is MINIMAL (old nodes go before new ones start)
+    // for GPU types and for groups on a reservation or Capacity Block, where there is no spare
+    // capacity to surge into, and DEFAULT (surge first) otherwise.
+    Attr::opt("update_strategy", Ty::Enum(UPDATE_STRATEGIES), Default::Str("auto"), OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
 ];
@@ -198,7 +203,7 @@ impl Kind for NodeGroup {
         for (k, v) in observed {
             let keep = match k.as_str() {
                 // Resolved once and pinned: a newer AMI or the template's type is not drift.
-                "ami_type" => s(recorded, k) == "auto",
+                "ami_type" | "update_strategy" => s(recorded, k) == "auto",
                 "release_version" => s(recorded, k) == "latest",
                 "instance_types" => recorded.get(k).and_then(Value::as_list).is_some_and(<[Value]>::is_empty),
                 _ => false,
@@ -220,7 +225,16 @@ impl Kind for NodeGroup {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let inp = req.inputs;
         let (cluster, name) = (s(inp, "cluster"), s(inp, "name"));
-        let ami = resolve_ami_type(ctx, inp).await?;
+        let facts = template_facts(ctx, inp).await?;
+        let info = match &facts.instance_type {
+            Some(t) => ctx.catalog.get(ctx, t).await?,
+            None => None,
+        };
+        let ami = match s(inp, "ami_type") {
+            "auto" => auto_ami_type(info.as_ref()),
+            a => a.to_string(),
+        };
+        let strategy = update_strategy(inp, info.as_ref(), facts.reserved).0;
         let release = match s(inp, "release_version") {
             "latest" => latest_release(ctx, cluster, &ami).await?,
             v => Some(v.to_string()),
@@ -241,7 +255,10 @@ impl Kind for NodeGroup {
             .set_labels(Some(labels(inp)))
             .set_taints(Some(taints(inp)))
             .update_config(
-                NodegroupUpdateConfig::builder().max_unavailable(i(inp, "max_unavailable").unwrap_or(1) as i32).build(),
+                NodegroupUpdateConfig::builder()
+                    .max_unavailable(i(inp, "max_unavailable").unwrap_or(1) as i32)
+                    .update_strategy(NodegroupUpdateStrategies::from(strategy))
+                    .build(),
             )
             .set_launch_template(template_spec(inp))
             .set_tags(Some(eks::tag_map(ctx, req.address, inp)))
@@ -300,7 +317,7 @@ impl Kind for NodeGroup {
         let has = |k: &str| changed.iter().any(|c| c == k);
         let of = UpdateOf { cluster, nodegroup: Some(name), addon: None };
         // EKS runs one update at a time per node group: each is awaited before the next.
-        if ["scaling", "labels", "taints", "max_unavailable"].iter().any(|k| has(k)) {
+        if ["scaling", "labels", "taints", "max_unavailable", "update_strategy"].iter().any(|k| has(k)) {
             let mut call = ctx.eks.update_nodegroup_config().cluster_name(cluster).nodegroup_name(name);
             if has("scaling") {
                 call = call.scaling_config(scaling(new));
@@ -327,10 +344,18 @@ impl Kind for NodeGroup {
                         .build(),
                 );
             }
-            if has("max_unavailable") {
+            if has("max_unavailable") || has("update_strategy") {
+                let facts = template_facts(ctx, new).await?;
+                let info = match &facts.instance_type {
+                    Some(t) => ctx.catalog.get(ctx, t).await?,
+                    None => None,
+                };
                 call = call.update_config(
                     NodegroupUpdateConfig::builder()
                         .max_unavailable(i(new, "max_unavailable").unwrap_or(1) as i32)
+                        .update_strategy(NodegroupUpdateStrategies::from(
+                            update_strategy(new, info.as_ref(), facts.reserved).0,
+                        ))
                         .build(),
                 );
             }
@@ -440,12 +465,19 @@ fn template_spec(inp: &Attrs) -> Option<LaunchTemplateSpecification> {
     })
 }
 
-/// The instance type the group runs: the first of `instance_types`, else the template's.
-async fn instance_type(ctx: &Ctx, inp: &Attrs) -> Result<Option<String>> {
-    if let Some(t) = strings(inp.get("instance_types")).into_iter().next() {
-        return Ok(Some(t));
-    }
-    let Some(spec) = template_spec(inp) else { return Ok(None) };
+/// What a node group's launch template decides: the instance type it runs (the first of
+/// `instance_types`, else the template's) and whether it launches into a reservation.
+struct TemplateFacts {
+    instance_type: Option<String>,
+    reserved: bool,
+}
+
+async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
+    let listed = strings(inp.get("instance_types")).into_iter().next();
+    let block = s(inp, "capacity_type") == "CAPACITY_BLOCK";
+    let Some(spec) = template_spec(inp) else {
+        return Ok(TemplateFacts { instance_type: listed, reserved: block });
+    };
     let _p = ctx.permit(Service::Ec2).await;
     let out = ctx
         .ec2
@@ -455,12 +487,34 @@ async fn instance_type(ctx: &Ctx, inp: &Attrs) -> Result<Option<String>> {
         .send()
         .await
         .map_err(err("DescribeLaunchTemplateVersions"))?;
-    Ok(out
-        .launch_template_versions()
-        .first()
-        .and_then(|v| v.launch_template_data())
-        .and_then(|d| d.instance_type())
-        .map(|t| t.as_str().to_string()))
+    let data = out.launch_template_versions().first().and_then(|v| v.launch_template_data());
+    let targeted = data
+        .and_then(|d| d.capacity_reservation_specification())
+        .and_then(|c| c.capacity_reservation_target())
+        .is_some_and(|t| t.capacity_reservation_id().is_some() || t.capacity_reservation_resource_group_arn().is_some());
+    Ok(TemplateFacts {
+        instance_type: listed.or_else(|| data.and_then(|d| d.instance_type()).map(|t| t.as_str().to_string())),
+        reserved: block || targeted,
+    })
+}
+
+/// The update strategy to send, and why (for the plan): `update_strategy = "auto"` is MINIMAL
+/// where there is no spare capacity to surge into — GPU types, and groups on a reservation
+/// sized to the pool (a surge there fails with NodeCreationFailure; EKS UG
+/// `managed-node-update-behavior`) — and DEFAULT otherwise. MINIMAL "terminates the old
+/// instances before launching the new instances" (EKS API reference, NodegroupUpdateConfig).
+pub fn update_strategy(
+    inp: &Attrs,
+    info: Option<&crate::aws::catalog::InstanceInfo>,
+    reserved: bool,
+) -> (&'static str, &'static str) {
+    match s(inp, "update_strategy") {
+        "MINIMAL" => ("MINIMAL", "as set"),
+        "DEFAULT" => ("DEFAULT", "as set"),
+        _ if reserved => ("MINIMAL", "the group runs on a reservation with no spare instances to surge into"),
+        _ if info.is_some_and(|i| i.gpus > 0) => ("MINIMAL", "GPU type: no surge where there are no spare GPUs"),
+        _ => ("DEFAULT", "surge new nodes first"),
+    }
 }
 
 /// `ami_type = "auto"`: Bottlerocket, NVIDIA for NVIDIA GPU types, for the type's architecture.
@@ -468,19 +522,6 @@ pub fn auto_ami_type(info: Option<&crate::aws::catalog::InstanceInfo>) -> String
     let arch = if info.is_some_and(|i| i.arch() == "arm64") { "ARM_64" } else { "x86_64" };
     let nvidia = if info.is_some_and(|i| i.is_nvidia()) { "_NVIDIA" } else { "" };
     format!("BOTTLEROCKET_{arch}{nvidia}")
-}
-
-async fn resolve_ami_type(ctx: &Ctx, inp: &Attrs) -> Result<String> {
-    match s(inp, "ami_type") {
-        "auto" => {
-            let info = match instance_type(ctx, inp).await? {
-                Some(t) => ctx.catalog.get(ctx, &t).await?,
-                None => None,
-            };
-            Ok(auto_ami_type(info.as_ref()))
-        }
-        t => Ok(t.to_string()),
-    }
 }
 
 /// The SSM public parameter naming the newest release of `ami_type` for Kubernetes `k8s`.
@@ -610,6 +651,9 @@ fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
     ]);
     if let Some(m) = n.update_config().and_then(|u| u.max_unavailable()) {
         attrs.insert("max_unavailable".into(), Value::Int(m.into()));
+    }
+    if let Some(u) = n.update_config().and_then(|u| u.update_strategy()) {
+        attrs.insert("update_strategy".into(), Value::str(u.as_str()));
     }
     if let Some(lt) = n.launch_template() {
         attrs.insert("launch_template".into(), Value::str(lt.id().unwrap_or_default()));

@@ -36,6 +36,7 @@ pub enum Ty {
 pub enum Default {
     None,
     Bool(bool),
+    Int(i64),
     Str(&'static str),
     EmptyList,
     EmptyMap,
@@ -70,6 +71,7 @@ impl Default {
         match *self {
             Default::None => None,
             Default::Bool(b) => Some(Value::Bool(b)),
+            Default::Int(n) => Some(Value::Int(n)),
             Default::Str(s) => Some(Value::str(s)),
             Default::EmptyList => Some(Value::List(vec![])),
             Default::EmptyMap => Some(Value::Table(BTreeMap::new())),
