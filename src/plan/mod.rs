@@ -281,6 +281,9 @@ pub fn diff(
                 }
             } else {
                 if !change.fields.is_empty() {
+                    if let Some(n) = r.kind.update_note(&current, &desired, &change.changed_attrs()) {
+                        change.note = Some(n);
+                    }
                     for (attr, msg, help) in r.kind.check_update(&current, &desired) {
                         let span = r.attrs.get(attr).and_then(|e| e.span.clone()).or(r.span.clone());
                         errors.push(Diagnostic::error(format!("`{}`: {msg}", r.address), span).help(help));

@@ -125,6 +125,11 @@ pub trait Kind: Send + Sync + 'static {
     fn check_update(&self, _old: &Attrs, _new: &Attrs) -> Vec<(&'static str, String, String)> {
         vec![]
     }
+    /// What an in-place update will do beyond the field diff, for the plan (a Capacity Block
+    /// group drained for its update).
+    fn update_note(&self, _old: &Attrs, _new: &Attrs, _changed: &[String]) -> Option<String> {
+        None
+    }
     /// Outputs an in-place update changes (a launch template's `version`): plans treat
     /// them as unknown until the update runs, so dependents see the change.
     fn outputs_changed_by_update(&self) -> &'static [&'static str] {

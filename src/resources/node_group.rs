@@ -198,6 +198,18 @@ impl Kind for NodeGroup {
         }
     }
 
+    fn update_note(&self, old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> {
+        let version = changed.iter().any(|c| c == "launch_template_version" || c == "release_version");
+        let desired = new.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
+        let running = old.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
+        (version && s(new, "capacity_type") == "CAPACITY_BLOCK" && running.or(desired).unwrap_or(0) > 0).then(|| {
+            format!(
+                "Capacity Block group: scale to 0, update, scale back to {} (drains every node of the pool; a block has no spare instances for a rolling update)",
+                desired.or(running).unwrap_or(0)
+            )
+        })
+    }
+
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = recorded.clone();
         for (k, v) in observed {
@@ -367,6 +379,26 @@ impl Kind for NodeGroup {
             eks::wait_update(ctx, &of, &uid, &format!("configuration update of node group {name}")).await?;
         }
         if has("launch_template_version") || has("release_version") {
+            // A Capacity Block has no spare instances for a rolling update: EKS wants the desired
+            // size at 0 while a CAPACITY_BLOCK group is upgraded (EKS UG `capacity-blocks-mng`).
+            // Scale to 0, update, scale back; the plan said so and its approval is the consent.
+            let drained = if s(new, "capacity_type") == "CAPACITY_BLOCK" {
+                let running = describe(ctx, cluster, name)
+                    .await?
+                    .and_then(|n| n.scaling_config().and_then(|c| c.desired_size()))
+                    .unwrap_or(0);
+                if running > 0 {
+                    let zero = NodegroupScalingConfig::builder()
+                        .min_size(0)
+                        .desired_size(0)
+                        .max_size(scaling(new).max_size().unwrap_or(1))
+                        .build();
+                    config_update(ctx, &of, zero, &format!("scaling node group {name} to 0 for its update")).await?;
+                }
+                Some(running)
+            } else {
+                None
+            };
             // Without a release EKS would move to the newest AMI: keep the pinned one.
             let release = match s(new, "release_version") {
                 "latest" => describe(ctx, cluster, name).await?.and_then(|n| n.release_version().map(str::to_string)),
@@ -386,6 +418,18 @@ impl Kind for NodeGroup {
             };
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             eks::wait_update(ctx, &of, &uid, &format!("version update of node group {name}")).await?;
+            if let Some(running) = drained.filter(|n| *n > 0) {
+                // Back to what ran before, unless this plan changed the scaling itself.
+                let mut back = scaling(new);
+                if !has("scaling") {
+                    back = NodegroupScalingConfig::builder()
+                        .set_min_size(back.min_size())
+                        .desired_size(running)
+                        .set_max_size(back.max_size())
+                        .build();
+                }
+                config_update(ctx, &of, back, &format!("scaling node group {name} back after its update")).await?;
+            }
         }
         let n = wait_active(ctx, cluster, name).await?;
         if has("tags") {
@@ -558,6 +602,23 @@ async fn latest_release(ctx: &Ctx, cluster: &str, ami_type: &str) -> Result<Opti
         }),
         Err(e) => Err(e),
     }
+}
+
+/// One `UpdateNodegroupConfig` of the scaling, awaited.
+async fn config_update(ctx: &Ctx, of: &UpdateOf<'_>, sc: NodegroupScalingConfig, what: &str) -> Result<()> {
+    let out = {
+        let _p = ctx.permit(Service::Eks).await;
+        ctx.eks
+            .update_nodegroup_config()
+            .cluster_name(of.cluster)
+            .nodegroup_name(of.nodegroup.unwrap_or_default())
+            .scaling_config(sc)
+            .send()
+            .await
+            .map_err(err("UpdateNodegroupConfig"))?
+    };
+    let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+    eks::wait_update(ctx, of, &uid, what).await
 }
 
 async fn describe(ctx: &Ctx, cluster: &str, name: &str) -> Result<Option<Nodegroup>> {

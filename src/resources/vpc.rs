@@ -1,8 +1,9 @@
-//! `vpc`: a VPC, optionally with an internet gateway and a public route table
-//! (a default route to the gateway) that public subnets associate with.
+//! `vpc`: a VPC with DNS support and DNS hostnames on (EKS needs both), optionally with an
+//! internet gateway and a public route table (a default route to the gateway) that public
+//! subnets associate with.
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{Filter, ResourceType};
+use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType, VpcAttributeName};
 
 use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, s};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
@@ -14,6 +15,8 @@ pub struct Vpc;
 const ATTRS: &[Attr] = &[
     Attr::req("cidr_block", Ty::Str, OnChange::Replace),
     Attr::opt("internet_gateway", Ty::Bool, Default::Bool(false), OnChange::Update),
+    // Always true (not settable): computed so that refresh can show DNS turned off as drift.
+    Attr::computed("dns", Ty::Bool, OnChange::Update),
     TAGS,
 ];
 
@@ -31,6 +34,9 @@ impl Kind for Vpc {
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("id", Ty::Str)]
     }
+    fn normalize(&self, inputs: &mut Attrs) {
+        inputs.entry("dns".into()).or_insert(Value::Bool(true));
+    }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let out = {
@@ -44,6 +50,7 @@ impl Kind for Vpc {
                 .map_err(err("CreateVpc"))?
         };
         let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
+        enable_dns(ctx, &id).await?;
         if b(req.inputs, "internet_gateway") {
             attach_gateway(ctx, req.address, &id, req.inputs, req.token).await?;
         }
@@ -82,6 +89,9 @@ impl Kind for Vpc {
             let attached = gateways.iter().any(|(_, vpc)| vpc.as_deref() == Some(o.id.as_str()));
             let complete = attached && routed.contains(&o.id);
             o.attrs.insert("internet_gateway".into(), Value::Bool(complete));
+            // DescribeVpcs does not carry the DNS attributes: two reads per VPC (stacks have one
+            // or two VPCs), so a VPC whose DNS was turned off outside gpustack shows as drift.
+            o.attrs.insert("dns".into(), Value::Bool(dns_enabled(ctx, &o.id).await?));
         }
         Ok(found)
     }
@@ -95,6 +105,9 @@ impl Kind for Vpc {
         new: &Attrs,
         changed: &[String],
     ) -> Result<Recorded> {
+        if changed.iter().any(|c| c == "dns") {
+            enable_dns(ctx, id).await?;
+        }
         if changed.iter().any(|c| c == "internet_gateway") {
             if b(new, "internet_gateway") {
                 attach_gateway(ctx, address, id, new, &uuid::Uuid::new_v4().to_string()).await?;
@@ -113,6 +126,45 @@ impl Kind for Vpc {
         let _p = ctx.permit(Service::Ec2).await;
         gone_is_ok(ctx.ec2.delete_vpc().vpc_id(id).send().await.map(|_| ()).map_err(err("DeleteVpc")))
     }
+}
+
+/// Turns on DNS support and DNS hostnames: EKS's private endpoint and interface endpoints
+/// with private DNS need both (EKS UG `cluster-endpoint`; VPC UG "DNS attributes"), and
+/// CreateVpc leaves hostnames off. ModifyVpcAttribute takes one attribute per call
+/// (EC2 API reference), support first (hostnames need it).
+async fn enable_dns(ctx: &Ctx, vpc: &str) -> Result<()> {
+    let on = || AttributeBooleanValue::builder().value(true).build();
+    for hostnames in [false, true] {
+        let call = ctx.ec2.modify_vpc_attribute().vpc_id(vpc);
+        let call = if hostnames { call.enable_dns_hostnames(on()) } else { call.enable_dns_support(on()) };
+        let _p = ctx.permit(Service::Ec2).await;
+        call.send().await.map_err(err("ModifyVpcAttribute"))?;
+    }
+    Ok(())
+}
+
+/// True when both DNS attributes are on.
+async fn dns_enabled(ctx: &Ctx, vpc: &str) -> Result<bool> {
+    for attribute in [VpcAttributeName::EnableDnsSupport, VpcAttributeName::EnableDnsHostnames] {
+        let out = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2
+                .describe_vpc_attribute()
+                .vpc_id(vpc)
+                .attribute(attribute.clone())
+                .send()
+                .await
+                .map_err(err("DescribeVpcAttribute"))?
+        };
+        let value = match attribute {
+            VpcAttributeName::EnableDnsSupport => out.enable_dns_support().and_then(|v| v.value()),
+            _ => out.enable_dns_hostnames().and_then(|v| v.value()),
+        };
+        if value != Some(true) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn recorded(id: String) -> Recorded {

@@ -368,6 +368,7 @@ impl Parser<'_> {
                 check(x, &mut self.diags);
             }
         }
+        add_implicit_edges(resources);
     }
 
     /// Two resources of one kind must not get the same explicit physical name.
@@ -523,5 +524,29 @@ fn typed_like(default: &Value, s: &str) -> Value {
             serde_json::from_str(s).map(|j| Value::from_json(&j)).unwrap_or_else(|_| Value::str(s))
         }
         _ => Value::str(s),
+    }
+}
+
+/// Edges the stack does not write but AWS needs: a node group waits for its cluster's
+/// `vpc-cni` add-on, so the first nodes start with the CNI configuration the stack declares
+/// (prefix delegation changes max-pods, which a node computes once when it joins; existing
+/// nodes change only when replaced: EKS UG `cni-increase-ip-addresses`). `graph` shows them.
+fn add_implicit_edges(resources: &mut [Resource]) {
+    let cluster_of = |r: &Resource| r.attrs.get("cluster").and_then(|e| e.as_single_ref()).map(|x| x.address.clone());
+    let cni: Vec<(usize, String)> = resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.kind.name() == "eks_addon")
+        .filter(|(_, r)| r.attrs.get("addon").and_then(|e| e.as_literal()).and_then(|v| v.as_str()) == Some("vpc-cni"))
+        .filter_map(|(i, r)| Some((i, cluster_of(r)?)))
+        .collect();
+    for r in resources.iter_mut().filter(|r| r.kind.name() == "node_group") {
+        let Some(cluster) = cluster_of(r) else { continue };
+        for (i, _) in cni.iter().filter(|(_, c)| *c == cluster) {
+            if !r.deps.contains(i) {
+                r.deps.push(*i);
+                r.deps.sort_unstable();
+            }
+        }
     }
 }
