@@ -299,8 +299,10 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut crate::plan::Plan) -> Re
             );
             continue;
         }
-        c.note =
-            Some(format!("{} offering(s) matched; the cheapest at least {hours} h long, then the earliest, is proposed{zone_note}", offers.len()));
+        c.note = Some(format!(
+            "{} offering(s) matched; the cheapest at least {hours} h long, then the earliest, is proposed{zone_note}; bought last, once every change it does not depend on has succeeded (a failing apply buys nothing)",
+            offers.len()
+        ));
         c.purchase = Some(p);
     }
     Ok(d)

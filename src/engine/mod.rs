@@ -155,6 +155,50 @@ pub async fn execute(
     Ok(outcome)
 }
 
+/// A purchase cannot be undone, so it runs only after every operation that neither depends
+/// on it nor is depended on by it has succeeded: if the network, the roles or the cluster
+/// fail, nothing has been bought (a failed operation skips its dependents, the purchase
+/// among them). Operations downstream of any purchase are left out, which keeps the graph
+/// acyclic with several purchases.
+fn last_for_purchases(ops: &[Op], changes: &[Change], edges: &mut Vec<(usize, usize)>) {
+    let purchases: Vec<usize> = (0..ops.len())
+        .filter(|&i| matches!(ops[i].kind, OpKind::Create { .. }) && changes[ops[i].change].purchase.is_some())
+        .collect();
+    if purchases.is_empty() {
+        return;
+    }
+    let mut next: Vec<Vec<usize>> = vec![vec![]; ops.len()];
+    let mut prev: Vec<Vec<usize>> = vec![vec![]; ops.len()];
+    for &(from, to) in edges.iter() {
+        next[from].push(to);
+        prev[to].push(from);
+    }
+    let reach = |start: usize, links: &[Vec<usize>]| {
+        let mut seen = vec![false; ops.len()];
+        let mut todo = vec![start];
+        while let Some(n) = todo.pop() {
+            for &m in &links[n] {
+                if !seen[m] {
+                    seen[m] = true;
+                    todo.push(m);
+                }
+            }
+        }
+        seen
+    };
+    let mut downstream = vec![false; ops.len()];
+    for &p in &purchases {
+        downstream[p] = true;
+        for (i, d) in reach(p, &next).into_iter().enumerate() {
+            downstream[i] |= d;
+        }
+    }
+    for &p in &purchases {
+        let upstream = reach(p, &prev);
+        edges.extend((0..ops.len()).filter(|&i| !downstream[i] && !upstream[i]).map(|i| (i, p)));
+    }
+}
+
 /// Operations and their ordering edges (see the module doc of `plan` for actions).
 fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
     let mut ops: Vec<Op> = vec![];
@@ -248,6 +292,7 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
             }
         }
     }
+    last_for_purchases(&ops, changes, &mut edges);
     edges.sort_unstable();
     edges.dedup();
     for (from, to) in edges {

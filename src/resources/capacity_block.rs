@@ -18,7 +18,9 @@ use aws_sdk_ec2::types::{
     ResourceType, Tag,
 };
 
-use super::capacity_reservation::{check_time, is_type, from_sdk_time, parse_time, read_by_id, read_reservations, to_sdk_time};
+use super::capacity_reservation::{
+    check_time, from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
+};
 use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::plan::Purchase;

@@ -168,14 +168,20 @@ impl Kind for LaunchTemplateKind {
                 && !(100..=300).contains(&n)
             {
                 diags.push(
-                    Diagnostic::error(format!("`initialization_rate_mibps` = {n} is outside 100–300 MiB/s"), rate.span.clone())
-                        .help("EBS hydrates a volume from its snapshot at 100 to 300 MiB/s (VolumeInitializationRate)"),
+                    Diagnostic::error(
+                        format!("`initialization_rate_mibps` = {n} is outside 100–300 MiB/s"),
+                        rate.span.clone(),
+                    )
+                    .help("EBS hydrates a volume from its snapshot at 100 to 300 MiB/s (VolumeInitializationRate)"),
                 );
             }
             if !dv.contains_key("snapshot") {
                 diags.push(
-                    Diagnostic::error("`initialization_rate_mibps` needs `snapshot`: only a volume made from a snapshot is hydrated", rate.span.clone())
-                        .help("set data_volume.snapshot, or remove initialization_rate_mibps"),
+                    Diagnostic::error(
+                        "`initialization_rate_mibps` needs `snapshot`: only a volume made from a snapshot is hydrated",
+                        rate.span.clone(),
+                    )
+                    .help("set data_volume.snapshot, or remove initialization_rate_mibps"),
                 );
             }
         }
@@ -399,10 +405,14 @@ fn check_sharing(e: &crate::stack::Expr, diags: &mut Vec<Diagnostic>) {
                         Some(Value::Str(_)) | None => {}
                         Some(Value::Int(n)) => diags.push(
                             Diagnostic::error(
-                                format!("mig_profile \"{k}\" = {n} is an integer; Bottlerocket takes only strings here"),
+                                format!(
+                                    "mig_profile \"{k}\" = {n} is an integer; Bottlerocket takes only strings here"
+                                ),
                                 v.span.clone(),
                             )
-                            .help(format!("quote it: \"{k}\" = \"{n}\" (a partition count) or a profile such as \"1g.10gb\"")),
+                            .help(format!(
+                                "quote it: \"{k}\" = \"{n}\" (a partition count) or a profile such as \"1g.10gb\""
+                            )),
                         ),
                         Some(_) => diags.push(
                             Diagnostic::error(format!("mig_profile \"{k}\" must be a string"), v.span.clone())
@@ -411,16 +421,22 @@ fn check_sharing(e: &crate::stack::Expr, diags: &mut Vec<Diagnostic>) {
                     }
                     match models.iter().find(|m| m.key == k.as_str()) {
                         None => diags.push(
-                            Diagnostic::error(format!("mig_profile key \"{k}\" is not a GPU Bottlerocket's MIG manager knows"), v.key_span.clone().or(v.span.clone()))
-                                .help(format!("keys are {}", models.iter().map(|m| m.key).collect::<Vec<_>>().join(", "))),
+                            Diagnostic::error(
+                                format!("mig_profile key \"{k}\" is not a GPU Bottlerocket's MIG manager knows"),
+                                v.key_span.clone().or(v.span.clone()),
+                            )
+                            .help(format!("keys are {}", models.iter().map(|m| m.key).collect::<Vec<_>>().join(", "))),
                         ),
                         Some(m) => {
                             if let Some(Value::Str(s)) = v.as_literal()
                                 && !m.accepts(s)
                             {
                                 diags.push(
-                                    Diagnostic::error(format!("mig_profile \"{k}\" = \"{s}\" is not a layout of {k}"), v.span.clone())
-                                        .help(format!("the choices are {}", m.choices())),
+                                    Diagnostic::error(
+                                        format!("mig_profile \"{k}\" = \"{s}\" is not a layout of {k}"),
+                                        v.span.clone(),
+                                    )
+                                    .help(format!("the choices are {}", m.choices())),
                                 );
                             }
                         }

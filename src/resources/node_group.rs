@@ -200,8 +200,10 @@ impl Kind for NodeGroup {
 
     fn update_note(&self, old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> {
         let version = changed.iter().any(|c| c == "launch_template_version" || c == "release_version");
-        let desired = new.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
-        let running = old.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
+        let desired =
+            new.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
+        let running =
+            old.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
         (version && s(new, "capacity_type") == "CAPACITY_BLOCK" && running.or(desired).unwrap_or(0) > 0).then(|| {
             format!(
                 "Capacity Block group: scale to 0, update, scale back to {} (drains every node of the pool; a block has no spare instances for a rolling update)",
@@ -535,7 +537,9 @@ async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
     let targeted = data
         .and_then(|d| d.capacity_reservation_specification())
         .and_then(|c| c.capacity_reservation_target())
-        .is_some_and(|t| t.capacity_reservation_id().is_some() || t.capacity_reservation_resource_group_arn().is_some());
+        .is_some_and(|t| {
+            t.capacity_reservation_id().is_some() || t.capacity_reservation_resource_group_arn().is_some()
+        });
     Ok(TemplateFacts {
         instance_type: listed.or_else(|| data.and_then(|d| d.instance_type()).map(|t| t.as_str().to_string())),
         reserved: block || targeted,
