@@ -20,6 +20,8 @@ port="$(sed -n 's/^GPUSTACK_EMULATOR_READY port=//p' "$work/ready")"
 [ -n "$port" ] || { echo "the emulator did not start:"; cat "$log"; exit 1; }
 
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_EC2_METADATA_DISABLED=true
+# Who may reach the API: the stack asks for it (no default); a documentation address here.
+export GPUSTACK_VAR_admin_cidr="198.51.100.7/32"
 stack="$root/stacks/quickstart.toml"
 cd "$work"
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }

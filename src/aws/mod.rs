@@ -57,7 +57,6 @@ pub struct Ctx {
     pub eks: aws_sdk_eks::Client,
     pub ssm: aws_sdk_ssm::Client,
     pub quotas: aws_sdk_servicequotas::Client,
-    pub ecr: aws_sdk_ecr::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
@@ -84,7 +83,6 @@ impl Ctx {
             eks: aws_sdk_eks::Client::new(&conf),
             ssm: aws_sdk_ssm::Client::new(&conf),
             quotas: aws_sdk_servicequotas::Client::new(&conf),
-            ecr: aws_sdk_ecr::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),

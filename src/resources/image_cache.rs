@@ -205,10 +205,11 @@ impl Build<'_> {
         let (ctx, inp) = (self.ctx, self.inputs);
         let arch = s(inp, "architecture");
         (self.report)("resolving the Bottlerocket AMI");
-        let (ami, version) = resolve_ami(ctx, s(inp, "variant"), arch, s(inp, "bottlerocket_version"))
+        let variant = builder_variant(s(inp, "variant"));
+        let (ami, version) = resolve_ami(ctx, &variant, arch, s(inp, "bottlerocket_version"))
             .await
             .map_err(at("resolving the Bottlerocket AMI"))?;
-        (self.report)(&format!("launching the builder ({}, Bottlerocket {version})", s(inp, "builder_instance_type")));
+        (self.report)(&format!("launching the builder ({}, {variant} {version})", s(inp, "builder_instance_type")));
         let id = self.launch(&ami, token).await.map_err(at("launching the builder"))?;
         self.instance = Some(id.clone());
         (self.report)(&format!("waiting for {id} to come online in SSM"));
@@ -228,13 +229,7 @@ impl Build<'_> {
         for (n, image) in images.iter().enumerate() {
             let step = format!("pulling image {}/{}: {image}", n + 1, images.len());
             (self.report)(&step);
-            let user = match ecr_login(ctx, image).await.map_err(at(&step))? {
-                Some(password) => format!(" --user AWS:{password}"),
-                None => String::new(),
-            };
-            let cmd = format!(
-                "apiclient exec admin sheltie ctr -a /run/containerd/containerd.sock -n k8s.io images pull --label io.cri-containerd.image=managed --platform {platform}{user} {image}"
-            );
+            let cmd = pull_command(image, platform);
             run_command(ctx, &id, &cmd, &format!("pull {image}")).await.map_err(at(&step))?;
         }
         (self.report)("stopping the builder");
@@ -273,8 +268,7 @@ impl Build<'_> {
             }
             BlockDeviceMapping::builder().device_name(device).ebs(ebs.build()).build()
         };
-        let _p = ctx.permit(Service::Ec2).await;
-        let out = ctx
+        let call = ctx
             .ec2
             .run_instances()
             .image_id(ami)
@@ -293,10 +287,26 @@ impl Build<'_> {
             .tag_specifications(tagged(ResourceType::Instance))
             .tag_specifications(tagged(ResourceType::Volume))
             // Idempotent: a retried launch returns the same instance.
-            .client_token(token)
-            .send()
-            .await
-            .map_err(err("RunInstances"))?;
+            .client_token(token);
+        // A new instance profile takes a while to reach EC2: RunInstances answers
+        // "Invalid IAM Instance Profile name" (or "has no associated IAM Roles") for a minute or
+        // two after it was made (karpenter-provider-aws#5018, packer#9810), and the SDK does not
+        // retry that. Retry it with backoff for about two minutes; nothing was launched.
+        let deadline = std::time::Instant::now() + PROFILE_PROPAGATION;
+        let mut pause = std::time::Duration::from_secs(1);
+        let out = loop {
+            let sent = {
+                let _p = ctx.permit(Service::Ec2).await;
+                call.clone().send().await.map_err(err("RunInstances"))
+            };
+            match sent {
+                Err(e) if profile_not_ready(&e) && std::time::Instant::now() + pause < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(15));
+                }
+                other => break other?,
+            }
+        };
         out.instances().first().and_then(|x| x.instance_id()).map(str::to_string).ok_or_else(|| AwsError {
             operation: "RunInstances",
             code: None,
@@ -373,20 +383,66 @@ async fn resolve_ami(ctx: &Ctx, variant: &str, arch: &str, version: &str) -> Res
     Ok((ami, pinned))
 }
 
-/// An ECR password for a private ECR image (`<account>.dkr.ecr.<region>.amazonaws.com/…`);
-/// None for every other registry, which is pulled anonymously.
-async fn ecr_login(ctx: &Ctx, image: &str) -> Result<Option<String>> {
+/// How long a new instance profile may take to reach EC2 before RunInstances accepts it.
+const PROFILE_PROPAGATION: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// RunInstances' refusal of an instance profile IAM has not propagated yet.
+fn profile_not_ready(e: &AwsError) -> bool {
+    e.code.as_deref() == Some("InvalidParameterValue")
+        && (e.detail.contains("Invalid IAM Instance Profile") || e.detail.contains("has no associated IAM Roles"))
+}
+
+/// The variant the builder boots: the nodes' variant without `-nvidia`. NVIDIA variants do
+/// not reach `configured.target` without an NVIDIA GPU, so SSM never comes online on a
+/// general-purpose builder (bottlerocket-kernel-kit#321: "fail as expected if no NVIDIA
+/// devices are present"; bottlerocket#4435: images-cache `snapshot.sh` hangs at SSM with an
+/// -nvidia AMI). The snapshot holds only containerd's data root, which both variants share
+/// (same kernel, containerd and data-partition features; aws-samples/bottlerocket-images-cache
+/// builds on the plain `aws-k8s-*` variant for every node).
+pub fn builder_variant(variant: &str) -> String {
+    variant.replace("-nvidia", "")
+}
+
+/// Where Bottlerocket's aws-k8s variants install the kubelet ECR credential provider
+/// (bottlerocket-core-kit `packages/ecr-credential-provider-1.31/*.spec`, and kubelet's
+/// `--image-credential-provider-bin-dir /usr/libexec/kubernetes/kubelet/plugins`).
+const ECR_PROVIDER: &str = "/usr/libexec/kubernetes/kubelet/plugins/ecr-credential-provider";
+
+/// The SSM command that pulls one image into containerd's k8s.io namespace. A private ECR
+/// image (`<account>.dkr.ecr.<region>.amazonaws.com/…`) is pulled with a password that the
+/// builder fetches itself, with its own role, from the image's region: the kubelet credential
+/// provider reads a `CredentialProviderRequest` on stdin and answers with the registry's
+/// `{username, password}` (kubernetes/cloud-provider-aws `cmd/ecr-credential-provider`; it
+/// takes the region from the image's host name). So no password is ever part of SendCommand's
+/// parameters, which SSM keeps and `ListCommands` returns. The host has no shell
+/// (Bottlerocket SECURITY_FEATURES.md), so the piping runs in the admin container, which has
+/// bash and jq, and `sheltie` runs each host binary. Every other registry is pulled anonymously.
+pub fn pull_command(image: &str, platform: &str) -> String {
+    let pull = "sheltie ctr -a /run/containerd/containerd.sock -n k8s.io images pull --label io.cri-containerd.image=managed --platform";
+    if !is_private_ecr(image) {
+        return format!("apiclient exec admin {pull} {platform} {image}");
+    }
+    let script = format!(
+        r#"set -euo pipefail; REQ=$(jq -cn --arg i "$1" "{{apiVersion:"credentialprovider.kubelet.k8s.io/v1",kind:"CredentialProviderRequest",image:\$i}}"); PW=$(printf "%s" "$REQ" | sheltie {ECR_PROVIDER} | jq -er ".auth[].password"); exec {pull} "$2" --user "AWS:$PW" "$1""#
+    );
+    format!(
+        "apiclient exec -T admin bash -c {} _ {} {}",
+        shell_quote(&script),
+        shell_quote(image),
+        shell_quote(platform)
+    )
+}
+
+/// `<account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn]/…`
+fn is_private_ecr(image: &str) -> bool {
     let host = image.split('/').next().unwrap_or_default();
     let parts: Vec<&str> = host.split('.').collect();
-    if !(parts.len() >= 6 && parts[1] == "dkr" && parts[2] == "ecr" && parts[4] == "amazonaws") {
-        return Ok(None);
-    }
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx.ecr.get_authorization_token().send().await.map_err(err("GetAuthorizationToken"))?;
-    let token = out.authorization_data().first().and_then(|d| d.authorization_token()).unwrap_or_default();
-    let decoded =
-        aws_smithy_types::base64::decode(token).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
-    Ok(decoded.split_once(':').map(|(_, password)| password.to_string()))
+    parts.len() >= 6 && parts[1] == "dkr" && parts[2].starts_with("ecr") && parts[4] == "amazonaws"
+}
+
+/// One shell word: single-quoted, with any `'` closed, escaped and reopened.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 async fn wait_online(ctx: &Ctx, id: &str) -> Result<()> {

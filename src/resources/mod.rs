@@ -8,12 +8,14 @@ mod eks_cluster;
 mod iam_role;
 mod image_cache;
 pub mod launch_template;
+mod nat_gateway;
 pub mod node_group;
 mod placement_group;
 mod security_group;
 mod subnet;
 mod userdata;
 mod vpc;
+mod vpc_endpoint;
 
 use async_trait::async_trait;
 
@@ -22,11 +24,16 @@ use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::Attrs;
 
+/// Every kind, in dependency order: a kind comes after the kinds it can refer to. Objects
+/// found by their tags (strays) have no recorded dependencies and are deleted in reverse
+/// of this order (`plan::kind_rank`).
 pub static KINDS: &[&'static dyn Kind] = &[
     &vpc::Vpc,
     &subnet::Subnet,
+    &nat_gateway::NatGatewayKind,
     &iam_role::IamRole,
     &security_group::SecurityGroup,
+    &vpc_endpoint::VpcEndpointKind,
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
     &capacity_block::CapacityBlock,
@@ -39,6 +46,11 @@ pub static KINDS: &[&'static dyn Kind] = &[
 
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.name() == name)
+}
+
+/// The endpoints a private node needs to join and pull (`vpc_endpoint::NODE_ESSENTIALS`).
+pub fn vpc_endpoint_essentials() -> &'static [&'static str] {
+    vpc_endpoint::NODE_ESSENTIALS
 }
 
 /// The `tags` attribute every taggable kind accepts.

@@ -1,6 +1,8 @@
 //! `subnet`: a subnet in one availability zone. `public = true` maps public IPs
 //! on launch and associates the VPC's public route table (from `vpc.internet_gateway`).
-//! Everything but tags replaces, deleting the old subnet first (its CIDR is taken).
+//! `nat_gateway` gives a private subnet a route table of its own with 0.0.0.0/0 through
+//! that gateway (changing it is an in-place route change). Everything else but tags
+//! replaces, deleting the old subnet first (its CIDR is taken).
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
@@ -17,8 +19,13 @@ const ATTRS: &[Attr] = &[
     Attr::req("cidr_block", Ty::Str, OnChange::Replace),
     Attr::req("availability_zone", Ty::Str, OnChange::Replace),
     Attr::opt("public", Ty::Bool, Default::Bool(false), OnChange::Replace),
+    // A NAT gateway id: the subnet gets a route table of its own with 0.0.0.0/0 through it.
+    Attr::opt("nat_gateway", Ty::Str, Default::None, OnChange::Update),
     TAGS,
 ];
+
+/// Tag on a subnet's own route table (its NAT route): the subnet id it serves.
+pub const ROUTES_FOR: &str = "gpustack:routes-for";
 
 #[async_trait]
 impl Kind for Subnet {
@@ -74,6 +81,10 @@ impl Kind for Subnet {
             }
             Err(e) => return Err(e),
         };
+        let nat = s(req.inputs, "nat_gateway");
+        if !nat.is_empty() {
+            route_through_nat(ctx, req.address, vpc, &id, nat, req.inputs).await?;
+        }
         if b(req.inputs, "public") {
             ctx.ec2
                 .modify_subnet_attribute()
@@ -104,7 +115,21 @@ impl Kind for Subnet {
         Ok(recorded(id, az))
     }
 
+    fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
+        let public = r.attrs.get("public").and_then(|e| e.as_literal()).and_then(Value::as_bool) == Some(true);
+        if public && let Some(e) = r.attrs.get("nat_gateway") {
+            diags.push(
+                crate::stack::Diagnostic::error(
+                    format!("`{}` is public and routes through a NAT gateway: a subnet has one way out", r.address),
+                    e.span.clone(),
+                )
+                .help("public subnets route through the VPC's internet gateway; put nat_gateway on private subnets"),
+            );
+        }
+    }
+
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let nat_routes = stack_nat_routes(ctx).await?;
         let mut found = vec![];
         let mut pages = ctx.ec2.describe_subnets().filters(tags::stack_filter(ctx)).into_paginator().send();
         while let Some(page) = {
@@ -122,6 +147,10 @@ impl Kind for Subnet {
                     ("public".into(), Value::Bool(sn.map_public_ip_on_launch().unwrap_or(false))),
                     ("tags".into(), tags::observed(&all)),
                 ]);
+                let mut attrs = attrs;
+                if let Some(nat) = nat_routes.iter().find(|r| r.subnet == id).and_then(|r| r.nat.clone()) {
+                    attrs.insert("nat_gateway".into(), Value::str(nat));
+                }
                 found.push(Observed {
                     address: all.get(tags::ADDRESS).cloned(),
                     id: id.clone(),
@@ -137,17 +166,24 @@ impl Kind for Subnet {
     async fn update(
         &self,
         ctx: &Ctx,
-        _address: &str,
+        address: &str,
         id: &str,
         old: &Attrs,
         new: &Attrs,
-        _changed: &[String],
+        changed: &[String],
     ) -> Result<Recorded> {
+        if changed.iter().any(|c| c == "nat_gateway") {
+            match s(new, "nat_gateway") {
+                "" => remove_own_routes(ctx, id).await?,
+                nat => route_through_nat(ctx, address, s(new, "vpc"), id, nat, new).await?,
+            }
+        }
         tags::sync_ec2(ctx, id, old, new).await?;
         Ok(recorded(id.to_string(), s(new, "availability_zone").to_string()))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        remove_own_routes(ctx, id).await?;
         let _p = ctx.permit(Service::Ec2).await;
         gone_is_ok(ctx.ec2.delete_subnet().subnet_id(id).send().await.map(|_| ()).map_err(err("DeleteSubnet")))
     }
@@ -158,4 +194,146 @@ fn recorded(id: String, az: String) -> Recorded {
         outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("availability_zone".into(), Value::str(az))]),
         id,
     }
+}
+
+/// A subnet's own route table, as refresh sees it.
+struct OwnRoutes {
+    table: String,
+    subnet: String,
+    /// The NAT gateway of its 0.0.0.0/0 route.
+    nat: Option<String>,
+    associations: Vec<String>,
+}
+
+fn own_routes(rt: &aws_sdk_ec2::types::RouteTable) -> Option<OwnRoutes> {
+    let subnet = tags::ec2_map(rt.tags()).get(ROUTES_FOR).cloned()?;
+    Some(OwnRoutes {
+        table: rt.route_table_id().unwrap_or_default().to_string(),
+        subnet,
+        nat: rt
+            .routes()
+            .iter()
+            .find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+            .and_then(|r| r.nat_gateway_id().map(str::to_string)),
+        associations: rt
+            .associations()
+            .iter()
+            .filter(|a| !a.main().unwrap_or(false))
+            .filter_map(|a| a.route_table_association_id().map(str::to_string))
+            .collect(),
+    })
+}
+
+/// This stack's subnet route tables: one paged call for every subnet.
+async fn stack_nat_routes(ctx: &Ctx) -> Result<Vec<OwnRoutes>> {
+    let pages = ctx
+        .ec2
+        .describe_route_tables()
+        .filters(tags::stack_filter(ctx))
+        .filters(Filter::builder().name("tag-key").values(ROUTES_FOR).build())
+        .into_paginator()
+        .send();
+    let tables =
+        ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await?;
+    Ok(tables.iter().filter_map(own_routes).collect())
+}
+
+/// The route tables made for `subnet`.
+async fn routes_of(ctx: &Ctx, subnet: &str) -> Result<Vec<OwnRoutes>> {
+    let _p = ctx.permit(Service::Ec2).await;
+    let out = ctx
+        .ec2
+        .describe_route_tables()
+        .filters(Filter::builder().name(format!("tag:{ROUTES_FOR}")).values(subnet).build())
+        .send()
+        .await
+        .map_err(err("DescribeRouteTables"))?;
+    Ok(out.route_tables().iter().filter_map(own_routes).collect())
+}
+
+/// Gives the subnet its own route table with 0.0.0.0/0 through `nat`, or points the one it
+/// has at `nat`. Idempotent: a table left by an interrupted run is found by its tag.
+async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, nat: &str, inputs: &Attrs) -> Result<()> {
+    let existing = routes_of(ctx, subnet).await?.into_iter().next();
+    let _p = ctx.permit(Service::Ec2).await;
+    let own = match existing {
+        Some(own) => own,
+        None => {
+            let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
+            spec.tags
+                .get_or_insert_with(Vec::new)
+                .push(aws_sdk_ec2::types::Tag::builder().key(ROUTES_FOR).value(subnet).build());
+            let rt = ctx
+                .ec2
+                .create_route_table()
+                .vpc_id(vpc)
+                .tag_specifications(spec)
+                .send()
+                .await
+                .map_err(err("CreateRouteTable"))?;
+            let table = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default().to_string();
+            OwnRoutes { table, subnet: subnet.to_string(), nat: None, associations: vec![] }
+        }
+    };
+    match own.nat.as_deref() {
+        Some(n) if n == nat => {}
+        Some(_) => {
+            ctx.ec2
+                .replace_route()
+                .route_table_id(&own.table)
+                .destination_cidr_block("0.0.0.0/0")
+                .nat_gateway_id(nat)
+                .send()
+                .await
+                .map_err(err("ReplaceRoute"))?;
+        }
+        None => {
+            ctx.ec2
+                .create_route()
+                .route_table_id(&own.table)
+                .destination_cidr_block("0.0.0.0/0")
+                .nat_gateway_id(nat)
+                .send()
+                .await
+                .map_err(err("CreateRoute"))?;
+        }
+    }
+    if own.associations.is_empty() {
+        ctx.ec2
+            .associate_route_table()
+            .route_table_id(&own.table)
+            .subnet_id(subnet)
+            .send()
+            .await
+            .map_err(err("AssociateRouteTable"))?;
+    }
+    Ok(())
+}
+
+/// Removes the subnet's own route tables (the subnet falls back to the VPC's main table).
+async fn remove_own_routes(ctx: &Ctx, subnet: &str) -> Result<()> {
+    for own in routes_of(ctx, subnet).await? {
+        let _p = ctx.permit(Service::Ec2).await;
+        for a in &own.associations {
+            gone_is_ok(
+                ctx.ec2
+                    .disassociate_route_table()
+                    .association_id(a)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("DisassociateRouteTable")),
+            )?;
+        }
+        gone_is_ok(
+            ctx.ec2
+                .delete_route_table()
+                .route_table_id(&own.table)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(err("DeleteRouteTable")),
+        )?;
+    }
+    Ok(())
 }

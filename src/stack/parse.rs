@@ -18,6 +18,8 @@ const META_KEYS: &[&str] = &["depends_on", "prevent_destroy"];
 
 struct Parser<'a> {
     src: &'a str,
+    /// `GPUSTACK_VAR_k`, for variables used without a `[vars]` default.
+    env: &'a dyn Fn(&str) -> Option<String>,
     vars: BTreeMap<String, Value>,
     used_vars: std::collections::BTreeSet<String>,
     diags: Vec<Diagnostic>,
@@ -38,7 +40,13 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         }
     };
     let root = doc.as_table();
-    let mut p = Parser { src: &source.text, vars: BTreeMap::new(), used_vars: Default::default(), diags: vec![] };
+    let mut p = Parser {
+        src: &source.text,
+        env: var_sources.env,
+        vars: BTreeMap::new(),
+        used_vars: Default::default(),
+        diags: vec![],
+    };
     p.collect_vars(root, var_sources);
 
     // [stack]
@@ -469,6 +477,11 @@ impl Parser<'_> {
 
     fn var(&mut self, name: &str, span: Span) -> Value {
         self.used_vars.insert(name.to_string());
+        if !self.vars.contains_key(name)
+            && let Some(v) = (self.env)(name)
+        {
+            self.vars.insert(name.to_string(), Value::Str(v));
+        }
         match self.vars.get(name) {
             Some(v) => v.clone(),
             None => {

@@ -329,7 +329,7 @@ fn a_short_quota_stops_the_plan_naming_the_code_the_need_and_the_limit() {
 fn capacity_settings_are_checked_offline() {
     let env = Env::new();
     let cases: &[(&str, &str, &str)] = &[
-        ("instance_count    = 1", "instance_count    = 3", "`instance_count` = 3 is not offered for Capacity Blocks"),
+        ("instance_count    = 1", "instance_count    = 65", "`instance_count` = 65 is not offered for Capacity Blocks"),
         ("duration_hours    = 24", "duration_hours    = 25", "`duration_hours` = 25 is not a Capacity Block length"),
         ("duration_hours    = 24", "duration_hours    = 400", "`duration_hours` = 400 is not a Capacity Block length"),
     ];

@@ -136,7 +136,7 @@ fn a_gpu_cluster_applies_reads_back_updates_in_place_and_destroys() {
         let md = data.metadata_options().unwrap();
         assert_eq!(
             (md.http_tokens().map(|t| t.as_str()), md.http_put_response_hop_limit()),
-            (Some("required"), Some(2))
+            (Some("required"), Some(1))
         );
 
         // The data volume is /dev/xvdb.

@@ -182,7 +182,7 @@ efa = { interfaces = 64 }"#,
     ),
     (
         r#"instance_type = "g6.xlarge"
-gpu_sharing = { strategy = "mig", mig_profile = { "l4.22gb" = "1g.5gb" } }"#,
+gpu_sharing = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }"#,
         "",
         "MIG needs an A100, A30, H100, H200 or B200 GPU; g6.xlarge has L4",
         "time-slicing or mps",

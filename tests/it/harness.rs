@@ -132,6 +132,18 @@ impl Emulator {
     }
 }
 
+impl Emulator {
+    pub fn ssm(&self) -> aws_sdk_ssm::Client {
+        let conf = aws_sdk_ssm::Config::builder()
+            .behavior_version(aws_sdk_ssm::config::BehaviorVersion::latest())
+            .region(aws_sdk_ssm::config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_ssm::config::Credentials::new("test", "test", None, None, "test"))
+            .build();
+        aws_sdk_ssm::Client::from_conf(conf)
+    }
+}
+
 impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -192,3 +192,45 @@ fn a_failing_pull_names_the_image_cleans_up_and_records_nothing() {
     env.ok(&["apply", "c.toml", "--auto-approve"]);
     assert_eq!(snapshots(&env).len(), 1);
 }
+
+/// Audit 2026-11 #14, #19, #9: the builder boots the plain Bottlerocket variant (an NVIDIA
+/// variant never comes online without a GPU), and a private ECR image is pulled with a
+/// password the builder fetches itself, from the image's region: no ECR token is requested
+/// by gpustack and none is part of any SSM command.
+#[test]
+fn the_builder_boots_the_plain_variant_and_ecr_passwords_never_reach_ssm() {
+    let env = Env::new();
+    let ecr = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/train:1";
+    env.write("c.toml", &cache_stack(&[ecr]));
+    env.ok(&["apply", "c.toml", "--auto-approve"]);
+    let cmds = commands(&env);
+    let pull = cmds.iter().find(|c| c.contains("train:1")).expect("a pull of the ECR image");
+    assert!(pull.contains("/usr/libexec/kubernetes/kubelet/plugins/ecr-credential-provider"), "{pull}");
+    assert!(pull.contains(r#"--user "AWS:$PW""#), "the password stays a shell variable on the builder: {pull}");
+    assert!(!env.emu.requests().iter().any(|(_, a)| a == "GetAuthorizationToken"), "gpustack asks ECR for nothing");
+
+    let ssm = env.emu.ssm();
+    let plain = block_on(async move {
+        ssm.get_parameter()
+            .name("/aws/service/bottlerocket/aws-k8s-1.31/x86_64/latest/image_id")
+            .send()
+            .await
+            .unwrap()
+            .parameter()
+            .unwrap()
+            .value()
+            .unwrap()
+            .to_string()
+    });
+    let ec2 = env.emu.ec2();
+    let images = block_on(async move {
+        let f = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:role").values("image-cache-builder").build();
+        let out = ec2.describe_instances().filters(f).send().await.unwrap();
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| i.image_id().unwrap().to_string())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(images, vec![plain], "the builder runs aws-k8s-1.31, not aws-k8s-1.31-nvidia");
+}

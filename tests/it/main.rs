@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod aws_correct;
 mod capacity;
 mod crash;
 mod eks;

@@ -30,8 +30,9 @@ fn refresh_calls_grow_with_kinds_not_resources() {
     let many = refresh_calls(&env);
     assert_eq!(few.len(), many.len(), "2 groups: {few:?}\n20 groups: {many:?}");
     assert_eq!(many.iter().filter(|(_, a)| a == "DescribeSecurityGroups").count(), 1, "{many:?}");
-    // Two kinds: VPCs (with their gateways and public route tables) and security groups.
-    assert_eq!(many.len(), 4, "{many:?}");
+    // Two kinds: VPCs (with their gateways, public route tables and, per VPC, its two DNS
+    // attributes, which DescribeVpcs does not carry) and security groups.
+    assert_eq!(many.len(), 6, "{many:?}");
     // No refresh at all: no AWS call.
     env.emu.reset_requests();
     env.ok(&["plan", "s.toml", "--refresh=false"]);

@@ -49,7 +49,7 @@ SERVICE_NAME = "Amazon Elastic Compute Cloud (Amazon EC2)"
 class Quota:
     code: str
     name: str
-    value: float  # vCPUs for the instance quotas, reservations for the Capacity Block ones
+    value: float  # vCPUs (the Capacity Block quotas count the vCPUs of concurrently active blocks too)
 
 
 # Names as in the EC2 quota tables (docs/aws-facts.md section 6). AWS's own defaults are 0 for the
@@ -63,10 +63,10 @@ QUOTAS: dict[str, Quota] = {
         Quota("L-C4BD4855", "All P5 Spot Instance Requests", 384.0),
         Quota("L-3819A6DF", "All G and VT Spot Instance Requests", 512.0),
         Quota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", 1024.0),
-        Quota("L-DA6814F2", "Concurrent P5 Capacity Blocks per account", 4.0),
-        Quota("L-C45F30BC", "Concurrent P5e Capacity Blocks per account", 4.0),
-        Quota("L-4F9BB70B", "Concurrent P5en Capacity Blocks per account", 4.0),
-        Quota("L-2C8F52B3", "Concurrent P4d Capacity Blocks per account", 4.0),
+        Quota("L-DA6814F2", "Concurrent P5 Capacity Blocks per account", 1536.0),
+        Quota("L-C45F30BC", "Concurrent P5e Capacity Blocks per account", 1536.0),
+        Quota("L-4F9BB70B", "Concurrent P5en Capacity Blocks per account", 1536.0),
+        Quota("L-2C8F52B3", "Concurrent P4d Capacity Blocks per account", 1536.0),
     )
 }
 

@@ -22,6 +22,8 @@ region and name (``eks_catalog.NodeAmi.image_id``), so they survive ``POST /moto
 
 from __future__ import annotations
 
+import threading
+
 from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
@@ -76,12 +78,24 @@ def _asks_for_ours(key: str) -> bool:
 _orig_check_loading_status = ParameterDict._check_loading_status
 
 
+_load_lock = threading.Lock()
+
+
 def _check_loading_status(self: ParameterDict, key: str) -> None:
     _orig_check_loading_status(self, key)
     key = str(key or "")
     if getattr(self, "gpustack_public_loaded", False) or not _asks_for_ours(key):
         return
-    self.gpustack_public_loaded = True  # type: ignore[attr-defined]
+    # Two concurrent GetParameter calls (two node groups starting together) must not see the
+    # flag set before the parameters are in: load under a lock, set the flag last.
+    with _load_lock:
+        if getattr(self, "gpustack_public_loaded", False):
+            return
+        _load_public(self)
+        self.gpustack_public_loaded = True  # type: ignore[attr-defined]
+
+
+def _load_public(self: ParameterDict) -> None:
     for name, value in public_parameters(self.region_name).items():
         # defaultdict's own __getitem__: ParameterDict's would recurse into this loader.
         defaultdict.__getitem__(self, name).append(

@@ -1,0 +1,188 @@
+//! `nat_gateway`: a public NAT gateway in a public subnet, with its own tagged Elastic IP,
+//! so that private subnets (`subnet.nat_gateway`) have a way out: the VPC CNI calls the EC2
+//! API and nodes pull images from ECR and S3, and GPU nodes with several network interfaces
+//! get no public IP (EC2 UG `efa-acc-inst-types`). The Elastic IP is allocated first and
+//! released after the gateway is gone; one left by an interrupted run is found by its tags
+//! and reused, never leaked.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{DomainType, Filter, NatGateway, NatGatewayState, ResourceType};
+
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
+use crate::aws::wait::{Poll, until};
+use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
+use crate::stack::schema::{Attr, OnChange, Ty};
+use crate::value::{Attrs, Value};
+
+pub struct NatGatewayKind;
+
+const ATTRS: &[Attr] = &[Attr::req("subnet", Ty::Str, OnChange::Replace), TAGS];
+
+/// A NAT gateway becomes available in a minute or two, and takes as long to delete.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+#[async_trait]
+impl Kind for NatGatewayKind {
+    fn name(&self) -> &'static str {
+        "nat_gateway"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("public_ip", Ty::Str)]
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let allocation = elastic_ip(ctx, req).await?;
+        let out = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2
+                .create_nat_gateway()
+                .subnet_id(s(req.inputs, "subnet"))
+                .allocation_id(&allocation)
+                // Idempotent: a retried create returns the same gateway.
+                .client_token(req.token)
+                .tag_specifications(tags::ec2_spec(ctx, ResourceType::Natgateway, req.address, req.inputs))
+                .send()
+                .await
+                .map_err(err("CreateNatGateway"))?
+        };
+        let id = out.nat_gateway().and_then(|n| n.nat_gateway_id()).unwrap_or_default().to_string();
+        let gw = until(&format!("NAT gateway {id}"), TIMEOUT, || async {
+            match describe(ctx, &id).await? {
+                Some(n) if n.state() == Some(&NatGatewayState::Available) => Ok(Poll::Done(n)),
+                Some(n) if n.state() == Some(&NatGatewayState::Failed) => Err(AwsError {
+                    operation: "CreateNatGateway",
+                    code: n.failure_code().map(str::to_string),
+                    detail: format!("NAT gateway {id} failed: {}", n.failure_message().unwrap_or("no reason given")),
+                }),
+                n => Ok(Poll::Pending(
+                    n.and_then(|n| n.state().map(|s| s.as_str().to_string())).unwrap_or("pending".into()),
+                )),
+            }
+        })
+        .await?;
+        Ok(recorded(&gw))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        // DescribeNatGateways names its filter parameter `Filter` (EC2 API reference).
+        let pages = ctx.ec2.describe_nat_gateways().filter(tags::stack_filter(ctx)).into_paginator().send();
+        let all =
+            ctx.all_pages(Service::Ec2, "DescribeNatGateways", pages, |p| p.nat_gateways.unwrap_or_default()).await?;
+        Ok(all
+            .iter()
+            .filter(|n| !matches!(n.state(), Some(NatGatewayState::Deleted | NatGatewayState::Deleting)))
+            .map(|n| {
+                let all = tags::ec2_map(n.tags());
+                let rec = recorded(n);
+                Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: rec.id,
+                    attrs: Attrs::from([
+                        ("subnet".into(), Value::str(n.subnet_id().unwrap_or_default())),
+                        ("tags".into(), tags::observed(&all)),
+                    ]),
+                    outputs: rec.outputs,
+                    retained: false,
+                }
+            })
+            .collect())
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        _changed: &[String],
+    ) -> Result<Recorded> {
+        tags::sync_ec2(ctx, id, old, new).await?;
+        let gw = describe(ctx, id).await?;
+        Ok(gw.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+    }
+
+    async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let sent = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2.delete_nat_gateway().nat_gateway_id(id).send().await.map(|_| ()).map_err(err("DeleteNatGateway"))
+        };
+        gone_is_ok(sent)?;
+        // The Elastic IP stays associated until the gateway is deleted.
+        until(&format!("deletion of NAT gateway {id}"), TIMEOUT, || async {
+            Ok(match describe(ctx, id).await? {
+                None => Poll::Done(()),
+                Some(n) if n.state() == Some(&NatGatewayState::Deleted) => Poll::Done(()),
+                Some(n) => Poll::Pending(n.state().map_or("deleting", |s| s.as_str()).to_string()),
+            })
+        })
+        .await?;
+        for allocation in tagged_addresses(ctx, address).await? {
+            let _p = ctx.permit(Service::Ec2).await;
+            gone_is_ok(
+                ctx.ec2
+                    .release_address()
+                    .allocation_id(allocation)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("ReleaseAddress")),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The gateway's Elastic IP: an unassociated one tagged for this address (left by an
+/// interrupted create) is reused; otherwise a new one is allocated, tagged on creation.
+async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
+    if let Some(found) = tagged_addresses(ctx, req.address).await?.into_iter().next() {
+        return Ok(found);
+    }
+    let _p = ctx.permit(Service::Ec2).await;
+    let out = ctx
+        .ec2
+        .allocate_address()
+        .domain(DomainType::Vpc)
+        .tag_specifications(tags::ec2_spec(ctx, ResourceType::ElasticIp, req.address, req.inputs))
+        .send()
+        .await
+        .map_err(err("AllocateAddress"))?;
+    out.allocation_id().map(str::to_string).ok_or_else(|| AwsError {
+        operation: "AllocateAddress",
+        code: None,
+        detail: "AllocateAddress answered without an allocation id".into(),
+    })
+}
+
+/// Allocation ids of this stack's Elastic IPs tagged for `address`.
+async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<String>> {
+    let _p = ctx.permit(Service::Ec2).await;
+    let out = ctx
+        .ec2
+        .describe_addresses()
+        .filters(tags::stack_filter(ctx))
+        .filters(Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build())
+        .send()
+        .await
+        .map_err(err("DescribeAddresses"))?;
+    Ok(out.addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
+}
+
+async fn describe(ctx: &Ctx, id: &str) -> Result<Option<NatGateway>> {
+    let _p = ctx.permit(Service::Ec2).await;
+    match ctx.ec2.describe_nat_gateways().nat_gateway_ids(id).send().await.map_err(err("DescribeNatGateways")) {
+        Ok(o) => Ok(o.nat_gateways().first().cloned()),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn recorded(n: &NatGateway) -> Recorded {
+    let id = n.nat_gateway_id().unwrap_or_default().to_string();
+    let ip = n.nat_gateway_addresses().iter().find_map(|a| a.public_ip()).unwrap_or_default();
+    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("public_ip".into(), Value::str(ip))]), id }
+}

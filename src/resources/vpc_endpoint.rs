@@ -1,0 +1,309 @@
+//! `vpc_endpoint`: an AWS service reached from private subnets without the internet.
+//! `service = "s3"` is a gateway endpoint on the route tables of `subnets`; the others
+//! (`ecr.api`, `ecr.dkr`, `ec2`, `sts`, `ssm`, `eks-auth`, `logs`, …) are interface endpoints
+//! in `subnets` with `security_groups` and private DNS, so nodes reach the public service
+//! names privately (EKS UG `private-clusters`: ec2, ecr.api, ecr.dkr, the S3 gateway and sts
+//! are what nodes need to join and pull). Private DNS needs the VPC's DNS support and DNS
+//! hostnames, which `vpc` always turns on.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{Filter, ResourceType, State, VpcEndpoint, VpcEndpointType};
+
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
+use crate::aws::wait::{Poll, until};
+use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::value::{Attrs, Value};
+
+pub struct VpcEndpointKind;
+
+/// The short service names gpustack knows: `com.amazonaws.<region>.<name>`.
+pub const SERVICES: &[&str] = &[
+    "s3",
+    "ecr.api",
+    "ecr.dkr",
+    "ec2",
+    "sts",
+    "ssm",
+    "ssmmessages",
+    "ec2messages",
+    "eks",
+    "eks-auth",
+    "logs",
+    "elasticloadbalancing",
+    "autoscaling",
+    "xray",
+];
+
+/// What a private node needs to join a cluster and pull its images (EKS UG `private-clusters`).
+pub const NODE_ESSENTIALS: &[&str] = &["ecr.api", "ecr.dkr", "s3", "ec2", "sts"];
+
+const ATTRS: &[Attr] = &[
+    Attr::req("vpc", Ty::Str, OnChange::Replace),
+    Attr::req("service", Ty::Enum(SERVICES), OnChange::Replace),
+    Attr::req("subnets", Ty::List(&Ty::Str), OnChange::Update),
+    Attr::opt("security_groups", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
+    TAGS,
+];
+
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+fn is_gateway(service: &str) -> bool {
+    service == "s3"
+}
+
+#[async_trait]
+impl Kind for VpcEndpointKind {
+    fn name(&self) -> &'static str {
+        "vpc_endpoint"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str)]
+    }
+
+    fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
+        let service = r.attrs.get("service").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string));
+        if service.as_deref().is_some_and(is_gateway)
+            && let Some(e) = r.attrs.get("security_groups")
+        {
+            diags.push(
+                crate::stack::Diagnostic::error(
+                    "an s3 gateway endpoint takes no `security_groups`: it is a route, not an interface",
+                    e.span.clone(),
+                )
+                .help("remove security_groups; the endpoint goes on the route tables of `subnets`"),
+            );
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        for k in ["subnets", "security_groups"] {
+            if let Some(Value::List(l)) = inputs.get_mut(k) {
+                l.sort_by_key(|v| v.interpolate());
+            }
+        }
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let inp = req.inputs;
+        let service = s(inp, "service");
+        let vpc = s(inp, "vpc");
+        let mut call = ctx
+            .ec2
+            .create_vpc_endpoint()
+            .vpc_id(vpc)
+            .service_name(service_name(ctx, service))
+            .client_token(req.token)
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::VpcEndpoint, req.address, inp));
+        if is_gateway(service) {
+            call = call
+                .vpc_endpoint_type(VpcEndpointType::Gateway)
+                .set_route_table_ids(Some(route_tables(ctx, vpc, &strings(inp, "subnets")).await?));
+        } else {
+            call = call
+                .vpc_endpoint_type(VpcEndpointType::Interface)
+                .set_subnet_ids(Some(strings(inp, "subnets")))
+                .set_security_group_ids(Some(strings(inp, "security_groups")).filter(|g| !g.is_empty()))
+                .private_dns_enabled(true);
+        }
+        let out = {
+            let _p = ctx.permit(Service::Ec2).await;
+            call.send().await.map_err(err("CreateVpcEndpoint"))?
+        };
+        let id = out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()).unwrap_or_default().to_string();
+        let ep = until(&format!("VPC endpoint {id}"), TIMEOUT, || async {
+            match describe(ctx, &id).await? {
+                Some(e) if e.state() == Some(&State::Available) => Ok(Poll::Done(e)),
+                Some(e) if matches!(e.state(), Some(State::Failed | State::Rejected)) => Err(AwsError {
+                    operation: "CreateVpcEndpoint",
+                    code: e.last_error().and_then(|l| l.code()).map(str::to_string),
+                    detail: format!(
+                        "VPC endpoint {id} is {}: {}",
+                        e.state().map_or("failed", |s| s.as_str()),
+                        e.last_error().and_then(|l| l.message()).unwrap_or("no reason given")
+                    ),
+                }),
+                e => Ok(Poll::Pending(e.and_then(|e| e.state().map(|s| s.as_str().to_string())).unwrap_or_default())),
+            }
+        })
+        .await?;
+        Ok(recorded(&ep))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let pages = ctx.ec2.describe_vpc_endpoints().filters(tags::stack_filter(ctx)).into_paginator().send();
+        let all =
+            ctx.all_pages(Service::Ec2, "DescribeVpcEndpoints", pages, |p| p.vpc_endpoints.unwrap_or_default()).await?;
+        let prefix = service_name(ctx, "");
+        Ok(all
+            .iter()
+            .filter(|e| !matches!(e.state(), Some(State::Deleted | State::Deleting)))
+            .map(|e| {
+                let all = tags::ec2_map(e.tags());
+                let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::str).collect());
+                let mut attrs = Attrs::from([
+                    ("vpc".into(), Value::str(e.vpc_id().unwrap_or_default())),
+                    (
+                        "service".into(),
+                        Value::str(e.service_name().unwrap_or_default().strip_prefix(&prefix).unwrap_or_default()),
+                    ),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                // A gateway endpoint lists route tables, not subnets: its `subnets` stay as recorded.
+                if e.vpc_endpoint_type() == Some(&VpcEndpointType::Interface) {
+                    attrs.insert("subnets".into(), list(e.subnet_ids().to_vec()));
+                    attrs.insert(
+                        "security_groups".into(),
+                        list(e.groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect()),
+                    );
+                }
+                self.normalize(&mut attrs);
+                let rec = recorded(e);
+                Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: rec.id,
+                    attrs,
+                    outputs: rec.outputs,
+                    retained: false,
+                }
+            })
+            .collect())
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        let has = |k: &str| changed.iter().any(|c| c == k);
+        let diff = |k: &str| {
+            let (o, n) = (strings(old, k), strings(new, k));
+            let add: Vec<String> = n.iter().filter(|x| !o.contains(x)).cloned().collect();
+            let remove: Vec<String> = o.iter().filter(|x| !n.contains(x)).cloned().collect();
+            (add, remove)
+        };
+        if has("subnets") || has("security_groups") {
+            let mut call = ctx.ec2.modify_vpc_endpoint().vpc_endpoint_id(id);
+            if is_gateway(s(new, "service")) {
+                let vpc = s(new, "vpc");
+                let (o, n) = (
+                    route_tables(ctx, vpc, &strings(old, "subnets")).await?,
+                    route_tables(ctx, vpc, &strings(new, "subnets")).await?,
+                );
+                call = call
+                    .set_add_route_table_ids(Some(n.iter().filter(|x| !o.contains(x)).cloned().collect()))
+                    .set_remove_route_table_ids(Some(o.iter().filter(|x| !n.contains(x)).cloned().collect()));
+            } else {
+                let (add, remove) = diff("subnets");
+                call = call.set_add_subnet_ids(Some(add)).set_remove_subnet_ids(Some(remove));
+                let (add, remove) = diff("security_groups");
+                call = call.set_add_security_group_ids(Some(add)).set_remove_security_group_ids(Some(remove));
+            }
+            let _p = ctx.permit(Service::Ec2).await;
+            call.send().await.map_err(err("ModifyVpcEndpoint"))?;
+        }
+        tags::sync_ec2(ctx, id, old, new).await?;
+        let ep = describe(ctx, id).await?;
+        Ok(ep.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let out = {
+            let _p = ctx.permit(Service::Ec2).await;
+            ctx.ec2.delete_vpc_endpoints().vpc_endpoint_ids(id).send().await.map_err(err("DeleteVpcEndpoints"))
+        };
+        match out {
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+            // DeleteVpcEndpoints reports failures per endpoint instead of failing the call.
+            Ok(o) => {
+                if let Some(u) = o.unsuccessful().iter().find(|u| u.resource_id() == Some(id)) {
+                    let e = u.error();
+                    let code = e.and_then(|e| e.code()).map(str::to_string);
+                    if !code.as_deref().is_some_and(|c| c.contains("NotFound")) {
+                        return Err(AwsError {
+                            operation: "DeleteVpcEndpoints",
+                            detail: format!("{id}: {}", e.and_then(|e| e.message()).unwrap_or("not deleted")),
+                            code,
+                        });
+                    }
+                }
+            }
+        }
+        until(&format!("deletion of VPC endpoint {id}"), TIMEOUT, || async {
+            Ok(match describe(ctx, id).await? {
+                None => Poll::Done(()),
+                Some(e) if e.state() == Some(&State::Deleted) => Poll::Done(()),
+                Some(e) => Poll::Pending(e.state().map_or("deleting", |s| s.as_str()).to_string()),
+            })
+        })
+        .await
+    }
+}
+
+/// `com.amazonaws.<region>.<service>`.
+fn service_name(ctx: &Ctx, service: &str) -> String {
+    let region = ctx.ec2.config().region().map(|r| r.as_ref().to_string()).unwrap_or_default();
+    format!("com.amazonaws.{region}.{service}")
+}
+
+fn strings(a: &Attrs, k: &str) -> Vec<String> {
+    a.get(k)
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The route tables `subnets` use: each one's associated table, else the VPC's main table.
+async fn route_tables(ctx: &Ctx, vpc: &str, subnets: &[String]) -> Result<Vec<String>> {
+    let out = {
+        let _p = ctx.permit(Service::Ec2).await;
+        ctx.ec2
+            .describe_route_tables()
+            .filters(Filter::builder().name("vpc-id").values(vpc).build())
+            .send()
+            .await
+            .map_err(err("DescribeRouteTables"))?
+    };
+    let tables = out.route_tables();
+    let main = tables
+        .iter()
+        .find(|t| t.associations().iter().any(|a| a.main() == Some(true)))
+        .and_then(|t| t.route_table_id().map(str::to_string));
+    let mut ids: Vec<String> = subnets
+        .iter()
+        .filter_map(|sn| {
+            tables
+                .iter()
+                .find(|t| t.associations().iter().any(|a| a.subnet_id() == Some(sn.as_str())))
+                .and_then(|t| t.route_table_id().map(str::to_string))
+                .or_else(|| main.clone())
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+async fn describe(ctx: &Ctx, id: &str) -> Result<Option<VpcEndpoint>> {
+    let _p = ctx.permit(Service::Ec2).await;
+    match ctx.ec2.describe_vpc_endpoints().vpc_endpoint_ids(id).send().await.map_err(err("DescribeVpcEndpoints")) {
+        Ok(o) => Ok(o.vpc_endpoints().first().cloned()),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn recorded(e: &VpcEndpoint) -> Recorded {
+    let id = e.vpc_endpoint_id().unwrap_or_default().to_string();
+    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone()))]), id }
+}

@@ -1,0 +1,241 @@
+//! Correct on real AWS (issue "Correct on real AWS…", audit 2026-11): behaviours the
+//! emulator alone could not catch before, each checked through the real binary.
+
+use crate::harness::{Env, block_on, network_stack};
+
+/// RFC 3339, `days` from now.
+fn in_days(days: i64) -> String {
+    let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
+    t.round(jiff::Unit::Second).unwrap().to_string()
+}
+
+/// #2: Bottlerocket's `mig.profile` values are quoted strings, and a value must be a layout
+/// of that GPU (an unknown one silently gives each GPU whole).
+#[test]
+fn mig_profile_values_are_strings_and_layouts_of_their_gpu() {
+    let env = Env::new();
+    let lt = |profile: &str| {
+        format!(
+            "[stack]\nname = \"mig\"\nregion = \"us-west-2\"\n[launch_template.p5]\ninstance_type = \"p5.48xlarge\"\ndata_volume = {{ size_gib = 200 }}\ngpu_sharing = {{ strategy = \"mig\", mig_profile = {{ {profile} }} }}\n"
+        )
+    };
+    env.write("int.toml", &lt(r#""h100.80gb" = 4"#));
+    let r = env.run(&["validate", "int.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains(r#"mig_profile "h100.80gb" = 4 is an integer; Bottlerocket takes only strings here"#),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains(r#"quote it: "h100.80gb" = "4""#), "{r:?}");
+    assert!(r.stderr.contains("int.toml:"), "names file and line: {r:?}");
+
+    env.write("bad.toml", &lt(r#""h100.80gb" = "1g.18gb""#));
+    let r = env.run(&["validate", "bad.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(r#"mig_profile "h100.80gb" = "1g.18gb" is not a layout of h100.80gb"#), "{r:?}");
+
+    env.write("key.toml", &lt(r#""h100.81gb" = "4""#));
+    let r = env.run(&["validate", "key.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("is not a GPU Bottlerocket's MIG manager knows"), "{r:?}");
+
+    env.write("ok.toml", &lt(r#""h100.80gb" = "4""#));
+    env.ok(&["validate", "ok.toml"]);
+    env.ok(&["plan", "ok.toml"]);
+}
+
+/// #10: a block holds 1 to 64 instances, not only powers of two.
+#[test]
+fn capacity_block_counts_run_from_one_to_sixty_four() {
+    let env = Env::new();
+    let block = |n: u32| {
+        format!(
+            "[stack]\nname = \"cb\"\nregion = \"us-west-2\"\n[capacity_block.b]\ninstance_type = \"p5.48xlarge\"\ninstance_count = {n}\nduration_hours = 24\nstart_after = \"{}\"\nstart_before = \"{}\"\nmax_upfront_usd = 40000\n",
+            in_days(1),
+            in_days(6)
+        )
+    };
+    env.write("three.toml", &block(3));
+    env.ok(&["validate", "three.toml"]);
+    env.write("many.toml", &block(65));
+    let r = env.run(&["validate", "many.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("a Capacity Block holds 1 to 64 instances"), "{r:?}");
+}
+
+/// #13: EKS's private endpoint and interface endpoints need DNS support and hostnames; both
+/// are turned on, and turning one off outside gpustack is drift that apply repairs.
+#[test]
+fn vpc_dns_attributes_are_on_and_drift_is_repaired() {
+    let env = Env::new();
+    env.write("n.toml", &network_stack("dns", ""));
+    env.ok(&["apply", "n.toml", "--auto-approve"]);
+    let vpc = env.state("dns")["resources"]["vpc.main"]["id"].as_str().unwrap().to_string();
+    let ec2 = env.emu.ec2();
+    let read = |vpc: String| {
+        let ec2 = ec2.clone();
+        block_on(async move {
+            use aws_sdk_ec2::types::VpcAttributeName as A;
+            let get = |a: A| ec2.describe_vpc_attribute().vpc_id(&vpc).attribute(a).send();
+            let support = get(A::EnableDnsSupport).await.unwrap().enable_dns_support().and_then(|v| v.value());
+            let hostnames = get(A::EnableDnsHostnames).await.unwrap().enable_dns_hostnames().and_then(|v| v.value());
+            (support, hostnames)
+        })
+    };
+    assert_eq!(read(vpc.clone()), (Some(true), Some(true)));
+    let off = vpc.clone();
+    let ec2b = env.emu.ec2();
+    block_on(async move {
+        let no = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(false).build();
+        ec2b.modify_vpc_attribute().vpc_id(&off).enable_dns_hostnames(no).send().await.unwrap();
+    });
+    let drift = env.run(&["plan", "n.toml", "--detailed-exitcode"]);
+    assert_eq!(drift.code, 2, "{drift:?}");
+    assert!(drift.stdout.contains("dns: false → true"), "{drift:?}");
+    env.ok(&["apply", "n.toml", "--auto-approve"]);
+    assert_eq!(read(vpc), (Some(true), Some(true)));
+    assert_eq!(env.run(&["plan", "n.toml", "--detailed-exitcode"]).code, 0);
+}
+
+/// §2: a NAT gateway with its own Elastic IP gives a private subnet a way out; destroy
+/// leaves neither behind.
+#[test]
+fn a_nat_gateway_routes_private_subnets_and_destroy_releases_its_ip() {
+    let env = Env::new();
+    let stack = r#"[stack]
+name   = "nat"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "10.9.0.0/16"
+internet_gateway = true
+
+[subnet.public]
+vpc               = "${vpc.main.id}"
+cidr_block        = "10.9.0.0/20"
+availability_zone = "us-west-2a"
+public            = true
+
+[nat_gateway.out]
+subnet = "${subnet.public.id}"
+
+[subnet.private]
+vpc               = "${vpc.main.id}"
+cidr_block        = "10.9.64.0/18"
+availability_zone = "us-west-2a"
+nat_gateway       = "${nat_gateway.out.id}"
+
+[output]
+ip = "${nat_gateway.out.public_ip}"
+"#;
+    env.write("nat.toml", stack);
+    env.ok(&["apply", "nat.toml", "--auto-approve"]);
+    let st = env.state("nat");
+    let nat = st["resources"]["nat_gateway.out"]["id"].as_str().unwrap().to_string();
+    let private = st["resources"]["subnet.private"]["id"].as_str().unwrap().to_string();
+    assert!(nat.starts_with("nat-"), "{st}");
+    assert!(!st["outputs"]["ip"].as_str().unwrap().is_empty(), "{st}");
+    let ec2 = env.emu.ec2();
+    let (route, ips) = block_on(async move {
+        let f = aws_sdk_ec2::types::Filter::builder().name("association.subnet-id").values(&private).build();
+        let rts = ec2.describe_route_tables().filters(f).send().await.unwrap();
+        let route = rts
+            .route_tables()
+            .iter()
+            .flat_map(|r| r.routes())
+            .find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+            .and_then(|r| r.nat_gateway_id().map(str::to_string));
+        let tag = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("nat").build();
+        let ips = ec2.describe_addresses().filters(tag).send().await.unwrap().addresses().len();
+        (route, ips)
+    });
+    assert_eq!(route.as_deref(), Some(nat.as_str()));
+    assert_eq!(ips, 1, "one tagged Elastic IP");
+    assert_eq!(env.run(&["plan", "nat.toml", "--detailed-exitcode"]).code, 0, "in sync");
+
+    env.ok(&["destroy", "nat.toml", "--auto-approve"]);
+    let ec2 = env.emu.ec2();
+    let (live, ips) = block_on(async move {
+        let tag = || aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("nat").build();
+        let nats = ec2.describe_nat_gateways().filter(tag()).send().await.unwrap();
+        let live = nats
+            .nat_gateways()
+            .iter()
+            .filter(|n| !matches!(n.state(), Some(aws_sdk_ec2::types::NatGatewayState::Deleted)))
+            .count();
+        (live, ec2.describe_addresses().filters(tag()).send().await.unwrap().addresses().len())
+    });
+    assert_eq!((live, ips), (0, 0), "no NAT gateway and no Elastic IP left");
+}
+
+/// #12: a purchase is irreversible, so it waits for everything it does not depend on: when
+/// another part of the stack fails, nothing is bought.
+#[test]
+fn a_failing_apply_buys_nothing() {
+    let env = Env::new();
+    let stack = format!(
+        r#"[stack]
+name   = "nobuy"
+region = "us-west-2"
+
+[iam_role.broken]
+service          = "ec2.amazonaws.com"
+managed_policies = ["arn:aws:iam::aws:policy/NoSuchPolicyAnywhere"]
+
+[capacity_block.train]
+instance_type     = "p5.48xlarge"
+instance_count    = 1
+duration_hours    = 24
+start_after       = "{}"
+start_before      = "{}"
+availability_zone = "us-west-2b"
+max_upfront_usd   = 40000
+"#,
+        in_days(1),
+        in_days(6)
+    );
+    env.write("b.toml", &stack);
+    let plan = env.ok(&["plan", "b.toml"]);
+    assert!(plan.stdout.contains("bought last, once every change it does not depend on has succeeded"), "{plan:?}");
+    let r = env.run(&["apply", "b.toml", "--auto-approve", "--approve-purchases"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(env.emu.purchases(), 0, "the role failed, so the block was not bought: {r:?}");
+}
+
+/// #22: node groups wait for their cluster's vpc-cni add-on, and `graph` shows the edge.
+#[test]
+fn node_groups_wait_for_the_vpc_cni_add_on() {
+    let env = Env::new();
+    let quickstart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("stacks/quickstart.toml");
+    let r = env.ok(&["graph", quickstart.to_str().unwrap(), "--var", "admin_cidr=198.51.100.7/32"]);
+    assert!(r.stdout.contains(r#""node_group.gpu" -> "eks_addon.vpc_cni""#), "{}", r.stdout);
+    assert!(r.stdout.contains(r#""node_group.system" -> "eks_addon.vpc_cni""#), "{}", r.stdout);
+}
+
+/// #20: the quickstart's API allowlist is the user's, not a documentation range.
+#[test]
+fn the_quickstart_asks_for_the_admin_cidr() {
+    let env = Env::new();
+    let quickstart = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("stacks/quickstart.toml");
+    let r = env.run(&["validate", quickstart.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("admin_cidr"), "{r:?}");
+}
+
+/// #16: a cluster whose every node group is tainted has nowhere to run CoreDNS.
+#[test]
+fn an_all_tainted_cluster_is_warned_about() {
+    let env = Env::new();
+    let quickstart =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("stacks/quickstart.toml"))
+            .unwrap();
+    let start = quickstart.find("[node_group.system]").unwrap();
+    let end = start + quickstart[start..].find("[launch_template.gpu]").unwrap();
+    let tainted = format!("{}{}", &quickstart[..start], &quickstart[end..]);
+    env.write("t.toml", &tainted);
+    let r = env.ok(&["validate", "t.toml", "--var", "admin_cidr=198.51.100.7/32"]);
+    assert!(r.stderr.contains("every node group of `eks_cluster.main` is tainted"), "{r:?}");
+    env.write("q.toml", &quickstart);
+    let r = env.ok(&["validate", "q.toml", "--var", "admin_cidr=198.51.100.7/32"]);
+    assert!(!r.stderr.contains("is tainted"), "the shipped quickstart has a system pool: {r:?}");
+}
