@@ -8,6 +8,7 @@ mod cli;
 mod engine;
 mod graph;
 mod plan;
+mod policy;
 mod quota;
 mod resources;
 mod rules;

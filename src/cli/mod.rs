@@ -75,6 +75,14 @@ enum Command {
     },
     /// Show what apply would change
     Plan(plan::PlanArgs),
+    /// Print the least-privilege IAM policy (JSON) a deploy role needs to plan, apply and
+    /// destroy this stack: the actions of its kinds, scoped to its region, its
+    /// gpustack:stack tag and its role path. Offline: reads the stack file only
+    Policy {
+        stack: PathBuf,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
     /// Create or update everything in the stack (or apply a saved plan file)
     Apply(apply::ApplyArgs),
     /// Delete everything the stack created
@@ -112,6 +120,7 @@ pub fn main() -> i32 {
         match cli.command {
             Command::Validate { stack, vars } => validate(&g, &stack, &vars),
             Command::Graph { stack, format, vars } => graph(&g, &stack, format, &vars),
+            Command::Policy { stack, vars } => policy(&g, &stack, &vars),
             Command::Plan(a) => plan::run(&g, a).await,
             Command::Apply(a) => apply::apply(&g, a).await,
             Command::Destroy(a) => apply::destroy(&g, a).await,
@@ -192,6 +201,12 @@ fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
 fn graph(g: &Global, path: &Path, format: crate::graph::Format, vars: &VarArgs) -> anyhow::Result<i32> {
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
     print!("{}", crate::graph::render(&s, format));
+    Ok(0)
+}
+
+fn policy(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
+    let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
+    println!("{}", serde_json::to_string_pretty(&crate::policy::document(&s))?);
     Ok(0)
 }
 

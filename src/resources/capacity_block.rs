@@ -62,6 +62,16 @@ impl Kind for CapacityBlock {
     fn name(&self) -> &'static str {
         "capacity_block"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:DescribeCapacityBlockOfferings",
+            "ec2:PurchaseCapacityBlock",
+            "ec2:DescribeCapacityReservations",
+            "ec2:DescribeInstanceTypes",
+            "servicequotas:GetServiceQuota",
+            "servicequotas:GetAWSDefaultServiceQuota",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -63,6 +63,17 @@ impl Kind for CapacityReservationKind {
     fn name(&self) -> &'static str {
         "capacity_reservation"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateCapacityReservation",
+            "ec2:ModifyCapacityReservation",
+            "ec2:CancelCapacityReservation",
+            "ec2:DescribeCapacityReservations",
+            "ec2:DescribeInstanceTypes",
+            "servicequotas:GetServiceQuota",
+            "servicequotas:GetAWSDefaultServiceQuota",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

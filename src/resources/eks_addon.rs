@@ -37,6 +37,21 @@ impl Kind for EksAddon {
     fn name(&self) -> &'static str {
         "eks_addon"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreateAddon",
+            "eks:DeleteAddon",
+            "eks:DescribeAddon",
+            "eks:DescribeAddonVersions",
+            "eks:UpdateAddon",
+            "eks:ListAddons",
+            "eks:ListClusters",
+            "eks:DescribeCluster",
+            "eks:DescribeUpdate",
+            "eks:TagResource",
+            "eks:UntagResource",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -44,6 +44,21 @@ impl Kind for EksCluster {
     fn name(&self) -> &'static str {
         "eks_cluster"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreateCluster",
+            "eks:DeleteCluster",
+            "eks:DescribeCluster",
+            "eks:ListClusters",
+            "eks:UpdateClusterConfig",
+            "eks:UpdateClusterVersion",
+            "eks:DescribeUpdate",
+            "eks:TagResource",
+            "eks:UntagResource",
+            "iam:PassRole",
+            "iam:CreateServiceLinkedRole",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

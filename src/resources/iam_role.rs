@@ -28,6 +28,32 @@ impl Kind for IamRole {
     fn name(&self) -> &'static str {
         "iam_role"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "iam:CreateRole",
+            "iam:DeleteRole",
+            "iam:GetRole",
+            "iam:ListRoles",
+            "iam:TagRole",
+            "iam:UntagRole",
+            "iam:ListRoleTags",
+            "iam:UpdateAssumeRolePolicy",
+            "iam:AttachRolePolicy",
+            "iam:DetachRolePolicy",
+            "iam:ListAttachedRolePolicies",
+            "iam:PutRolePolicy",
+            "iam:DeleteRolePolicy",
+            "iam:ListRolePolicies",
+            "iam:CreateInstanceProfile",
+            "iam:DeleteInstanceProfile",
+            "iam:AddRoleToInstanceProfile",
+            "iam:RemoveRoleFromInstanceProfile",
+            "iam:ListInstanceProfilesForRole",
+            "iam:ListInstanceProfiles",
+            "iam:GetInstanceProfile",
+            "iam:TagInstanceProfile",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -54,6 +54,24 @@ impl Kind for ImageCache {
     fn name(&self) -> &'static str {
         "image_cache"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ssm:GetParameter",
+            "ec2:RunInstances",
+            "ec2:DescribeInstances",
+            "ec2:StopInstances",
+            "ec2:TerminateInstances",
+            "ec2:CreateSnapshot",
+            "ec2:DeleteSnapshot",
+            "ec2:DescribeSnapshots",
+            "ec2:DescribeVolumes",
+            "ssm:DescribeInstanceInformation",
+            "ssm:SendCommand",
+            "ssm:GetCommandInvocation",
+            "ssm:ListCommandInvocations",
+            "iam:PassRole",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -80,6 +80,17 @@ impl Kind for LaunchTemplateKind {
     fn name(&self) -> &'static str {
         "launch_template"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateLaunchTemplate",
+            "ec2:CreateLaunchTemplateVersion",
+            "ec2:DeleteLaunchTemplate",
+            "ec2:DescribeLaunchTemplates",
+            "ec2:DescribeLaunchTemplateVersions",
+            "ec2:ModifyLaunchTemplate",
+            "ec2:DescribeInstanceTypes",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -105,6 +105,9 @@ pub trait Kind: Send + Sync + 'static {
     /// The name users write: `[vpc.main]`.
     fn name(&self) -> &'static str;
     fn attrs(&self) -> &'static [Attr];
+    /// The AWS API actions this kind calls to plan, apply and destroy (`gpustack policy`).
+    /// EC2 tagging (`ec2:CreateTags`, `ec2:DeleteTags`) is added for every EC2 kind.
+    fn actions(&self) -> &'static [&'static str];
     fn outputs(&self) -> &'static [(&'static str, Ty)];
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy

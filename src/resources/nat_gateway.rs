@@ -26,6 +26,16 @@ impl Kind for NatGatewayKind {
     fn name(&self) -> &'static str {
         "nat_gateway"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:AllocateAddress",
+            "ec2:ReleaseAddress",
+            "ec2:DescribeAddresses",
+            "ec2:CreateNatGateway",
+            "ec2:DeleteNatGateway",
+            "ec2:DescribeNatGateways",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

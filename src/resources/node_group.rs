@@ -91,6 +91,29 @@ impl Kind for NodeGroup {
     fn name(&self) -> &'static str {
         "node_group"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreateNodegroup",
+            "eks:DeleteNodegroup",
+            "eks:DescribeNodegroup",
+            "eks:ListNodegroups",
+            "eks:UpdateNodegroupConfig",
+            "eks:UpdateNodegroupVersion",
+            "eks:DescribeUpdate",
+            "eks:ListClusters",
+            "eks:DescribeCluster",
+            "eks:TagResource",
+            "eks:UntagResource",
+            "ssm:GetParameter",
+            "ec2:DescribeLaunchTemplateVersions",
+            "ec2:DescribeInstanceTypes",
+            "ec2:RunInstances",
+            "iam:PassRole",
+            "iam:CreateServiceLinkedRole",
+            "servicequotas:GetServiceQuota",
+            "servicequotas:GetAWSDefaultServiceQuota",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -25,6 +25,9 @@ impl Kind for PlacementGroup {
     fn name(&self) -> &'static str {
         "placement_group"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &["ec2:CreatePlacementGroup", "ec2:DeletePlacementGroup", "ec2:DescribePlacementGroups"]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -40,6 +40,17 @@ impl Kind for SecurityGroup {
     fn name(&self) -> &'static str {
         "security_group"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateSecurityGroup",
+            "ec2:DeleteSecurityGroup",
+            "ec2:DescribeSecurityGroups",
+            "ec2:AuthorizeSecurityGroupIngress",
+            "ec2:AuthorizeSecurityGroupEgress",
+            "ec2:RevokeSecurityGroupIngress",
+            "ec2:RevokeSecurityGroupEgress",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -32,6 +32,21 @@ impl Kind for Subnet {
     fn name(&self) -> &'static str {
         "subnet"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateSubnet",
+            "ec2:DeleteSubnet",
+            "ec2:DescribeSubnets",
+            "ec2:ModifySubnetAttribute",
+            "ec2:AssociateRouteTable",
+            "ec2:DisassociateRouteTable",
+            "ec2:CreateRouteTable",
+            "ec2:DeleteRouteTable",
+            "ec2:CreateRoute",
+            "ec2:ReplaceRoute",
+            "ec2:DescribeRouteTables",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

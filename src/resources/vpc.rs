@@ -28,6 +28,25 @@ impl Kind for Vpc {
     fn name(&self) -> &'static str {
         "vpc"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateVpc",
+            "ec2:DeleteVpc",
+            "ec2:DescribeVpcs",
+            "ec2:ModifyVpcAttribute",
+            "ec2:DescribeVpcAttribute",
+            "ec2:CreateInternetGateway",
+            "ec2:AttachInternetGateway",
+            "ec2:DetachInternetGateway",
+            "ec2:DeleteInternetGateway",
+            "ec2:DescribeInternetGateways",
+            "ec2:CreateRouteTable",
+            "ec2:CreateRoute",
+            "ec2:DeleteRouteTable",
+            "ec2:DescribeRouteTables",
+            "ec2:DisassociateRouteTable",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

@@ -57,6 +57,15 @@ impl Kind for VpcEndpointKind {
     fn name(&self) -> &'static str {
         "vpc_endpoint"
     }
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:CreateVpcEndpoint",
+            "ec2:ModifyVpcEndpoint",
+            "ec2:DeleteVpcEndpoints",
+            "ec2:DescribeVpcEndpoints",
+            "ec2:DescribeRouteTables",
+        ]
+    }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }

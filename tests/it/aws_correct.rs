@@ -239,3 +239,111 @@ fn an_all_tainted_cluster_is_warned_about() {
     let r = env.ok(&["validate", "q.toml", "--var", "admin_cidr=198.51.100.7/32"]);
     assert!(!r.stderr.contains("is tainted"), "the shipped quickstart has a system pool: {r:?}");
 }
+
+/// #3, #17, §3: a Capacity Block group is drained for a version update (a block has no
+/// spare instances to roll onto), and the plan says so; GPU and reserved groups update
+/// with MINIMAL (no surge), the others with DEFAULT.
+#[test]
+fn a_capacity_block_group_is_drained_for_its_update_and_gpu_groups_do_not_surge() {
+    let env = Env::new();
+    let training =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/training.toml"))
+            .unwrap();
+    let vars = [
+        "--var".to_string(),
+        format!("block_after={}", in_days(1)),
+        "--var".into(),
+        format!("block_before={}", in_days(7)),
+    ];
+    let with =
+        |cmd: &[&str]| -> Vec<String> { cmd.iter().map(|s| s.to_string()).chain(vars.iter().cloned()).collect() };
+    let run = |args: Vec<String>| env.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    env.write("t.toml", &training);
+    run(with(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]));
+
+    let eks = env.emu.eks();
+    let strategies = block_on(async move {
+        let mut out = vec![];
+        for ng in ["train-dev-train", "train-dev-system"] {
+            let n = eks.describe_nodegroup().cluster_name("train-dev-main").nodegroup_name(ng).send().await.unwrap();
+            let u = n.nodegroup().unwrap().update_config().unwrap();
+            out.push(u.update_strategy().map(|s| s.as_str().to_string()));
+        }
+        out
+    });
+    assert_eq!(strategies, vec![Some("MINIMAL".to_string()), Some("DEFAULT".to_string())]);
+
+    // A template change moves the block's group to a new version: drain, update, refill.
+    let relabelled = training.replacen(
+        r#"node_labels     = { "gpustack.io/pool" = "train" }"#,
+        r#"node_labels     = { "gpustack.io/pool" = "train", "gpustack.io/rev" = "2" }"#,
+        1,
+    );
+    assert_ne!(relabelled, training);
+    env.write("t.toml", &relabelled);
+    let plan = run(with(&["plan", "t.toml"]));
+    assert!(
+        plan.stdout
+            .contains("Capacity Block group: scale to 0, update, scale back to 2 (drains every node of the pool"),
+        "{}",
+        plan.stdout
+    );
+    env.emu.reset_requests();
+    run(with(&["apply", "t.toml", "--auto-approve"]));
+    let updates: Vec<String> =
+        env.emu.requests().into_iter().filter(|(_, a)| a.starts_with("UpdateNodegroup")).map(|(_, a)| a).collect();
+    assert_eq!(updates, vec!["UpdateNodegroupConfig", "UpdateNodegroupVersion", "UpdateNodegroupConfig"]);
+    let eks = env.emu.eks();
+    let desired = block_on(async move {
+        let n = eks
+            .describe_nodegroup()
+            .cluster_name("train-dev-main")
+            .nodegroup_name("train-dev-train")
+            .send()
+            .await
+            .unwrap();
+        n.nodegroup().unwrap().scaling_config().unwrap().desired_size()
+    });
+    assert_eq!(desired, Some(2), "scaled back after the update");
+    assert_eq!(
+        env.run(&with(&["plan", "t.toml", "--detailed-exitcode"]).iter().map(String::as_str).collect::<Vec<_>>()).code,
+        0
+    );
+}
+
+/// §2: nodes in a subnet with no way out could never join; the rule names the subnet and
+/// shows the NAT fix, offline.
+#[test]
+fn a_node_group_without_egress_is_refused_before_anything_is_made() {
+    let env = Env::new();
+    let training =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/training.toml"))
+            .unwrap();
+    let no_nat = training.replace("nat_gateway       = \"${nat_gateway.main.id}\"\n", "");
+    assert_ne!(no_nat, training);
+    env.write("t.toml", &no_nat);
+    let r = env.run(&["validate", "t.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("`node_group.train` runs in `subnet.private_a`, which is private with no NAT gateway and no VPC endpoints: its nodes could never join the cluster"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("[nat_gateway.main]"), "shows the NAT fix: {r:?}");
+    assert!(r.stderr.contains("t.toml:"), "{r:?}");
+    let r = env.run(&["plan", "t.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(env.emu.requests().is_empty(), "no AWS call: {:?}", env.emu.requests());
+
+    // Endpoints are a way out too.
+    let endpoints: String = ["ecr.api", "ecr.dkr", "s3", "ec2", "sts"]
+        .iter()
+        .map(|s| {
+            let name = s.replace('.', "_");
+            let groups = if *s == "s3" { String::new() } else { "security_groups = [\"${security_group.nodes.id}\"]\n".into() };
+            format!("\n[vpc_endpoint.{name}]\nvpc = \"${{vpc.main.id}}\"\nservice = \"{s}\"\nsubnets = [\"${{subnet.private_a.id}}\", \"${{subnet.private_b.id}}\"]\n{groups}")
+        })
+        .collect();
+    let with_endpoints = no_nat.replace("[output]", &format!("{endpoints}\n[output]"));
+    env.write("e.toml", &with_endpoints);
+    env.ok(&["validate", "e.toml"]);
+}

@@ -6,7 +6,8 @@ use crate::harness::{Env, block_on, network_stack};
 
 /// A GPU cluster on the network stack: a time-sliced g6 pool and an EFA p5 pool.
 pub fn eks_stack(name: &str, version: &str, gpu_labels: &str, extra: &str) -> String {
-    network_stack(
+    // Nodes need a way out: the private subnet b routes through a NAT gateway in public a.
+    let net = network_stack(
         name,
         &format!(
             r#"
@@ -49,11 +50,19 @@ taints          = [{{ key = "nvidia.com/gpu", value = "true", effect = "NO_SCHED
 [node_group.train]
 cluster         = "${{eks_cluster.main.name}}"
 node_role       = "${{iam_role.node.arn}}"
-subnets         = ["${{subnet.a.id}}"]
+subnets         = ["${{subnet.b.id}}"]
 launch_template = "${{launch_template.p5.id}}"
 scaling         = {{ min = 0, desired = 0, max = 2 }}
+
+[nat_gateway.out]
+subnet = "${{subnet.a.id}}"
 {extra}"#
         ),
+    );
+    net.replacen(
+        "availability_zone = \"us-west-2b\"\n",
+        "availability_zone = \"us-west-2b\"\nnat_gateway       = \"${nat_gateway.out.id}\"\n",
+        1,
     )
 }
 
@@ -290,6 +299,7 @@ fn the_shipped_examples_apply_and_destroy() {
             args.extend(["--var", &window[0], "--var", &window[1]]);
         }
         let with = |cmd: &[&str]| -> Vec<String> { cmd.iter().chain(args.iter()).map(|s| s.to_string()).collect() };
+        env.emu.reset_requests();
         let apply = with(&["apply", "--auto-approve", "--approve-purchases"]);
         let apply = env.ok(&apply.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(apply.stdout.contains("Apply complete"), "{file}: {apply:?}");
@@ -299,6 +309,22 @@ fn the_shipped_examples_apply_and_destroy() {
         let destroy = with(&["destroy", "--auto-approve"]);
         env.ok(&destroy.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(env.tagged(stack).total(), 0, "{file}");
+        // Every call this stack's plan, apply and destroy made is in `gpustack policy`'s
+        // document for it, so a deploy role built from it is enough.
+        let policy = with(&["policy"]);
+        let policy: serde_json::Value =
+            serde_json::from_str(&env.ok(&policy.iter().map(String::as_str).collect::<Vec<_>>()).stdout).unwrap();
+        let allowed: std::collections::BTreeSet<String> = policy["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+            .collect();
+        let made: std::collections::BTreeSet<String> =
+            env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
+        let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
+        assert!(missing.is_empty(), "{file}: calls not in `gpustack policy`: {missing:?}");
+        assert!(policy.to_string().contains(&format!("role/gpustack/{stack}/*")), "PassRole scoped to the stack");
     }
     assert_eq!(env.emu.purchases(), 1, "training.toml bought its block once");
 }

@@ -12,17 +12,23 @@ name   = "rules"
 region = "us-west-2"
 
 [vpc.main]
-cidr_block = "10.9.0.0/16"
+cidr_block       = "10.9.0.0/16"
+internet_gateway = true
 
 [subnet.a]
 vpc               = "${{vpc.main.id}}"
 cidr_block        = "10.9.0.0/20"
 availability_zone = "us-west-2a"
+nat_gateway       = "${{nat_gateway.out.id}}"
 
 [subnet.b]
 vpc               = "${{vpc.main.id}}"
 cidr_block        = "10.9.16.0/20"
 availability_zone = "us-west-2b"
+public            = true
+
+[nat_gateway.out]
+subnet = "${{subnet.b.id}}"
 
 [security_group.efa]
 vpc = "${{vpc.main.id}}"
