@@ -1093,7 +1093,11 @@ def nodegroups(env: Env, cluster: str, lt: str) -> None:
         and got["status"] == "ACTIVE",
         "node group on template version 3 and the pinned release",
     )
-    other_lt = env.ec2.create_launch_template(LaunchTemplateName=f"{env.stack}-other", LaunchTemplateData={})[
+    # An empty LaunchTemplateData serialises to nothing, which EC2 refuses (MissingParameter: it is
+    # required in the model); this selftest used to rely on moto taking it.
+    other_lt = env.ec2.create_launch_template(
+        LaunchTemplateName=f"{env.stack}-other", LaunchTemplateData={"InstanceType": "m6i.xlarge"}
+    )[
         "LaunchTemplate"
     ]
     check(

@@ -30,10 +30,12 @@ Behaviour and error codes (EC2 error-code reference where it names one):
 * ``IncorrectState``: Modify of a cancelled or expired reservation.
 * ``InvalidPaginationToken``: a NextToken this emulator did not hand out.
 
-DescribeCapacityReservations filters: instance-type, owner-id, instance-platform, availability-zone,
-tenancy, state, end-date-type, instance-match-criteria, placement-group-arn, reservation-type,
-``tag:<k>``, tag-key, tag-value (not start-date/end-date); MaxResults 1..1000 (default 1000) and
-NextToken are honoured, in creation order.
+DescribeCapacityReservations filters: those the EC2 API Reference documents (``ec2_filters``):
+instance-type, owner-id, instance-platform, availability-zone, tenancy, outpost-arn (none here),
+state, start-date, end-date (ISO 8601 ``2026-01-01T11:30:00.000Z``, wildcards allowed),
+end-date-type, instance-match-criteria, placement-group-arn, and ``tag:<k>``. There is no
+``reservation-type`` filter (nor tag-key/tag-value): ``param_validation`` refuses them as EC2 does.
+MaxResults 1..1000 (default 1000) and NextToken are honoured, in creation order.
 
 Cancel of an already cancelled or expired reservation returns ``Return=true`` again. Cancelled
 reservations stay visible to Describe (state ``cancelled``), as in AWS. State is computed on read:
@@ -192,13 +194,17 @@ class CapacityReservation(TaggedEC2Resource):
             "end-date-type": self.end_date_type,
             "instance-match-criteria": self.match_criteria,
             "placement-group-arn": self.placement_group_arn,
-            "reservation-type": self.reservation_type,
-            "tag-key": list(tags),
-            "tag-value": list(tags.values()),
+            "outpost-arn": None,
+            "start-date": _iso(self.start_date),
+            "end-date": _iso(self.end_date) if self.end_date is not None else None,
         }
         if name not in simple:
             raise ec2_error("InvalidParameterValue", f"The filter '{name}' is invalid")
         return simple[name]
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def reservations(backend: Any) -> dict[str, CapacityReservation]:
