@@ -137,8 +137,11 @@ class _Query:
             else:
                 base = f"{key}.{shape.member.serialization.get('name', 'member')}"
             indices = sorted(
-                {int(k.split(".")[0]) for k in (p[len(base) + 1 :] for p in self.prefixes if p.startswith(base + "."))
-                 if k.split(".")[0].isdigit()}
+                {
+                    int(k.split(".")[0])
+                    for k in (p[len(base) + 1 :] for p in self.prefixes if p.startswith(base + "."))
+                    if k.split(".")[0].isdigit()
+                }
             )
             return [self.value(shape.member, f"{base}.{i}", path + [str(i)]) for i in indices]
         if kind == "map":
@@ -248,7 +251,9 @@ def parse_rest_json(service: str, environ: dict[str, Any], body: bytes) -> Reque
     if document is not None and not isinstance(document, dict):
         document = None
     if document is None:
-        violations.append(Violation("type", [], "", "<request body>", "structure", "the body is not a JSON object"))
+        violations.append(
+            Violation("type", [], "", "<request body>", "structure", "the body is not a JSON object")
+        )
         document = {}
     for member_name, member in shape.members.items():
         location = member.serialization.get("location")
@@ -260,7 +265,9 @@ def parse_rest_json(service: str, environ: dict[str, Any], body: bytes) -> Reque
             if wire in query:
                 values = query[wire]
                 if member.type_name == "list":
-                    params[member_name] = [_scalar(member.member, v, [member_name], wire, violations) for v in values]
+                    params[member_name] = [
+                        _scalar(member.member, v, [member_name], wire, violations) for v in values
+                    ]
                 else:
                     params[member_name] = _scalar(member, values[0], [member_name], wire, violations)
         elif location == "header":
@@ -287,7 +294,9 @@ def parse_json(service: str, environ: dict[str, Any], body: bytes) -> Request | 
     except ValueError:
         params = None
     if not isinstance(params, dict):
-        return Request(operation, {}, [Violation("type", [], "", "<request body>", "structure", "not a JSON object")])
+        return Request(
+            operation, {}, [Violation("type", [], "", "<request body>", "structure", "not a JSON object")]
+        )
     return Request(operation, params)
 
 
@@ -314,7 +323,9 @@ def check(shape: Shape, value: Any, path: list[str], wire: str, ec2: bool, out: 
         return
     kind = shape.type_name
     allowed = _JSON_TYPES.get(kind)
-    if allowed and (not isinstance(value, allowed) or (kind in ("integer", "long") and isinstance(value, bool))):
+    if allowed and (
+        not isinstance(value, allowed) or (kind in ("integer", "long") and isinstance(value, bool))
+    ):
         out.append(Violation("type", path, wire, value, kind))
         return
     meta = shape.metadata
@@ -414,7 +425,9 @@ def coral_message(found: list[Violation]) -> str:
         if v.kind == "required":
             parts.append(f"Value null at '{at}' failed to satisfy constraint: Member must not be null")
             continue
-        constraint = _CONSTRAINT[v.kind].format(limit=v.limit, enum=", ".join(v.limit or []) if v.kind == "enum" else "")
+        constraint = _CONSTRAINT[v.kind].format(
+            limit=v.limit, enum=", ".join(v.limit or []) if v.kind == "enum" else ""
+        )
         parts.append(f"Value '{_coral_value(v.value)}' at '{at}' failed to satisfy constraint: {constraint}")
     plural = "error" if len(parts) == 1 else "errors"
     return f"{len(parts)} validation {plural} detected: " + "; ".join(parts)
@@ -431,7 +444,11 @@ def ec2_error(v: Violation) -> tuple[str, str]:
     value = _coral_value(v.value) if not isinstance(v.value, (dict, list)) else f"{len(v.value)} items"
     reason = {
         "type": f"Expecting a value of type {v.limit}.",
-        "enum": f"Valid values: {', '.join(v.limit)}." if v.kind == "enum" and len(v.limit) <= 30 else "Unknown value.",
+        "enum": (
+            f"Valid values: {', '.join(v.limit)}."
+            if v.kind == "enum" and len(v.limit) <= 30
+            else "Unknown value."
+        ),
         "min": f"Expecting a value greater than or equal to {v.limit}.",
         "max": f"Expecting a value less than or equal to {v.limit}.",
         "length_min": f"Expecting at least {v.limit} (length/items).",
@@ -444,7 +461,12 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _send(start_response: Callable[..., Any], content_type: str, body: str, extra: list[tuple[str, str]] | None = None) -> Iterable[bytes]:
+def _send(
+    start_response: Callable[..., Any],
+    content_type: str,
+    body: str,
+    extra: list[tuple[str, str]] | None = None,
+) -> Iterable[bytes]:
     data = body.encode()
     headers = [("Content-Type", content_type), ("Content-Length", str(len(data)))] + (extra or [])
     start_response("400 Bad Request", headers)
@@ -470,7 +492,9 @@ def answer_iam(start_response: Callable[..., Any], found: list[Violation]) -> It
     return _send(start_response, "text/xml", body)
 
 
-def answer_json(start_response: Callable[..., Any], code: str, content_type: str, found: list[Violation]) -> Iterable[bytes]:
+def answer_json(
+    start_response: Callable[..., Any], code: str, content_type: str, found: list[Violation]
+) -> Iterable[bytes]:
     message = coral_message(found)
     body = json.dumps({"__type": code, "message": message})
     return _send(start_response, content_type, body, [("x-amzn-ErrorType", code)])
