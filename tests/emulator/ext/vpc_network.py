@@ -205,7 +205,7 @@ def default_route_target(table: Any) -> str | None:
     """The target id of the table's 0.0.0.0/0 route (``igw-...``, ``nat-...``), if any."""
     if table is None:
         return None
-    for route in table.routes.values():
+    for route in table._routes.values():
         if route.destination_cidr_block == "0.0.0.0/0":
             if route.nat_gateway is not None:
                 return str(route.nat_gateway.id)
