@@ -113,6 +113,17 @@ class Env:
             ]["SubnetId"]
             for i, z in ((1, "a"), (2, "b"))
         ]
+        # Nodes need a way out to join (EKS UG; the emulator's node_join.py): an internet gateway on
+        # the main route table and public IPv4 on launch. This selftest used to rely on node
+        # groups becoming ACTIVE in a VPC without egress, which AWS does not do.
+        igw = self.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+        self.ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+        main = self.ec2.describe_route_tables(
+            Filters=[{"Name": "vpc-id", "Values": [vpc]}, {"Name": "association.main", "Values": ["true"]}]
+        )["RouteTables"][0]["RouteTableId"]
+        self.ec2.create_route(RouteTableId=main, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+        for subnet in self.subnets:
+            self.ec2.modify_subnet_attribute(SubnetId=subnet, MapPublicIpOnLaunch={"Value": True})
 
     def cluster_status(self, name: str) -> str | None:
         return status_or_none(self.eks.describe_cluster, "cluster", name=name)
@@ -1055,6 +1066,20 @@ def nodegroups(env: Env, cluster: str, lt: str) -> None:
         "other node groups' scaling untouched",
     )
 
+    # EKS User Guide, capacity-blocks-mng: a CAPACITY_BLOCK node group is upgraded with desired size
+    # 0 (the block has no spare instances); with 3 the update is InvalidRequestException. This
+    # selftest used to upgrade it at desired size 3.
+    check(
+        error(eks.update_nodegroup_version, clusterName=cluster, nodegroupName=name)
+        == ("InvalidRequestException", 400),
+        "UpdateNodegroupVersion of a CAPACITY_BLOCK group with desired size 3 -> InvalidRequestException",
+    )
+    eks.update_nodegroup_config(
+        clusterName=cluster, nodegroupName=name, scalingConfig={"minSize": 0, "maxSize": 6, "desiredSize": 0}
+    )
+    eks.get_waiter("nodegroup_active").wait(
+        clusterName=cluster, nodegroupName=name, WaiterConfig={"Delay": 0.05, "MaxAttempts": 200}
+    )
     check(
         error(
             eks.update_nodegroup_version,
@@ -1093,7 +1118,11 @@ def nodegroups(env: Env, cluster: str, lt: str) -> None:
         and got["status"] == "ACTIVE",
         "node group on template version 3 and the pinned release",
     )
-    other_lt = env.ec2.create_launch_template(LaunchTemplateName=f"{env.stack}-other", LaunchTemplateData={})[
+    # An empty LaunchTemplateData serialises to nothing, which EC2 refuses (MissingParameter: it is
+    # required in the model); this selftest used to rely on moto taking it.
+    other_lt = env.ec2.create_launch_template(
+        LaunchTemplateName=f"{env.stack}-other", LaunchTemplateData={"InstanceType": "m6i.xlarge"}
+    )[
         "LaunchTemplate"
     ]
     check(

@@ -2,10 +2,14 @@
 
 moto 5.2.5 has neither. Offerings are computed, not stored, so a search is deterministic: for
 each supported instance type (``HOURLY_RATES``) that the EC2 catalog also knows, in every
-Availability Zone of the region, one offering starts at 11:30 UTC on each day whose start is
-at or after ``StartDateRange`` (default now), is in the future and at most 8 weeks ahead of now,
-and whose end (start + ``CapacityDurationHours``, so again 11:30 UTC) is at or before
-``EndDateRange`` (if given). Offerings are listed by start, then AZ, then type, and paged with
+Availability Zone of the region, and each day whose 11:30 UTC end (a day's 11:30 UTC start +
+``CapacityDurationHours``) is at or before ``EndDateRange`` (if given), there are three offerings
+that all end at that 11:30 UTC: the asked length starting 11:30 UTC, one 3 hours shorter
+starting 14:30 UTC and one 3 hours longer starting 08:30 UTC (EC2 UG capacity-blocks-purchase:
+EC2 offers blocks slightly shorter and longer than asked, since every block ends at 11:30 UTC;
+``CapacityBlockDurationHours`` says which). An offering's start must be at or after
+``StartDateRange`` (default now), in the future and at most 8 weeks ahead. The shorter one is
+the cheapest of a day, so a cheapest-first choice must check the length. Offerings are listed by start, then AZ, then type, and paged with
 MaxResults (1..1000, default 1000) and NextToken.
 
 * ``CapacityBlockOfferingId`` is ``cb-`` + the first 17 hex chars of the sha256 of
@@ -22,7 +26,7 @@ MaxResults (1..1000, default 1000) and NextToken.
   so the fee of an offering changes at UTC midnight; its id does not. The price multiplier is 1
   unless a test sets it.
 * Validation (``InvalidParameterValue``): CapacityDurationHours not 24..336 in 24-hour steps nor
-  336..4368 in 168-hour (7-day) steps; InstanceCount not 1, 2, 4, 8, 16, 32 or 64 (default 1);
+  336..4368 in 168-hour (7-day) steps; InstanceCount not 1-64 (default 1);
   StartDateRange after EndDateRange. ``MissingParameter`` without CapacityDurationHours. An
   unsupported or unknown instance type gives an empty list.
 
@@ -89,7 +93,10 @@ HOURLY_RATES: dict[str, Decimal] = {
     "trn1.32xlarge": Decimal("8.82"),
 }
 AZ_FACTORS = (Decimal("1.04"), Decimal("1.00"), Decimal("1.07"), Decimal("1.02"), Decimal("1.05"), Decimal("1.01"))
-VALID_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+VALID_COUNTS = tuple(range(1, 65))  # 1-64 instances (not only powers of two)
+# Offerings around the asked length: one starting this many hours later (shorter) and one
+# starting this many hours earlier (longer), both ending at 11:30 UTC like the exact one.
+SHIFT_HOURS = 3
 START_TIME = datetime.time(11, 30)  # every Capacity Block starts and ends at 11:30 UTC
 MAX_LEAD = datetime.timedelta(weeks=8)
 DAY_HOURS = 24
@@ -220,17 +227,24 @@ def _search(
         key=lambda z: z.name,
     )
     earliest = max(now, start_range) if start_range else now
-    start = datetime.datetime.combine(earliest.date(), START_TIME)
-    if start <= earliest:
-        start += datetime.timedelta(days=1)
+    # From the day before: that day's shorter offering (14:30 UTC) may still start after ``earliest``.
+    start = datetime.datetime.combine(earliest.date(), START_TIME) - datetime.timedelta(days=1)
     found = []
     while start <= now + MAX_LEAD:
-        if end_range is not None and start + datetime.timedelta(hours=hours) > end_range:
+        end = start + datetime.timedelta(hours=hours)
+        if end_range is not None and end > end_range:
             break
-        for index, zone in enumerate(zones):
-            for t in types:
-                oid = offering_id(t, count, zone.name, start, hours)
-                found.append(Offering(oid, t, count, zone, index, start, hours))
+        # The asked length, then one slightly shorter (starts later) and one slightly longer
+        # (starts earlier), all ending at 11:30 UTC (EC2 UG capacity-blocks-purchase).
+        for shift in (0, SHIFT_HOURS, -SHIFT_HOURS):
+            begins = start + datetime.timedelta(hours=shift)
+            if begins <= now or begins < earliest or begins > now + MAX_LEAD:
+                continue
+            length = hours - shift
+            for index, zone in enumerate(zones):
+                for t in types:
+                    oid = offering_id(t, count, zone.name, begins, length)
+                    found.append(Offering(oid, t, count, zone, index, begins, length))
         start += datetime.timedelta(days=1)
     return [o for o in found if _available(backend, o, now)]
 
@@ -244,8 +258,7 @@ def _describe_offerings(self: EC2Response) -> ActionResult:
     if count not in VALID_COUNTS:
         raise ec2_error(
             "InvalidParameterValue",
-            f"Value ({count}) for parameter instanceCount is invalid. "
-            f"Valid values: {', '.join(map(str, VALID_COUNTS))}.",
+            f"Value ({count}) for parameter instanceCount is invalid. Expecting a value between 1 and 64.",
         )
     if start_range is not None and end_range is not None and start_range > end_range:
         raise ec2_error("InvalidParameterValue", "StartDateRange must be before EndDateRange.")

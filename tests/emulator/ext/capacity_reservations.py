@@ -30,16 +30,21 @@ Behaviour and error codes (EC2 error-code reference where it names one):
 * ``IncorrectState``: Modify of a cancelled or expired reservation.
 * ``InvalidPaginationToken``: a NextToken this emulator did not hand out.
 
-DescribeCapacityReservations filters: instance-type, owner-id, instance-platform, availability-zone,
-tenancy, state, end-date-type, instance-match-criteria, placement-group-arn, reservation-type,
-``tag:<k>``, tag-key, tag-value (not start-date/end-date); MaxResults 1..1000 (default 1000) and
-NextToken are honoured, in creation order.
+DescribeCapacityReservations filters: those the EC2 API Reference documents (``ec2_filters``):
+instance-type, owner-id, instance-platform, availability-zone, tenancy, outpost-arn (none here),
+state, start-date, end-date (ISO 8601 ``2026-01-01T11:30:00.000Z``, wildcards allowed),
+end-date-type, instance-match-criteria, placement-group-arn, and ``tag:<k>``. There is no
+``reservation-type`` filter (nor tag-key/tag-value): ``param_validation`` refuses them as EC2 does.
+MaxResults 1..1000 (default 1000) and NextToken are honoured, in creation order.
 
 Cancel of an already cancelled or expired reservation returns ``Return=true`` again. Cancelled
 reservations stay visible to Describe (state ``cancelled``), as in AWS. State is computed on read:
 ``cancelled``, else ``expired`` once EndDate has passed, else ``scheduled`` before StartDate, else
-``active``; AvailableInstanceCount is TotalInstanceCount while active, else 0 (nothing launches
-into reservations here). Ids are ``cr-`` + 17 hex chars and work with the generic CreateTags,
+``active``; AvailableInstanceCount is TotalInstanceCount minus the used count while active, else
+0. Nothing launches into reservations here; ``POST /_gpustack/capacity/used?id=cr-...&count=N``
+marks N instances as running in one (``{"id", "used", "total"}``). ModifyCapacityReservation with
+``InstanceMatchCriteria`` on a reservation that is not idle (used > 0) is ``IncorrectState``
+(EC2 UG capacity-reservations-modify: eligibility changes need an idle reservation). Ids are ``cr-`` + 17 hex chars and work with the generic CreateTags,
 DeleteTags and DescribeTags (resource type ``capacity-reservation``).
 """
 
@@ -58,6 +63,7 @@ from . import capacity_control
 from ._ec2 import (
     LOCK,
     ActionResult,
+    all_backends,
     EC2Response,
     backend_for,
     backend_state,
@@ -136,6 +142,9 @@ class CapacityReservation(TaggedEC2Resource):
         self.placement_group_arn = placement_group_arn
         self.reservation_type = reservation_type
         self.cancelled = False
+        # Instances running in it (set by tests through /_gpustack/capacity/used; nothing here
+        # launches into reservations).
+        self.used = 0
 
     @property
     def state(self) -> str:
@@ -161,7 +170,7 @@ class CapacityReservation(TaggedEC2Resource):
             "AvailabilityZone": self.zone.name,
             "Tenancy": self.tenancy,
             "TotalInstanceCount": self.count,
-            "AvailableInstanceCount": self.count if state == "active" else 0,
+            "AvailableInstanceCount": max(0, self.count - self.used) if state == "active" else 0,
             "EbsOptimized": self.ebs_optimized,
             "EphemeralStorage": False,
             "State": state,
@@ -192,13 +201,17 @@ class CapacityReservation(TaggedEC2Resource):
             "end-date-type": self.end_date_type,
             "instance-match-criteria": self.match_criteria,
             "placement-group-arn": self.placement_group_arn,
-            "reservation-type": self.reservation_type,
-            "tag-key": list(tags),
-            "tag-value": list(tags.values()),
+            "outpost-arn": None,
+            "start-date": _iso(self.start_date),
+            "end-date": _iso(self.end_date) if self.end_date is not None else None,
         }
         if name not in simple:
             raise ec2_error("InvalidParameterValue", f"The filter '{name}' is invalid")
         return simple[name]
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def reservations(backend: Any) -> dict[str, CapacityReservation]:
@@ -371,6 +384,23 @@ def _control_fail(query: dict[str, str]) -> tuple[int, Any]:
     return 200, {"kind": kind, "remaining": n}
 
 
+@capacity_control.route("POST", "/_gpustack/capacity/used")
+def _control_used(query: dict[str, str]) -> tuple[int, Any]:
+    reservation_id = query.get("id", "")
+    count = capacity_control.int_arg(query, "count")
+    if count < 0:
+        raise capacity_control.ControlError("count must be >= 0")
+    with LOCK:
+        for backend in all_backends():
+            reservation = reservations(backend).get(reservation_id)
+            if reservation is not None:
+                if count > reservation.count:
+                    raise capacity_control.ControlError(f"count must be <= the reservation's {reservation.count}")
+                reservation.used = count
+                return 200, {"id": reservation_id, "used": count, "total": reservation.count}
+    raise capacity_control.ControlError(f"no capacity reservation {reservation_id!r}")
+
+
 def _clear_control() -> None:
     with LOCK:
         _insufficient["remaining"] = 0
@@ -491,6 +521,15 @@ def _modify(self: EC2Response) -> ActionResult:
             _check_count(count)
         if match_criteria is not None:
             _check_enum("InstanceMatchCriteria", match_criteria, MATCH_CRITERIA)
+            # EC2 UG capacity-reservations-modify: "To change the instance eligibility, the Capacity
+            # Reservation must be completely idle (zero usage)". AWS's error code for it is not
+            # documented; IncorrectState (UNVERIFIED) is EC2's code for a resource in the wrong state.
+            if reservation.used > 0:
+                raise ec2_error(
+                    "IncorrectState",
+                    f"The capacity reservation '{reservation.id}' has {reservation.used} running instance(s); "
+                    "its instance eligibility (InstanceMatchCriteria) can only change while it is idle.",
+                )
         new_type = _check_enum("EndDateType", end_date_type or reservation.end_date_type, END_DATE_TYPES)
         # Changing only the date of a limited reservation keeps it limited; switching to unlimited
         # drops the date; switching to limited needs a date in the same call.

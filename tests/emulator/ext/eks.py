@@ -50,6 +50,13 @@ Added actions:
 * ``DescribeUpdate``: cluster, node group (``nodegroupName``) and add-on (``addonName``) updates;
   an id unknown in that scope is ``ResourceNotFoundException``.
 
+Node groups whose instances would not join (no egress, private endpoint without VPC DNS,
+Bottlerocket user data Bottlerocket refuses; ``node_join.py``) end ``CREATE_FAILED`` after their
+create timer, or ``DEGRADED`` after a version update (that update ends ``Failed``), with the
+health issue ``NodeCreationFailure``; a DEGRADED node group can be updated again. A
+``CAPACITY_BLOCK`` node group with desired size > 0 refuses ``UpdateNodegroupVersion``
+(``InvalidRequestException``).
+
 Changes apply when the update starts; only ``status`` waits for the deadline. An update of a
 cluster, node group or add-on that is not ACTIVE is ``ResourceInUseException`` (409).
 
@@ -95,6 +102,7 @@ from moto.eks.models import (
 from moto.eks.responses import EKSResponse
 
 from . import eks_catalog as cat
+from . import node_join
 from ._ec2 import LOCK
 from .capacity_control import ControlError, int_arg, on_reset, route
 
@@ -165,13 +173,23 @@ def _reset_timing() -> None:
 class Phase:
     status: str  # CREATING, UPDATING or DELETING
     until: float  # time.monotonic() deadline
+    failure: str | None = None  # set: the phase ends CREATE_FAILED / DEGRADED (node_join.py)
 
 
-def begin(obj: Any, status: str, ms: int) -> float:
-    """Puts ``obj`` in ``status`` for ``ms`` milliseconds; returns the deadline."""
+def begin(obj: Any, status: str, ms: int, failure: str | None = None) -> float:
+    """Puts ``obj`` in ``status`` for ``ms`` milliseconds; returns the deadline. With ``failure``
+    (a health-issue message) the phase ends in CREATE_FAILED (creating) or DEGRADED (updating)."""
     until = time.monotonic() + ms / 1000.0
-    obj.__dict__["_gpustack_phase"] = Phase(status, until)
+    obj.__dict__["_gpustack_phase"] = Phase(status, until, failure)
     return until
+
+
+def failure_of(obj: Any) -> str | None:
+    """The health-issue message of a create/update that has ended in failure, else None."""
+    phase: Phase | None = obj.__dict__.get("_gpustack_phase")
+    if phase is None or phase.status == "DELETING" or time.monotonic() < phase.until:
+        return None
+    return phase.failure
 
 
 def status_of(obj: Any) -> str:
@@ -181,7 +199,20 @@ def status_of(obj: Any) -> str:
     # A deleted object stays DELETING until _sweep drops it.
     if phase.status == "DELETING" or time.monotonic() < phase.until:
         return phase.status
+    if phase.failure is not None:
+        return "CREATE_FAILED" if phase.status == "CREATING" else "DEGRADED"
     return ACTIVE
+
+
+def _nodegroup_health(nodegroup: Nodegroup) -> dict[str, Any]:
+    failure = failure_of(nodegroup)
+    if failure is not None:
+        return {"issues": [node_join.issue(failure, nodegroup)]}
+    return nodegroup.__dict__.get("_gpustack_health") or {"issues": []}
+
+
+def _set_nodegroup_health(nodegroup: Nodegroup, value: dict[str, Any]) -> None:
+    nodegroup.__dict__["_gpustack_health"] = value
 
 
 def _deleted(obj: Any) -> bool:
@@ -195,7 +226,8 @@ def _ignore_status(obj: Any, value: str) -> None:
 
 def require_active(obj: Any, what: str, **names: str | None) -> None:
     status = status_of(obj)
-    if status != ACTIVE:
+    # EKS lets a DEGRADED node group be updated (that is how it is repaired).
+    if status not in (ACTIVE, "DEGRADED"):
         raise in_use(f"{what} is {status}; it must be ACTIVE for this request", **names)
 
 
@@ -243,16 +275,27 @@ class Update:
     until: float
     nodegroup: str | None
     addon: str | None
+    failure: str | None = None  # node_join: the update ends Failed with this error
 
     def shape(self) -> dict[str, Any]:
         """The botocore ``Update`` shape."""
+        done = time.monotonic() >= self.until
+        errors = []
+        if done and self.failure is not None:
+            errors = [
+                {
+                    "errorCode": node_join.ISSUE_CODE,
+                    "errorMessage": self.failure,
+                    "resourceIds": [self.nodegroup] if self.nodegroup else [],
+                }
+            ]
         return {
             "id": self.id,
-            "status": "InProgress" if time.monotonic() < self.until else "Successful",
+            "status": "InProgress" if not done else ("Failed" if errors else "Successful"),
             "type": self.type,
             "params": self.params,
             "createdAt": self.created_at,
-            "errors": [],
+            "errors": errors,
         }
 
 
@@ -272,10 +315,12 @@ def start_update(
     params: list[dict[str, str]],
     nodegroup: str | None = None,
     addon: str | None = None,
+    failure: str | None = None,
 ) -> Update:
-    """``target`` (the cluster, a node group or an add-on) goes UPDATING; returns the update."""
-    until = begin(target, "UPDATING", TIMING.update_ms)
-    update = Update(str(uuid.uuid4()), kind, params, utcnow(), until, nodegroup, addon)
+    """``target`` (the cluster, a node group or an add-on) goes UPDATING; returns the update.
+    With ``failure`` it ends Failed and the target DEGRADED (node_join)."""
+    until = begin(target, "UPDATING", TIMING.update_ms, failure)
+    update = Update(str(uuid.uuid4()), kind, params, utcnow(), until, nodegroup, addon, failure)
     _updates_of(cluster)[update.id] = update
     return update
 
@@ -601,6 +646,16 @@ def _describe_update(self: EKSResponse) -> ActionResult:
 # --- node groups ------------------------------------------------------------------------------
 
 
+def _template_data(ec2: Any, template: dict[str, str] | None) -> dict[str, Any]:
+    """The launch template data a node group runs now ({} without a template, or if it is gone)."""
+    if not template:
+        return {}
+    try:
+        return dict(ec2.get_launch_template(template["id"]).get_version(template["version"]).data)
+    except EC2ClientError:
+        return {}
+
+
 def _launch_template(ec2: Any, spec: dict[str, Any], cluster: str) -> tuple[dict[str, str], dict[str, Any]]:
     """``{id, name, version}`` of an EKS ``LaunchTemplateSpecification``, and that version's data."""
     template_id, name = spec.get("id"), spec.get("name")
@@ -674,6 +729,8 @@ def _create_nodegroup(self: EKSResponse) -> ActionResult:
             )
         version = _nodegroup_version(cluster, self._get_param("version"))
         release = _release(ami_type, version, self._get_param("releaseVersion"), cluster_name)
+        # Decided now (node_join.py), shown when the create timer ends.
+        failure = node_join.join_failure(_ec2(backend), cluster, self._get_param("subnets") or [], ami_type, data)
         # moto checks the name, the cluster's status, diskSize/remoteAccess against a template, the role.
         nodegroup = backend.create_nodegroup(
             cluster_name=cluster_name,
@@ -704,7 +761,7 @@ def _create_nodegroup(self: EKSResponse) -> ActionResult:
         nodegroup.update_config = self._get_param("updateConfig") or {"maxUnavailable": 1}
         nodegroup.node_repair_config = self._get_param("nodeRepairConfig")
         nodegroup.health = {"issues": []}
-        begin(nodegroup, "CREATING", TIMING.nodegroup_create_ms)
+        begin(nodegroup, "CREATING", TIMING.nodegroup_create_ms, failure)
     return ActionResult({"nodegroup": nodegroup})
 
 
@@ -785,13 +842,15 @@ def _update_nodegroup_version(self: EKSResponse) -> ActionResult:
         require_active(
             nodegroup, f"Nodegroup {nodegroup_name}", cluster=cluster_name, nodegroup=nodegroup_name
         )
+        node_join.check_capacity_block_upgrade(nodegroup, cluster_name)
         params = []
+        data = _template_data(_ec2(backend), nodegroup.launch_template)
         if spec:
             if nodegroup.launch_template is None:
                 raise invalid(
                     "The node group was not created with a launch template", cluster_name, nodegroup_name
                 )
-            template, _ = _launch_template(_ec2(backend), spec, cluster_name)
+            template, data = _launch_template(_ec2(backend), spec, cluster_name)
             if template["id"] != nodegroup.launch_template["id"]:
                 raise invalid(
                     "You cannot specify a different launch template than the one the node group was created with",
@@ -812,7 +871,10 @@ def _update_nodegroup_version(self: EKSResponse) -> ActionResult:
             nodegroup.release_version = release
             params.append(param("ReleaseVersion", release))
         nodegroup.modified_at = utcnow()
-        update = start_update(cluster, nodegroup, "VersionUpdate", params, nodegroup=nodegroup_name)
+        failure = node_join.join_failure(_ec2(backend), cluster, nodegroup.subnets or [], nodegroup.ami_type, data)
+        update = start_update(
+            cluster, nodegroup, "VersionUpdate", params, nodegroup=nodegroup_name, failure=failure
+        )
     return ActionResult({"update": update.shape()})
 
 
@@ -857,6 +919,7 @@ def install() -> None:
         eks_urls.url_paths.setdefault(path, EKSResponse.dispatch)
     Cluster.status = property(status_of, _ignore_status)  # type: ignore[assignment]
     Nodegroup.status = property(status_of, _ignore_status)  # type: ignore[assignment]
+    Nodegroup.health = property(_nodegroup_health, _set_nodegroup_health)  # type: ignore[assignment]
     EKSResponse.call_action = _call_action  # type: ignore[method-assign]
     EKSBackend.delete_cluster = _delete_cluster  # type: ignore[method-assign]
     EKSBackend.delete_nodegroup = _delete_nodegroup  # type: ignore[method-assign]

@@ -91,7 +91,6 @@ class PlacementGroup(TaggedEC2Resource):
             "spread-level": self.spread_level,
             "partition-count": self.partition_count,
             "tag-key": list(tags),
-            "tag-value": list(tags.values()),
         }
         if name not in simple:
             raise ec2_error("InvalidParameterValue", f"The filter '{name}' is invalid")

@@ -1,10 +1,12 @@
 """Request log: a WSGI middleware that records every AWS request, so tests can count calls.
 
-Each request is recorded, in arrival order, as ``{"service": ..., "action": ...}``:
+Each request is recorded, in arrival order, as ``{"service": ..., "region": ..., "action": ...}``:
 
 * ``service``: the SigV4 credential scope's service (``Authorization: AWS4-HMAC-SHA256
   Credential=AKID/20260101/us-west-2/ec2/aws4_request, ...`` -> ``"ec2"``; also the
   ``X-Amz-Credential`` query parameter of presigned URLs), else ``null``.
+* ``region``: the credential scope's region (``us-west-2`` above), else ``null``; so a test can
+  check e.g. that an ECR token was asked for in the image's region.
 * ``action``: the ``Action`` query/form parameter (EC2, IAM, STS: query protocol), else the part
   of ``X-Amz-Target`` after the last dot (JSON protocols), else ``"METHOD /path"`` (REST).
 
@@ -62,22 +64,28 @@ def reset() -> int:
         return n
 
 
-def _service_from_credential(credential: str) -> str | None:
+def _scope_from_credential(credential: str) -> tuple[str, str] | None:
     # AKID/yyyymmdd/region/service/aws4_request
     parts = credential.split("/")
     if len(parts) >= 5 and parts[-1] == "aws4_request":
-        return parts[-2]
+        return parts[-3], parts[-2]
+    return None
+
+
+def _scope(environ: dict[str, Any], query: dict[str, list[str]]) -> tuple[str, str] | None:
+    """(region, service) of the request's SigV4 credential scope, if it is signed."""
+    match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+    if match:
+        return _scope_from_credential(match.group(1))
+    cred = query.get("X-Amz-Credential")
+    if cred:
+        return _scope_from_credential(cred[0])
     return None
 
 
 def _service(environ: dict[str, Any], query: dict[str, list[str]]) -> str | None:
-    match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
-    if match:
-        return _service_from_credential(match.group(1))
-    cred = query.get("X-Amz-Credential")
-    if cred:
-        return _service_from_credential(cred[0])
-    return None
+    scope = _scope(environ, query)
+    return scope[1] if scope else None
 
 
 def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
@@ -107,7 +115,8 @@ def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
 
 def describe(environ: dict[str, Any]) -> dict[str, Any]:
     query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
-    service = _service(environ, query)
+    scope = _scope(environ, query)
+    service, region = (scope[1], scope[0]) if scope else (None, None)
     action = (query.get("Action") or [None])[0]
     if action is None:
         action = (_form_body(environ).get("Action") or [None])[0]
@@ -117,7 +126,7 @@ def describe(environ: dict[str, Any]) -> dict[str, Any]:
             action = target.rsplit(".", 1)[-1]
     if action is None:
         action = f"{environ.get('REQUEST_METHOD', 'GET')} {environ.get('PATH_INFO', '/')}"
-    return {"service": service, "action": action}
+    return {"service": service, "region": region, "action": action}
 
 
 def _json(start_response: Callable[..., Any], status: str, body: Any) -> Iterable[bytes]:

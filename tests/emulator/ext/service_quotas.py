@@ -50,23 +50,37 @@ class Quota:
     code: str
     name: str
     value: float  # vCPUs (the Capacity Block quotas count the vCPUs of concurrently active blocks too)
+    default: float | None = None  # AWS's default (GetAWSDefaultServiceQuota); None: same as value
 
 
 # Names as in the EC2 quota tables (docs/aws-facts.md section 6). AWS's own defaults are 0 for the
-# GPU quotas and 5 for standard instances; these are what an account for training stacks has.
+# GPU/accelerator quotas and 5 for standard instances. The applied values of the older entries are
+# what an account for training stacks has (the Rust tests rely on them); their AWS default is 0 where
+# the issue lists the code. The Trn/Inf/DL entries are a fresh account's: 0 applied, 0 default
+# (tests set them). Trn1/Trn2 Capacity Block names follow the P5 ones (UNVERIFIED wording).
 QUOTAS: dict[str, Quota] = {
     q.code: q
     for q in (
         Quota("L-417A185B", "Running On-Demand P instances", 1536.0),
-        Quota("L-DB2E81BA", "Running On-Demand G and VT instances", 1024.0),
+        Quota("L-DB2E81BA", "Running On-Demand G and VT instances", 1024.0, 0.0),
         Quota("L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests", 384.0),
         Quota("L-C4BD4855", "All P5 Spot Instance Requests", 384.0),
-        Quota("L-3819A6DF", "All G and VT Spot Instance Requests", 512.0),
+        Quota("L-3819A6DF", "All G and VT Spot Instance Requests", 512.0, 0.0),
         Quota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", 1024.0),
-        Quota("L-DA6814F2", "Concurrent P5 Capacity Blocks per account", 1536.0),
-        Quota("L-C45F30BC", "Concurrent P5e Capacity Blocks per account", 1536.0),
-        Quota("L-4F9BB70B", "Concurrent P5en Capacity Blocks per account", 1536.0),
-        Quota("L-2C8F52B3", "Concurrent P4d Capacity Blocks per account", 1536.0),
+        # Capacity Block quotas are in vCPUs of concurrently active blocks ("Amazon EC2 instance
+        # type quotas" page): 1536 = 8 p5.48xlarge, what an account for training stacks has.
+        Quota("L-DA6814F2", "Concurrent P5 Capacity Blocks per account", 1536.0, 0.0),
+        Quota("L-C45F30BC", "Concurrent P5e Capacity Blocks per account", 1536.0, 0.0),
+        Quota("L-4F9BB70B", "Concurrent P5en Capacity Blocks per account", 1536.0, 0.0),
+        Quota("L-2C8F52B3", "Concurrent P4d Capacity Blocks per account", 1536.0, 0.0),
+        Quota("L-2E30FD7D", "Concurrent Trn1 Capacity Blocks per account", 0.0, 0.0),
+        Quota("L-64569A79", "Concurrent Trn2 Capacity Blocks per account", 0.0, 0.0),
+        Quota("L-2C3B7624", "Running On-Demand Trn instances", 0.0, 0.0),
+        Quota("L-1945791B", "Running On-Demand Inf instances", 0.0, 0.0),
+        Quota("L-6E869C2A", "Running On-Demand DL instances", 0.0, 0.0),
+        Quota("L-6B0D517C", "All Trn Spot Instance Requests", 0.0, 0.0),
+        Quota("L-B5D1601B", "All Inf Spot Instance Requests", 0.0, 0.0),
+        Quota("L-85EED4F7", "All DL Spot Instance Requests", 0.0, 0.0),
     )
 }
 
@@ -79,7 +93,15 @@ def _reset_settings() -> None:
     with _lock:
         _settings.clear()
         _settings.update(
-            {q.code: {"value": q.value, "default": q.value, "deny": False, "missing": False} for q in QUOTAS.values()}
+            {
+                q.code: {
+                    "value": q.value,
+                    "default": q.value if q.default is None else q.default,
+                    "deny": False,
+                    "missing": False,
+                }
+                for q in QUOTAS.values()
+            }
         )
 
 

@@ -22,6 +22,10 @@ SSM (per account and region of the request):
   ``AgentVersion``, ``IsLatestVersion``, ``PlatformType`` ``Linux``, ``PlatformName``
   ``Bottlerocket`` (whatever the AMI), ``ResourceType`` ``EC2Instance``, ``IPAddress`` (private),
   ``ComputerName`` (private DNS name), ``SourceId``, ``SourceType`` ``AWS::EC2::Instance``.
+  An instance launched from a Bottlerocket NVIDIA-variant AMI (``aws-k8s-*-nvidia*``, the ids
+  ``ssm_params`` hands out) on an instance type without an NVIDIA GPU never appears: NVIDIA
+  variants do not reach ``configured.target`` without a GPU (bottlerocket-os/bottlerocket#4218,
+  bottlerocket-kernel-kit#321), so its agent never reports in.
   ``Filters`` keys ``InstanceIds``, ``PingStatus``, ``PlatformTypes``, ``ResourceType``,
   ``AgentVersion``, ``SourceIds``, ``SourceTypes``, ``tag-key``, ``tag:<k>`` and the
   ``InstanceInformationFilterList`` keys (``ActivationIds``, ``IamRole``, ``AssociationStatus``
@@ -91,11 +95,13 @@ from typing import Any, Callable, Iterable, TypeVar
 from moto.core.responses import ActionResult
 from moto.ec2.models import EC2Backend, ec2_backends
 from moto.ec2.models.elastic_block_store import Snapshot
+from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.ec2.models.instances import Instance, Reservation
 from moto.ssm.exceptions import SSMException, ValidationException
 from moto.ssm.models import Command, SimpleSystemManagerBackend, ssm_backends
 from moto.ssm.responses import SimpleSystemManagerResponse
 
+from . import eks_catalog as cat
 from ._ec2 import LOCK, EC2Response, backend_for, ec2_action
 from .capacity_control import ControlError, flag_arg, int_arg, on_reset, route
 
@@ -252,9 +258,43 @@ def _online_at(instance: Instance) -> float:
     return online_at
 
 
+_nvidia_amis: dict[str, frozenset[str]] = {}
+
+
+def nvidia_amis(region: str) -> frozenset[str]:
+    """Ids of the Bottlerocket NVIDIA-variant AMIs (``aws-k8s-*-nvidia*``) the SSM public
+    parameters hand out in ``region`` (ssm_params.py)."""
+    if region not in _nvidia_amis:
+        _nvidia_amis[region] = frozenset(
+            cat.bottlerocket_ami(cat.bottlerocket_variant(k8s, flavour), arch, release).image_id(region)
+            for k8s in cat.KUBERNETES_VERSIONS
+            for flavour in cat.BOTTLEROCKET_FLAVOURS
+            if "nvidia" in flavour
+            for arch in cat.ARCHITECTURES
+            for release in cat.BOTTLEROCKET_RELEASES
+        )
+    return _nvidia_amis[region]
+
+
+def has_nvidia_gpu(instance_type: str) -> bool:
+    """Whether the EC2 catalog lists an NVIDIA GPU (whole or fractional) for the type."""
+    gpus = (INSTANCE_TYPES.get(instance_type) or {}).get("GpuInfo", {}).get("Gpus", [])
+    return any(g.get("Manufacturer") == "NVIDIA" for g in gpus)
+
+
+def never_boots(instance: Instance) -> bool:
+    """A Bottlerocket NVIDIA variant on an instance type without an NVIDIA GPU never reaches
+    ``configured.target``, so its SSM agent never reports in (bottlerocket-os/bottlerocket#4218,
+    bottlerocket-kernel-kit#321: the NVIDIA driver units fail without a GPU)."""
+    region = instance.ec2_backend.region_name
+    return instance.image_id in nvidia_amis(region) and not has_nvidia_gpu(instance.instance_type)
+
+
 def _ping(instance: Instance, now: float) -> tuple[str, float] | None:
     """(PingStatus, LastPingDateTime) of an instance as SSM reports it, or None if it does not."""
     if not instance.iam_instance_profile or instance.state == "terminated":
+        return None
+    if never_boots(instance):
         return None
     if instance.state == "running" and now >= _online_at(instance):
         return "Online", now
