@@ -8,7 +8,8 @@ Each request is recorded, in arrival order, as ``{"service": ..., "region": ...,
 * ``region``: the credential scope's region (``us-west-2`` above), else ``null``; so a test can
   check e.g. that an ECR token was asked for in the image's region.
 * ``action``: the ``Action`` query/form parameter (EC2, IAM, STS: query protocol), else the part
-  of ``X-Amz-Target`` after the last dot (JSON protocols), else ``"METHOD /path"`` (REST).
+  of ``X-Amz-Target`` after the last dot (JSON protocols), else for EKS (REST) the botocore
+  operation the method and path route to, else ``"METHOD /path"``.
 
 Control endpoints, answered here and not forwarded to moto (nor recorded):
 
@@ -124,9 +125,24 @@ def describe(environ: dict[str, Any]) -> dict[str, Any]:
         target = environ.get("HTTP_X_AMZ_TARGET")
         if target:
             action = target.rsplit(".", 1)[-1]
+    if action is None and service == "eks":
+        action = _rest_operation(service, environ)
     if action is None:
         action = f"{environ.get('REQUEST_METHOD', 'GET')} {environ.get('PATH_INFO', '/')}"
     return {"service": service, "region": region, "action": action}
+
+
+def _rest_operation(service: str, environ: dict[str, Any]) -> str | None:
+    """The botocore operation a REST request maps to (EKS: ``GET /clusters/x`` is DescribeCluster),
+    so the log names IAM actions (``eks:DescribeCluster``) whatever the protocol."""
+    from .param_validation import _routes  # one route table for both
+
+    method = environ.get("REQUEST_METHOD", "GET")
+    path = environ.get("PATH_INFO", "/")
+    for route_method, regex, name, _ in _routes(service):
+        if route_method == method and regex.match(path):
+            return name
+    return None
 
 
 def _json(start_response: Callable[..., Any], status: str, body: Any) -> Iterable[bytes]:
