@@ -167,7 +167,7 @@ placement_group = "somewhere""#,
     assert!(r.stderr.contains("puts reserved capacity in a placement group"), "{r:?}");
     assert!(r.stderr.contains("open to the whole internet (0.0.0.0/0)"), "{r:?}");
     let plan = env.ok(&["plan", "w.toml"]);
-    assert!(plan.stdout.contains("Plan: 7 to add"), "{plan:?}");
+    assert!(plan.stdout.contains("Plan: 8 to add"), "{plan:?}");
 }
 
 /// Cases that need the instance catalog: (template lines, node group lines, message, help).
