@@ -347,3 +347,207 @@ fn a_node_group_without_egress_is_refused_before_anything_is_made() {
     env.write("e.toml", &with_endpoints);
     env.ok(&["validate", "e.toml"]);
 }
+
+/// #5: for a requested length EC2 offers one block slightly shorter (cheaper) and one
+/// slightly longer; the plan proposes one at least as long as asked and shows both.
+#[test]
+fn the_plan_never_proposes_a_block_shorter_than_asked() {
+    let env = Env::new();
+    let stack = format!(
+        "[stack]\nname = \"len\"\nregion = \"us-west-2\"\n[capacity_block.b]\ninstance_type = \"p5.48xlarge\"\ninstance_count = 1\nduration_hours = 48\nstart_after = \"{}\"\nstart_before = \"{}\"\navailability_zone = \"us-west-2b\"\nmax_upfront_usd = 40000\n",
+        in_days(1),
+        in_days(6)
+    );
+    env.write("b.toml", &stack);
+    let r = env.ok(&["plan", "b.toml", "--json"]);
+    let plan: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let p = &plan["changes"][0]["purchase"];
+    assert_eq!(p["asked_hours"], 48, "{p}");
+    assert!(p["duration_hours"].as_i64().unwrap() >= 48, "a block at least as long as asked: {p}");
+    let text = env.ok(&["plan", "b.toml"]);
+    assert!(text.stdout.contains("asked 48 h"), "{}", text.stdout);
+}
+
+/// #6: on a type whose network card 0 is ENA-only, the primary is an ENA interface and the
+/// EFA cards get efa-only interfaces (an efa-only interface cannot be the primary).
+#[test]
+fn efa_interfaces_follow_the_cards_that_support_efa() {
+    let env = Env::new();
+    let stack = r#"[stack]
+name   = "efa"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block = "10.7.0.0/16"
+
+[security_group.efa]
+vpc = "${vpc.main.id}"
+efa = true
+
+[launch_template.b300]
+instance_type = "p6-b300.48xlarge"
+efa           = { security_groups = ["${security_group.efa.id}"], interfaces = "max" }
+data_volume   = { size_gib = 200 }
+"#;
+    env.write("e.toml", stack);
+    env.ok(&["apply", "e.toml", "--auto-approve"]);
+    let id = env.state("efa")["resources"]["launch_template.b300"]["id"].as_str().unwrap().to_string();
+    let ec2 = env.emu.ec2();
+    let nics = block_on(async move {
+        let v =
+            ec2.describe_launch_template_versions().launch_template_id(id).versions("$Default").send().await.unwrap();
+        v.launch_template_versions()[0]
+            .launch_template_data()
+            .unwrap()
+            .network_interfaces()
+            .iter()
+            .map(|n| {
+                (n.network_card_index().unwrap(), n.device_index().unwrap(), n.interface_type().unwrap().to_string())
+            })
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(nics[0], (0, 0, "interface".to_string()), "{nics:?}");
+    assert_eq!(nics.len(), 17, "an ENA primary and 16 EFA cards: {nics:?}");
+    assert!(nics[1..].iter().enumerate().all(|(k, n)| *n == (k as i32 + 1, 0, "efa-only".to_string())), "{nics:?}");
+}
+
+/// #7, #11: Capacity Block quotas are vCPUs (instances × vCPUs), and Trn/Inf/DL types are
+/// checked against their own documented codes rather than warned about.
+#[test]
+fn block_quotas_count_vcpus_and_trainium_has_its_own_code() {
+    let env = Env::new();
+    env.emu.control("POST", "/_gpustack/quotas?code=L-DA6814F2&value=200");
+    let stack = format!(
+        "[stack]\nname = \"q\"\nregion = \"us-west-2\"\n[capacity_block.b]\ninstance_type = \"p5.48xlarge\"\ninstance_count = 2\nduration_hours = 24\nstart_after = \"{}\"\nstart_before = \"{}\"\navailability_zone = \"us-west-2b\"\nmax_upfront_usd = 40000\n",
+        in_days(1),
+        in_days(6)
+    );
+    env.write("b.toml", &stack);
+    let r = env.run(&["plan", "b.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("this stack needs 384 vCPUs of quota L-DA6814F2"), "{r:?}");
+    assert!(r.stderr.contains("capacity_block.b: 2 × 192 vCPUs in a block (p5.48xlarge)"), "{r:?}");
+
+    let trn = "[stack]\nname = \"trn\"\nregion = \"us-west-2\"\n[capacity_reservation.t]\ninstance_type = \"trn1.32xlarge\"\navailability_zone = \"us-west-2a\"\ninstance_count = 1\n";
+    env.write("t.toml", trn);
+    let r = env.run(&["plan", "t.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("quota L-2C3B7624 (Running On-Demand Trn instances)"), "{r:?}");
+}
+
+/// #8: a count change sends only the count; eligibility (`match`) needs an idle reservation,
+/// so sending it along would fail while the pool runs.
+#[test]
+fn an_odcr_count_change_works_while_instances_run_in_it() {
+    let env = Env::new();
+    let odcr = |n: u32| {
+        format!(
+            "[stack]\nname = \"odcr\"\nregion = \"us-west-2\"\n[capacity_reservation.steady]\ninstance_type = \"g6.12xlarge\"\navailability_zone = \"us-west-2a\"\ninstance_count = {n}\n"
+        )
+    };
+    env.write("r.toml", &odcr(2));
+    env.ok(&["apply", "r.toml", "--auto-approve"]);
+    let id = env.state("odcr")["resources"]["capacity_reservation.steady"]["id"].as_str().unwrap().to_string();
+    env.emu.control("POST", &format!("/_gpustack/capacity/used?id={id}&count=2"));
+    env.write("r.toml", &odcr(3));
+    env.ok(&["apply", "r.toml", "--auto-approve"]);
+    assert_eq!(env.run(&["plan", "r.toml", "--detailed-exitcode"]).code, 0);
+    // Changing eligibility while in use is refused by EC2, and the error says what to do.
+    env.write("r.toml", &format!("{}match = \"open\"\n", odcr(3)));
+    let r = env.run(&["apply", "r.toml", "--auto-approve"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("changing `match` needs an idle reservation")
+            || r.stderr.contains("changing `match` needs an idle reservation"),
+        "{r:?}"
+    );
+}
+
+/// #15: a just-made instance profile is refused by RunInstances for a while; the builder's
+/// launch retries instead of failing the image cache.
+#[test]
+fn a_fresh_instance_profile_is_waited_for() {
+    let env = Env::new();
+    // Every profile younger than a minute is refused once (as IAM propagation does).
+    env.emu.control("POST", "/_gpustack/iam-propagation?seconds=60");
+    let stack = r#"[stack]
+name   = "prof"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "10.8.0.0/16"
+internet_gateway = true
+
+[subnet.public]
+vpc               = "${vpc.main.id}"
+cidr_block        = "10.8.0.0/20"
+availability_zone = "us-west-2a"
+public            = true
+
+[iam_role.builder]
+service          = "ec2.amazonaws.com"
+instance_profile = true
+managed_policies = ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+
+[image_cache.ml]
+images                   = ["public.ecr.aws/docker/library/busybox:1.36"]
+variant                  = "aws-k8s-1.31-nvidia"
+subnet                   = "${subnet.public.id}"
+builder_instance_profile = "${iam_role.builder.instance_profile}"
+"#;
+    env.write("p.toml", stack);
+    env.ok(&["apply", "p.toml", "--auto-approve"]);
+    let launches = env.emu.requests().iter().filter(|(_, a)| a == "RunInstances").count();
+    assert_eq!(launches, 2, "refused once, then launched");
+}
+
+/// #18, #21, §3: IMDS hop limit 1 unless opted in; a GPU template without a data volume is
+/// warned about; a data volume from a snapshot is hydrated at 200 MiB/s unless set.
+#[test]
+fn imds_hop_limit_and_data_volume_defaults() {
+    let env = Env::new();
+    let stack = r#"[stack]
+name   = "lt"
+region = "us-west-2"
+
+[launch_template.bare]
+instance_type = "g6.xlarge"
+
+[launch_template.open]
+instance_type  = "g6.xlarge"
+imds_hop_limit = 2
+data_volume    = { size_gib = 100, snapshot = "snap-0123456789abcdef0" }
+"#;
+    env.write("l.toml", stack);
+    let plan = env.ok(&["plan", "l.toml"]);
+    // Catalog warnings are part of the plan (stdout, and `warnings` in --json).
+    assert!(plan.stdout.contains("`launch_template.bare` runs g6.xlarge"), "{plan:?}");
+    assert!(plan.stdout.contains("with no `data_volume`"), "{plan:?}");
+    assert!(!plan.stdout.contains("`launch_template.open` runs"), "{plan:?}");
+    env.ok(&["apply", "l.toml", "--auto-approve"]);
+    let st = env.state("lt");
+    let ids: Vec<String> = ["bare", "open"]
+        .iter()
+        .map(|n| st["resources"][format!("launch_template.{n}")]["id"].as_str().unwrap().to_string())
+        .collect();
+    let ec2 = env.emu.ec2();
+    let got = block_on(async move {
+        let mut out = vec![];
+        for id in ids {
+            let v = ec2
+                .describe_launch_template_versions()
+                .launch_template_id(id)
+                .versions("$Default")
+                .send()
+                .await
+                .unwrap();
+            let d = v.launch_template_versions()[0].launch_template_data().unwrap().clone();
+            let hop = d.metadata_options().and_then(|m| m.http_put_response_hop_limit());
+            let rate =
+                d.block_device_mappings().first().and_then(|b| b.ebs()).and_then(|e| e.volume_initialization_rate());
+            out.push((hop, rate));
+        }
+        out
+    });
+    assert_eq!(got, vec![(Some(1), None), (Some(2), Some(200))]);
+}
