@@ -37,7 +37,9 @@ pub enum StateCommand {
     Pull(Which),
     /// Replace the stored state with FILE, under the lock. Refuses a FILE of another lineage,
     /// a lower serial, or the same serial with other content, unless --force
-    #[command(after_help = "A forced push of a serial not above the stored one is written with the stored serial + 1, so plans saved against the old state are refused as stale.")]
+    #[command(
+        after_help = "A forced push of a serial not above the stored one is written with the stored serial + 1, so plans saved against the old state are refused as stale."
+    )]
     Push {
         /// A state JSON file (from `state pull`, or a gpustack-rescue-*.json)
         file: PathBuf,
@@ -213,7 +215,10 @@ async fn push(g: &Global, w: &Which, file: &std::path::Path, force: bool) -> Res
             if new.serial <= stored.serial {
                 new.serial = stored.serial + 1;
                 bytes = local::encode(&new)?;
-                eprintln!("--force: writing it as serial {} so plans saved against the old state are stale.", new.serial);
+                eprintln!(
+                    "--force: writing it as serial {} so plans saved against the old state are stale.",
+                    new.serial
+                );
             }
         }
     }
@@ -270,7 +275,8 @@ async fn migrate(g: &Global, w: &Which, to: &str, force: bool) -> Result<i32> {
         from.location(),
         dest.location(),
         match dest.location() {
-            Location::S3(l) => format!("[stack.backend] s3 = {{ bucket = \"{}\", key = \"{}\" }} or --state {l}", l.bucket, l.key),
+            Location::S3(l) =>
+                format!("[stack.backend] s3 = {{ bucket = \"{}\", key = \"{}\" }} or --state {l}", l.bucket, l.key),
             Location::Local(p) => format!("remove [stack.backend], or pass --state {}", p.display()),
         }
     );
@@ -355,6 +361,8 @@ mod tests {
         assert_eq!(push_refusal(&stored, &newer, false), None);
         assert!(push_refusal(&stored, &State { serial: 4, ..stored.clone() }, false).unwrap().contains("lower"));
         assert!(push_refusal(&stored, &stored, false).unwrap().contains("other content"));
-        assert!(push_refusal(&stored, &State { serial: 9, ..State::new("s", "r") }, false).unwrap().contains("lineage"));
+        assert!(
+            push_refusal(&stored, &State { serial: 9, ..State::new("s", "r") }, false).unwrap().contains("lineage")
+        );
     }
 }

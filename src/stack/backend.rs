@@ -21,7 +21,8 @@ pub struct S3Backend {
 
 const BACKENDS: &[&str] = &["s3"];
 const S3_KEYS: &[&str] = &["bucket", "key", "region"];
-const EXAMPLE: &str = "write:\n  [stack.backend]\n  s3 = { bucket = \"my-team-gpustack-state\", key = \"envs/${var.env}.json\" }";
+const EXAMPLE: &str =
+    "write:\n  [stack.backend]\n  s3 = { bucket = \"my-team-gpustack-state\", key = \"envs/${var.env}.json\" }";
 
 /// Checks `stack.backend` (the expression of its table) and returns the declaration.
 pub fn parse(e: &Expr, diags: &mut Vec<Diagnostic>) -> Option<S3Backend> {
@@ -41,28 +42,36 @@ pub fn parse(e: &Expr, diags: &mut Vec<Diagnostic>) -> Option<S3Backend> {
         diags.push(schema::unknown_key(k, v, S3_KEYS.iter().copied(), "stack.backend.s3"));
     }
     let span = s3.span.clone().or(s3.key_span.clone());
-    let bucket = string(s, "bucket", &span, diags)?;
-    let key = string(s, "key", &span, diags)?;
-    let region = match s.get("region") {
-        Some(_) => Some(string(s, "region", &span, diags)?),
-        None => None,
-    };
+    let bucket = string(s, "bucket", &span, diags);
+    let key = string(s, "key", &span, diags);
+    let region = s.get("region").map(|_| string(s, "region", &span, diags));
     let mut ok = true;
-    if let Some(why) = bucket_problem(&bucket) {
+    if let Some(why) = bucket.as_deref().and_then(bucket_problem) {
         diags.push(
-            Diagnostic::error(format!("`{bucket}` is not a valid S3 bucket name: {why}"), value_span(s, "bucket"))
-                .help("bucket names are 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"),
+            Diagnostic::error(
+                format!("`{}` is not a valid S3 bucket name: {why}", bucket.as_deref().unwrap_or_default()),
+                value_span(s, "bucket"),
+            )
+            .help(
+                "bucket names are 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit",
+            ),
         );
         ok = false;
     }
-    if key.is_empty() || key.starts_with('/') || key.ends_with('/') {
+    if let Some(key) = key.as_deref()
+        && (key.is_empty() || key.starts_with('/') || key.ends_with('/'))
+    {
         diags.push(
             Diagnostic::error(format!("`{key}` is not a usable state key"), value_span(s, "key"))
                 .help("name an object, without a leading or trailing '/': key = \"envs/${var.env}.json\""),
         );
         ok = false;
     }
-    ok.then_some(S3Backend { bucket, key, region })
+    match (bucket, key, region) {
+        (Some(bucket), Some(key), None) if ok => Some(S3Backend { bucket, key, region: None }),
+        (Some(bucket), Some(key), Some(Some(region))) if ok => Some(S3Backend { bucket, key, region: Some(region) }),
+        _ => None,
+    }
 }
 
 fn value_span(s: &BTreeMap<String, Expr>, k: &str) -> Span {

@@ -110,7 +110,9 @@ impl Backend {
                 let lock = tokio::task::spawn_blocking(move || local::lock(&p, timeout, &command)).await??;
                 Ok(StateLock::Local(lock))
             }
-            Backend::S3(s) => Ok(StateLock::S3(s3lock::acquire(s.client(), &s.location, timeout, command, unlock).await?)),
+            Backend::S3(s) => {
+                Ok(StateLock::S3(s3lock::acquire(s.client(), &s.location, timeout, command, unlock).await?))
+            }
         }
     }
 

@@ -116,12 +116,7 @@ pub async fn acquire(
                 Some(o) => (o.to_string(), o.id.clone()),
                 None => ("something that is not gpustack (the lock object is not gpustack's JSON)".into(), "ID".into()),
             };
-            return Err(LockHeld {
-                what: loc.to_string(),
-                holder,
-                unlock: Some(unlock.replace("{id}", &id)),
-            }
-            .into());
+            return Err(LockHeld { what: loc.to_string(), holder, unlock: Some(unlock.replace("{id}", &id)) }.into());
         }
         tokio::time::sleep(wait.min(deadline.saturating_duration_since(Instant::now()))).await;
         wait = (wait * 3 / 2).min(Duration::from_secs(5));

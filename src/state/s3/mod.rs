@@ -66,8 +66,7 @@ impl Failure {
         e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
     ) -> Failure {
         let status = e.raw_response().map(|r| r.status().as_u16());
-        let bucket_region =
-            e.raw_response().and_then(|r| r.headers().get("x-amz-bucket-region")).map(str::to_string);
+        let bucket_region = e.raw_response().and_then(|r| r.headers().get("x-amz-bucket-region")).map(str::to_string);
         let (code, message) = (e.code().map(str::to_string), e.message().map(str::to_string));
         let detail = match (&code, &message, status) {
             (Some(c), Some(m), _) => format!("{c}: {m}"),
@@ -183,8 +182,9 @@ impl Store {
 
     /// The state's bytes, or `None` when it does not exist yet; remembers the ETag.
     pub async fn read(&self) -> Result<Option<Vec<u8>>, S3Error> {
-        let got =
-            get(&self.client, &self.location, &self.location.key).await.map_err(|f| f.into_error("reading", &self.location))?;
+        let got = get(&self.client, &self.location, &self.location.key)
+            .await
+            .map_err(|f| f.into_error("reading", &self.location))?;
         let (body, etag) = got.map_or((None, None), |(b, e)| (Some(b), Some(e)));
         *self.etag.lock().unwrap_or_else(|p| p.into_inner()) = etag;
         Ok(body)
