@@ -2,9 +2,10 @@
 //! in parallel over the DAG (tokio). Concurrency is bounded per AWS service
 //! inside the kinds (`Ctx::permit`), so a resource that only waits holds no
 //! slot. Every mutation is journaled: a pending entry is stored before the AWS
-//! call, the result with the next write. A failure skips the failed operation's
-//! dependents while independent work finishes; an interrupt starts nothing new
-//! and lets in-flight calls finish and be recorded.
+//! call, the result after it (on S3 with the next write: see `journal`). A
+//! failure skips the failed operation's dependents while independent work
+//! finishes; an interrupt starts nothing new and lets in-flight calls finish and
+//! be recorded.
 
 pub mod journal;
 pub mod progress;
@@ -354,15 +355,18 @@ async fn create(
                 deps: deps_of(env, idx),
                 prevent_destroy: env.stack.resources[idx].prevent_destroy,
             };
-            // The result rides on the next write (journal.rs says why that is safe).
-            env.journal.record(|s| {
-                s.pending.retain(|p| p.token != token);
-                if let Some(old) = s.resources.insert(c.address.clone(), entry)
-                    && replacing
-                {
-                    s.deposed.push(crate::state::Deposed { address: c.address.clone(), resource: old });
-                }
-            });
+            // On S3 the result rides on the next write (journal.rs says why that is safe).
+            env.journal
+                .record(|s| {
+                    s.pending.retain(|p| p.token != token);
+                    if let Some(old) = s.resources.insert(c.address.clone(), entry)
+                        && replacing
+                    {
+                        s.deposed.push(crate::state::Deposed { address: c.address.clone(), resource: old });
+                    }
+                })
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(rec.id)
         }
         // The pending entry stays: the next run looks the object up by its tags.
@@ -384,15 +388,18 @@ async fn update(env: &Env, c: &Change) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     let deps = deps_of(env, idx);
-    env.journal.record(|s| {
-        s.pending.retain(|p| p.token != token);
-        if let Some(e) = s.resources.get_mut(&c.address) {
-            e.inputs = attrs_to_json(&inputs);
-            e.outputs.extend(attrs_to_json(&rec.outputs));
-            e.deps = deps;
-            e.prevent_destroy = env.stack.resources[idx].prevent_destroy;
-        }
-    });
+    env.journal
+        .record(|s| {
+            s.pending.retain(|p| p.token != token);
+            if let Some(e) = s.resources.get_mut(&c.address) {
+                e.inputs = attrs_to_json(&inputs);
+                e.outputs.extend(attrs_to_json(&rec.outputs));
+                e.deps = deps;
+                e.prevent_destroy = env.stack.resources[idx].prevent_destroy;
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(String::new())
 }
 
@@ -405,12 +412,15 @@ async fn delete(env: &Env, c: &Change) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     kind.delete(&env.ctx, &c.address, &id, &c.old_inputs, &c.old_outputs).await.map_err(|e| e.to_string())?;
-    env.journal.record(|s| {
-        s.pending.retain(|p| p.token != token);
-        if s.resources.get(&c.address).is_some_and(|e| e.id == id) {
-            s.resources.remove(&c.address);
-        }
-        s.deposed.retain(|d| d.resource.id != id);
-    });
+    env.journal
+        .record(|s| {
+            s.pending.retain(|p| p.token != token);
+            if s.resources.get(&c.address).is_some_and(|e| e.id == id) {
+                s.resources.remove(&c.address);
+            }
+            s.deposed.retain(|d| d.resource.id != id);
+        })
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(id)
 }
