@@ -26,6 +26,8 @@ use crate::state::{State, local, rescue};
 
 /// How long a recorded result may wait for a write to carry it.
 pub const FLUSH_DELAY: Duration = Duration::from_millis(300);
+/// How long a remote write waits for other changes to join it.
+const GATHER: Duration = Duration::from_millis(3);
 
 pub struct Journal {
     backend: Arc<Backend>,
@@ -92,6 +94,11 @@ impl Journal {
             let bytes = self.read(|st| local::encode(&State { serial: r.serial, ..st.clone() }))?;
             local::write_atomic(&r.file, &bytes)?;
             return Err(RefusedWrite(r.message).into());
+        }
+        if !matches!(*self.backend, Backend::Local(_)) {
+            // A round trip costs far more than this wait: let operations that start together
+            // (the dependents of one finished resource) join this write instead of the next.
+            tokio::time::sleep(GATHER).await;
         }
         let (bytes, upto, serial, stack) = {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -72,8 +72,9 @@ pub async fn execute(
 ) -> anyhow::Result<Outcome> {
     let adoptions: Vec<(String, ResourceState)> =
         plan.changes.iter().filter_map(|c| c.adopt.clone().map(|e| (c.address.clone(), e))).collect();
+    // Adopted objects exist in AWS already: like results, they need not be stored before acting.
     journal
-        .commit(|s| {
+        .record(|s| {
             for (a, e) in adoptions {
                 s.resources.insert(a, e);
             }
