@@ -16,7 +16,8 @@ use crate::engine::progress::{Mode, Progress};
 use crate::engine::{self, Outcome};
 use crate::plan::{self, Action, render};
 use crate::stack::{Source, Stack, VarSources};
-use crate::state::State;
+use crate::state::backend::Backend;
+use crate::state::{State, local, rescue};
 use crate::value::Value;
 
 #[derive(Args)]
@@ -280,7 +281,16 @@ async fn run(g: &Global, p: Prepared, verb: &str, cancel_rx: watch::Receiver<boo
         report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
         bail!("{refusal}");
     }
-    stored?;
+    if let Err(e) = stored {
+        // S3 unreachable at the end: what this run did must not live only in memory.
+        if matches!(*p.backend, Backend::S3(_)) {
+            let st = journal.snapshot();
+            let file = rescue::write(&st.stack, st.serial, &local::encode(&st)?)?;
+            report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+            bail!("{e:#}; {}", rescue::advice(&file, &p.which));
+        }
+        return Err(e);
+    }
     report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
     p.lock.release().await?;
     Ok(if outcome.ok() { 0 } else { 1 })

@@ -35,8 +35,8 @@ pub enum StateCommand {
     },
     /// Print the stored state JSON on stdout (e.g. to back it up or diff it with a rescue file)
     Pull(Which),
-    /// Replace the stored state with FILE, under the lock. Refuses a FILE of another lineage,
-    /// a lower serial, or the same serial with other content, unless --force
+    /// Replace the stored state with FILE under the lock (refuses another lineage or an older
+    /// serial unless --force)
     #[command(
         after_help = "A forced push of a serial not above the stored one is written with the stored serial + 1, so plans saved against the old state are refused as stale."
     )]

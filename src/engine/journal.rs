@@ -112,8 +112,10 @@ impl Journal {
             }
             Err(WriteError::Changed(e)) => {
                 let file = rescue::write(&stack, serial, &bytes)?;
-                let location = self.backend.location().to_string();
-                let message = format!("{e}; {}", rescue::advice(&file, &location, &self.which));
+                let message = format!(
+                    "{e} (after a force-unlock and another run, or a manual push); {}",
+                    rescue::advice(&file, &self.which)
+                );
                 *self.refused.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(Refused { serial, file, message: message.clone() });
                 Err(RefusedWrite(message).into())

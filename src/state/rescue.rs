@@ -22,12 +22,11 @@ pub fn write(stack: &str, serial: u64, bytes: &[u8]) -> Result<PathBuf> {
 
 /// What the operator reads: where the rescue is, how to compare it with what is stored,
 /// and how to push it once they know which is right.
-pub fn advice(file: &std::path::Path, state: &str, which: &str) -> String {
+pub fn advice(file: &std::path::Path, which: &str) -> String {
     let f = file.display();
     format!(
         "this run's state is saved in {f}\n  \
-         help: another writer changed {state} (after a force-unlock, or a manual push); compare the two:\n    \
-         gpustack state pull {which} > stored.json && diff stored.json {f}\n  \
-         then keep the right one: gpustack state push {f} {which} (add --force if it refuses: it names the reason)"
+         help: compare it with the stored state: gpustack state pull {which} > stored.json && diff stored.json {f}\n  \
+         help: then keep the right one: gpustack state push {f} {which} (it names the reason if it refuses; add --force once you are sure)"
     )
 }
