@@ -54,7 +54,7 @@ pub enum Backend {
 /// A held state lock; released on drop.
 pub enum StateLock {
     Local(local::Lock),
-    S3(S3Lock),
+    S3(Box<S3Lock>),
 }
 
 impl StateLock {
@@ -111,7 +111,7 @@ impl Backend {
                 Ok(StateLock::Local(lock))
             }
             Backend::S3(s) => {
-                Ok(StateLock::S3(s3lock::acquire(s.client(), &s.location, timeout, command, unlock).await?))
+                Ok(StateLock::S3(Box::new(s3lock::acquire(s.client(), &s.location, timeout, command, unlock).await?)))
             }
         }
     }
