@@ -16,7 +16,8 @@ use crate::engine::progress::{Mode, Progress};
 use crate::engine::{self, Outcome};
 use crate::plan::{self, Action, render};
 use crate::stack::{Source, Stack, VarSources};
-use crate::state::State;
+use crate::state::backend::Backend;
+use crate::state::{State, local, rescue};
 use crate::value::Value;
 
 #[derive(Args)]
@@ -71,6 +72,7 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
         refresh: a.refresh,
         destroy: false,
         command,
+        which: g.which(&a.file, &a.vars.vars),
         resolve_pending: true,
         skip_quota_check: a.skip_quota_check,
     };
@@ -106,11 +108,13 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
         }
     };
     let command = format!("gpustack apply {}", a.file.display());
+    let saved_vars: Vec<(String, String)> = saved.vars.clone();
     let opts = PrepareOpts {
         targets: &saved.targets,
         refresh: true,
         destroy: saved.destroy,
         command,
+        which: g.which(std::path::Path::new(&saved.stack_file), &saved_vars),
         resolve_pending: true,
         skip_quota_check: a.skip_quota_check,
     };
@@ -154,6 +158,7 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
         refresh: true,
         destroy: true,
         command,
+        which: g.which(&a.stack, &a.vars.vars),
         resolve_pending: true,
         skip_quota_check: true,
     };
@@ -264,14 +269,30 @@ async fn run(g: &Global, p: Prepared, verb: &str, cancel_rx: watch::Receiver<boo
     let progress = Arc::new(Progress::new(mode));
     let initial =
         p.refreshed.state.clone().or(p.state.clone()).unwrap_or_else(|| State::new(&p.stack.name, &p.stack.region));
-    let journal = Arc::new(Journal::new(p.state_path.clone(), initial));
+    let journal = Arc::new(Journal::new(p.backend.clone(), initial, &p.which));
     let started = std::time::Instant::now();
     let outcome =
         engine::execute(p.ctx.clone(), p.stack.clone(), &p.plan, journal.clone(), progress, cancel_rx).await?;
     let outputs = if p.plan.destroy { Map::new() } else { compute_outputs(&p.stack, &journal.snapshot()) };
     let shown = outputs.clone();
-    journal.commit(|s| s.outputs = outputs).await?;
+    let stored = journal.commit(|s| s.outputs = outputs).await;
+    // The state changed behind the lock: say so once, in full, rather than per operation.
+    if let Some(refusal) = journal.refusal() {
+        report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+        bail!("{refusal}");
+    }
+    if let Err(e) = stored {
+        // S3 unreachable at the end: what this run did must not live only in memory.
+        if matches!(*p.backend, Backend::S3(_)) {
+            let st = journal.snapshot();
+            let file = rescue::write(&st.stack, st.serial, &local::encode(&st)?)?;
+            report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+            bail!("{e:#}; {}", rescue::advice(&file, &p.which));
+        }
+        return Err(e);
+    }
     report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+    p.lock.release().await?;
     Ok(if outcome.ok() { 0 } else { 1 })
 }
 
@@ -305,7 +326,7 @@ fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs:
         );
         return;
     }
-    let state = p.state_path.display();
+    let state = p.backend.location();
     if o.ok() {
         println!("\n{verb} complete: {} operation(s) in {secs:.1}s. State: {state}", o.done);
     } else {

@@ -1,6 +1,6 @@
 //! `gpustack kubeconfig`: adds a cluster of the stack to a kubeconfig, the way
 //! `aws eks update-kubeconfig` does (credentials from `aws eks get-token`, the
-//! ecosystem's convention), from what state recorded: no AWS call.
+//! ecosystem's convention), from what state recorded: no call to EC2 or EKS.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +9,7 @@ use clap::Args;
 use serde_yaml_ng::{Mapping, Value as Yaml};
 
 use super::{Global, VarArgs, load_stack};
+use crate::state::backend::Backend;
 use crate::state::local;
 
 #[derive(Args)]
@@ -34,11 +35,11 @@ pub struct KubeconfigArgs {
     vars: VarArgs,
 }
 
-pub fn run(g: &Global, a: KubeconfigArgs) -> Result<i32> {
+pub async fn run(g: &Global, a: KubeconfigArgs) -> Result<i32> {
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
-    let path = g.state_path(&stack.name);
-    let Some(st) = local::read(&path)? else {
-        bail!("no state at {}: apply the stack first (gpustack apply {})", path.display(), a.stack.display());
+    let backend = Backend::open(g.location(&stack)?).await;
+    let Some(st) = backend.read().await? else {
+        bail!("no state at {}: apply the stack first (gpustack apply {})", backend.location(), a.stack.display());
     };
     let clusters: Vec<(&String, &crate::state::ResourceState)> =
         st.resources.iter().filter(|(_, e)| e.kind == "eks_cluster").collect();

@@ -13,6 +13,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::stack::{Stack, VarSources};
+use crate::state::backend::Location;
+use crate::state::s3::S3Location;
 
 const ABOUT: &str = "Provision GPU-ready Amazon EKS environments from a declarative TOML stack file.
 
@@ -36,10 +38,12 @@ pub struct Cli {
 
 #[derive(Args, Clone)]
 pub struct Global {
-    /// State file (default: state/<stack-name>.json under the current directory)
-    #[arg(long, global = true, value_name = "PATH")]
-    state: Option<PathBuf>,
-    /// How long to wait for a state lock held by another run, e.g. 30s or 5m (default: fail at once)
+    /// Where state is: a file PATH or s3://BUCKET/KEY (default: the stack's [stack.backend],
+    /// else state/<stack-name>.json under the current directory)
+    #[arg(long, global = true, value_name = "PATH|S3URL")]
+    state: Option<String>,
+    /// How long to wait for a state lock held by another run, e.g. 30s or 5m (default: fail at
+    /// once); an S3 lock is polled with backoff
     #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
     lock_timeout: Duration,
     /// No colours (also when NO_COLOR is set or output is not a terminal)
@@ -87,14 +91,15 @@ enum Command {
     Apply(apply::ApplyArgs),
     /// Delete everything the stack created
     Destroy(apply::DestroyArgs),
-    /// Inspect state
+    /// Inspect, pull, push or migrate state
     #[command(subcommand)]
     State(state::StateCommand),
     /// Print the stack's outputs, saved at the last apply
     Output(state::OutputArgs),
     /// Add a cluster of the stack to your kubeconfig (credentials from `aws eks get-token`)
     Kubeconfig(kubeconfig::KubeconfigArgs),
-    /// Show who holds the state lock (a local lock frees itself when its holder exits)
+    /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
+    /// holds the lock
     ForceUnlock(state::UnlockArgs),
 }
 
@@ -124,10 +129,10 @@ pub fn main() -> i32 {
             Command::Plan(a) => plan::run(&g, a).await,
             Command::Apply(a) => apply::apply(&g, a).await,
             Command::Destroy(a) => apply::destroy(&g, a).await,
-            Command::State(c) => state::run(&g, c),
-            Command::Output(a) => state::output(&g, a),
-            Command::ForceUnlock(a) => state::force_unlock(&g, a),
-            Command::Kubeconfig(a) => kubeconfig::run(&g, a),
+            Command::State(c) => state::run(&g, c).await,
+            Command::Output(a) => state::output(&g, a).await,
+            Command::ForceUnlock(a) => state::force_unlock(&g, a).await,
+            Command::Kubeconfig(a) => kubeconfig::run(&g, a).await,
         }
     });
     match result {
@@ -149,10 +154,39 @@ impl Global {
         !self.no_color && std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
     }
 
-    /// `--state`, or `state/<stack>.json` under the current directory.
-    pub fn state_path(&self, stack_name: &str) -> PathBuf {
-        self.state.clone().unwrap_or_else(|| PathBuf::from("state").join(format!("{stack_name}.json")))
+    /// Where the stack's state is: `--state`, else `[stack.backend]`, else
+    /// `state/<stack>.json` under the current directory.
+    pub fn location(&self, stack: &Stack) -> anyhow::Result<Location> {
+        let region = stack.backend.as_ref().and_then(|b| b.region.clone()).unwrap_or_else(|| stack.region.clone());
+        if let Some(s) = &self.state {
+            return Location::parse(s, || Some(region));
+        }
+        Ok(match &stack.backend {
+            Some(b) => Location::S3(S3Location { bucket: b.bucket.clone(), key: b.key.clone(), region }),
+            None => Location::Local(PathBuf::from("state").join(format!("{}.json", stack.name))),
+        })
     }
+
+    /// How a command line names this state again (in advice such as the force-unlock
+    /// command): `--state …`, or `--stack FILE` with the `--var`s that shape it.
+    pub fn which(&self, stack_file: &Path, vars: &[(String, String)]) -> String {
+        if let Some(s) = &self.state {
+            return format!("--state {s}");
+        }
+        let mut w = format!("--stack {}", stack_file.display());
+        for (k, v) in vars {
+            w.push_str(&format!(" --var {k}={v}"));
+        }
+        w
+    }
+}
+
+/// `--state` alone, for a command run without a stack file. An S3 URL's region comes
+/// from the environment (AWS_REGION), as the stack that would name it is not at hand.
+fn location_without_stack(g: &Global) -> anyhow::Result<Option<Location>> {
+    let Some(s) = &g.state else { return Ok(None) };
+    let env_region = || std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION")).ok();
+    Location::parse(s, env_region).map(Some)
 }
 
 /// Loads a stack, printing warnings; on errors prints them and returns `None`.

@@ -11,7 +11,8 @@ use super::{Global, VarArgs, load_stack};
 use crate::aws::Ctx;
 use crate::plan::{self, Plan, Refreshed, file::SavedPlan, render};
 use crate::stack::Stack;
-use crate::state::{State, local};
+use crate::state::State;
+use crate::state::backend::{Backend, StateLock};
 use crate::value::Value;
 
 #[derive(Args)]
@@ -46,12 +47,14 @@ pub struct PlanArgs {
 /// Everything apply needs after planning; holds the state lock.
 pub struct Prepared {
     pub stack: Arc<Stack>,
-    pub state_path: PathBuf,
+    pub backend: Arc<Backend>,
+    /// How a command line names this state (`--stack s.toml`), for advice.
+    pub which: String,
     pub state: Option<State>,
     pub refreshed: Refreshed,
     pub plan: Plan,
     pub ctx: Ctx,
-    pub _lock: local::Lock,
+    pub lock: StateLock,
 }
 
 pub enum Prep {
@@ -64,6 +67,8 @@ pub struct PrepareOpts<'a> {
     pub refresh: bool,
     pub destroy: bool,
     pub command: String,
+    /// How a command line names this state (see `Global::which`).
+    pub which: String,
     /// apply and destroy must resolve pending operations even when asked not to refresh.
     pub resolve_pending: bool,
     /// Skip the Service Quotas preflight (for accounts where the API is denied).
@@ -71,15 +76,16 @@ pub struct PrepareOpts<'a> {
 }
 
 pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Prep> {
-    let state_path = g.state_path(&stack.name);
-    let lock = local::lock(&state_path, g.lock_timeout, &o.command)?;
-    let state = local::read(&state_path)?;
+    let backend = Arc::new(Backend::open(g.location(&stack)?).await);
+    let unlock = format!("gpustack force-unlock {{id}} {}", o.which);
+    let lock = backend.lock(g.lock_timeout, &o.command, &unlock).await?;
+    let state = backend.read().await?;
     if let Some(st) = &state
         && st.stack != stack.name
     {
         bail!(
-            "the state file {} belongs to stack \"{}\", not \"{}\"; pass --state for this stack's own state",
-            state_path.display(),
+            "the state {} belongs to stack \"{}\", not \"{}\"; pass --state for this stack's own state",
+            backend.location(),
             st.stack,
             stack.name
         );
@@ -113,12 +119,13 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
             }
             Ok(Prep::Ready(Box::new(Prepared {
                 stack: Arc::new(stack),
-                state_path,
+                backend,
+                which: o.which,
                 state,
                 refreshed,
                 plan,
                 ctx,
-                _lock: lock,
+                lock,
             })))
         }
         Err(diags) => {
@@ -182,6 +189,7 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         refresh: a.refresh,
         destroy: a.destroy,
         command,
+        which: g.which(&a.stack, &a.vars.vars),
         resolve_pending: false,
         skip_quota_check: a.skip_quota_check,
     };

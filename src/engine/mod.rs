@@ -1,10 +1,11 @@
 //! The executor: turns a plan into operations with ordering edges and runs them
 //! in parallel over the DAG (tokio). Concurrency is bounded per AWS service
 //! inside the kinds (`Ctx::permit`), so a resource that only waits holds no
-//! slot. Every mutation is journaled: a pending entry is on disk before the AWS
-//! call, the result right after. A failure skips the failed operation's
-//! dependents while independent work finishes; an interrupt starts nothing new
-//! and lets in-flight calls finish and be recorded.
+//! slot. Every mutation is journaled: a pending entry is stored before the AWS
+//! call, the result after it (on S3 with the next write: see `journal`). A
+//! failure skips the failed operation's dependents while independent work
+//! finishes; an interrupt starts nothing new and lets in-flight calls finish and
+//! be recorded.
 
 pub mod journal;
 pub mod progress;
@@ -71,8 +72,9 @@ pub async fn execute(
 ) -> anyhow::Result<Outcome> {
     let adoptions: Vec<(String, ResourceState)> =
         plan.changes.iter().filter_map(|c| c.adopt.clone().map(|e| (c.address.clone(), e))).collect();
+    // Adopted objects exist in AWS already: like results, they need not be stored before acting.
     journal
-        .commit(|s| {
+        .record(|s| {
             for (a, e) in adoptions {
                 s.resources.insert(a, e);
             }
@@ -399,8 +401,9 @@ async fn create(
                 deps: deps_of(env, idx),
                 prevent_destroy: env.stack.resources[idx].prevent_destroy,
             };
+            // On S3 the result rides on the next write (journal.rs says why that is safe).
             env.journal
-                .commit(|s| {
+                .record(|s| {
                     s.pending.retain(|p| p.token != token);
                     if let Some(old) = s.resources.insert(c.address.clone(), entry)
                         && replacing
@@ -432,7 +435,7 @@ async fn update(env: &Env, c: &Change) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     let deps = deps_of(env, idx);
     env.journal
-        .commit(|s| {
+        .record(|s| {
             s.pending.retain(|p| p.token != token);
             if let Some(e) = s.resources.get_mut(&c.address) {
                 e.inputs = attrs_to_json(&inputs);
@@ -456,7 +459,7 @@ async fn delete(env: &Env, c: &Change) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     kind.delete(&env.ctx, &c.address, &id, &c.old_inputs, &c.old_outputs).await.map_err(|e| e.to_string())?;
     env.journal
-        .commit(|s| {
+        .record(|s| {
             s.pending.retain(|p| p.token != token);
             if s.resources.get(&c.address).is_some_and(|e| e.id == id) {
                 s.resources.remove(&c.address);

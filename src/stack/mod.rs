@@ -2,6 +2,7 @@
 //! values keep their source spans. Variables are substituted here; references
 //! to other resources stay as expressions for the planner. No network.
 
+pub mod backend;
 pub mod diag;
 pub mod expr;
 mod parse;
@@ -22,6 +23,8 @@ pub struct Stack {
     pub region: String,
     /// `[stack].tags`, added to every taggable resource.
     pub tags: BTreeMap<String, String>,
+    /// `[stack.backend]`: where state lives when not in a local file.
+    pub backend: Option<backend::S3Backend>,
     pub resources: Vec<Resource>,
     pub by_address: HashMap<String, usize>,
     pub outputs: Vec<OutputDecl>,

@@ -13,7 +13,7 @@ use super::{OutputDecl, Resource, Stack, VarSources};
 use crate::resources::{self, Kind};
 use crate::value::Value;
 
-const STACK_KEYS: &[&str] = &["name", "region", "tags"];
+const STACK_KEYS: &[&str] = &["name", "region", "tags", "backend"];
 const META_KEYS: &[&str] = &["depends_on", "prevent_destroy"];
 
 struct Parser<'a> {
@@ -50,7 +50,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
     p.collect_vars(root, var_sources);
 
     // [stack]
-    let (mut name, mut region, mut tags) = (String::new(), String::new(), BTreeMap::new());
+    let (mut name, mut region, mut tags, mut backend) = (String::new(), String::new(), BTreeMap::new(), None);
     match root.get("stack") {
         Some(Item::Table(t)) => {
             let e = p.table_expr(t, None);
@@ -64,6 +64,9 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
                     {
                         tags = t.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
                     }
+                }
+                if let Some(be) = m.get("backend") {
+                    backend = super::backend::parse(be, &mut p.diags);
                 }
                 for (k, v) in m.iter().filter(|(k, _)| !STACK_KEYS.contains(&k.as_str())) {
                     p.diags.push(schema::unknown_key(k, v, STACK_KEYS.iter().copied(), "stack"));
@@ -135,7 +138,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         items.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
         return Err(Box::new(Diagnostics { source, items }));
     }
-    Ok(Stack { source, name, region, tags, resources, by_address, outputs, vars, warnings })
+    Ok(Stack { source, name, region, tags, backend, resources, by_address, outputs, vars, warnings })
 }
 
 fn valid_stack_name(n: &str) -> bool {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::{FORMAT, State};
+use super::{FORMAT, LockHeld, State};
 
 /// Who holds a lock, written into the lock file by the holder.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -25,7 +25,15 @@ pub struct Holder {
 
 impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "pid {} on {}, running `{}`, since {}", self.pid, self.host, self.command, self.started)
+        write!(
+            f,
+            "pid {} on {}, running `{}`, since {} ({})",
+            self.pid,
+            self.host,
+            self.command,
+            self.started,
+            super::age(&self.started)
+        )
     }
 }
 
@@ -45,15 +53,6 @@ pub fn lock_path(state: &Path) -> PathBuf {
     let mut p = state.as_os_str().to_owned();
     p.push(".lock");
     PathBuf::from(p)
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the state {path} is locked by {holder}\n  help: wait for that run to finish, or retry with --lock-timeout 5m to wait for it"
-)]
-pub struct LockHeld {
-    pub path: String,
-    pub holder: String,
 }
 
 /// Takes the lock beside `state`, waiting up to `timeout`.
@@ -76,7 +75,7 @@ pub fn lock(state: &Path, timeout: Duration, command: &str) -> Result<Lock> {
                 if Instant::now() >= deadline {
                     let holder = read_holder(&mut file)
                         .map_or_else(|| "another gpustack process".to_string(), |h| h.to_string());
-                    return Err(LockHeld { path: state.display().to_string(), holder }.into());
+                    return Err(LockHeld { what: state.display().to_string(), holder, unlock: None }.into());
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
@@ -133,20 +132,21 @@ pub fn read(path: &Path) -> Result<Option<State>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read the state file {}", path.display())),
     };
-    let state: State = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "the state file {} is not valid gpustack state; restore it from its backup or version control",
-            path.display()
-        )
+    decode(text.as_bytes(), &path.display().to_string()).map(Some)
+}
+
+/// Parses state bytes read from `what` (a path or an s3:// URL), checking the format.
+pub fn decode(bytes: &[u8], what: &str) -> Result<State> {
+    let state: State = serde_json::from_slice(bytes).with_context(|| {
+        format!("the state {what} is not valid gpustack state; restore it from its backup or bucket versioning")
     })?;
     if state.format > FORMAT {
         bail!(
-            "the state file {} has format {} but this gpustack reads format {FORMAT} at most; upgrade gpustack",
-            path.display(),
+            "the state {what} has format {} but this gpustack reads format {FORMAT} at most; upgrade gpustack",
             state.format
         );
     }
-    Ok(Some(state))
+    Ok(state)
 }
 
 /// Serializes state the way it is written (pretty JSON, trailing newline).

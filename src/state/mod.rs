@@ -3,7 +3,10 @@
 //! The on-disk format is versioned by `format`; `lineage` identifies one state's
 //! history and `serial` increases with every write.
 
+pub mod backend;
 pub mod local;
+pub mod rescue;
+pub mod s3;
 
 use std::collections::BTreeMap;
 
@@ -92,4 +95,30 @@ impl State {
 
 pub fn now() -> String {
     jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// How long ago an RFC 3339 time was, for people: "3m12s ago".
+pub fn age(since: &str) -> String {
+    let Ok(then) = since.parse::<jiff::Timestamp>() else { return "age unknown".into() };
+    let secs = jiff::Timestamp::now().duration_since(then).as_secs().max(0);
+    match secs {
+        0..60 => format!("{secs}s ago"),
+        60..3600 => format!("{}m{:02}s ago", secs / 60, secs % 60),
+        3600..86400 => format!("{}h{:02}m ago", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h ago", secs / 86400, secs % 86400 / 3600),
+    }
+}
+
+/// Another run holds the state's lock. The same sentence for every backend; a lock that
+/// can outlive its holder (S3) adds the command that frees it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the state {what} is locked by {holder}\n  help: wait for that run to finish, or retry with --lock-timeout 5m to wait for it{}",
+    unlock.as_ref().map_or(String::new(), |u| format!("\n  help: if that run is dead (its job killed, its runner gone), free the lock with: {u}"))
+)]
+pub struct LockHeld {
+    /// The state's path or URL.
+    pub what: String,
+    pub holder: String,
+    pub unlock: Option<String>,
 }

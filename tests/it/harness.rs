@@ -355,3 +355,41 @@ role   = "${{iam_role.node.arn}}"
 {extra}"#
     )
 }
+
+/// S3, for the remote-state tests: path-style, as gpustack uses it with an endpoint URL.
+impl Emulator {
+    pub fn s3(&self) -> aws_sdk_s3::Client {
+        let conf = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .force_path_style(true)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"))
+            .build();
+        aws_sdk_s3::Client::from_conf(conf)
+    }
+
+    pub fn create_bucket(&self, bucket: &str) {
+        let s3 = self.s3();
+        let location = aws_sdk_s3::types::CreateBucketConfiguration::builder()
+            .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::UsWest2)
+            .build();
+        block_on(s3.create_bucket().bucket(bucket).create_bucket_configuration(location).send()).unwrap();
+    }
+
+    /// An object's body and ETag, or `None` when it does not exist.
+    pub fn s3_get(&self, bucket: &str, key: &str) -> Option<(Vec<u8>, String)> {
+        let s3 = self.s3();
+        block_on(async move {
+            let out = s3.get_object().bucket(bucket).key(key).send().await.ok()?;
+            let etag = out.e_tag().unwrap_or_default().to_string();
+            Some((out.body.collect().await.ok()?.into_bytes().to_vec(), etag))
+        })
+    }
+
+    pub fn s3_put(&self, bucket: &str, key: &str, body: &[u8]) {
+        let s3 = self.s3();
+        let body = aws_sdk_s3::primitives::ByteStream::from(body.to_vec());
+        block_on(s3.put_object().bucket(bucket).key(key).body(body).send()).unwrap();
+    }
+}

@@ -15,4 +15,5 @@ mod image_cache;
 mod lifecycle;
 mod locking;
 mod refresh;
+mod s3_state;
 mod validate;
