@@ -26,7 +26,9 @@ use crate::stack::Stack;
 /// allowed for them through `ec2:CreateAction`).
 fn is_create(action: &str) -> bool {
     let op = action.split(':').nth(1).unwrap_or_default();
-    (op.starts_with("Create") && op != "CreateTags")
+    // CreateRoute and CreateLaunchTemplateVersion change an existing (tagged) route table or
+    // template: they are managed like any other change, under the stack's tag.
+    (op.starts_with("Create") && !matches!(op, "CreateTags" | "CreateRoute" | "CreateLaunchTemplateVersion"))
         || matches!(op, "RunInstances" | "AllocateAddress" | "PurchaseCapacityBlock")
 }
 
@@ -78,12 +80,7 @@ pub fn document(stack: &Stack) -> Json {
     let creates = of(&|a| a.starts_with("ec2:") && is_create(a));
     push("Ec2Create", creates.clone(), ec2_any.clone(), None);
     if has("ec2:") {
-        // The creates that take TagSpecifications (not CreateRoute or a template's new version).
-        let create_ops: Vec<&str> = creates
-            .iter()
-            .map(|a| a.trim_start_matches("ec2:"))
-            .filter(|op| !matches!(*op, "CreateRoute" | "CreateLaunchTemplateVersion"))
-            .collect();
+        let create_ops: Vec<&str> = creates.iter().map(|a| a.trim_start_matches("ec2:")).collect();
         push(
             "Ec2TagOnCreate",
             vec!["ec2:CreateTags"],
@@ -112,15 +109,18 @@ pub fn document(stack: &Stack) -> Json {
         );
     }
     let eks_any = json!(format!("arn:aws:eks:{region}:*:*"));
+    // gpustack tags every EKS object on creation with `gpustack:stack`; creates must carry it,
+    // and tags change only on objects that already carry it (so no foreign cluster can be
+    // tagged into the stack and then deleted).
     push(
-        "EksCreate",
-        of(&|a| a.starts_with("eks:") && (a.contains(":Create") || a.ends_with(":TagResource"))),
+        "EksCreateTagged",
+        of(&|a| a.starts_with("eks:") && a.contains(":Create")),
         eks_any.clone(),
-        None,
+        Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
     );
     push(
         "EksManageStackResources",
-        of(&|a| a.starts_with("eks:") && !is_read(a) && !a.contains(":Create") && !a.ends_with(":TagResource")),
+        of(&|a| a.starts_with("eks:") && !is_read(a) && !a.contains(":Create")),
         eks_any,
         Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
     );
@@ -130,14 +130,53 @@ pub fn document(stack: &Stack) -> Json {
     ]);
     push(
         "IamStackRoles",
-        of(&|a| a.starts_with("iam:") && !is_read(a) && !matches!(a, "iam:PassRole" | "iam:CreateServiceLinkedRole")),
-        roles,
+        of(&|a| {
+            a.starts_with("iam:")
+                && !is_read(a)
+                && !matches!(a, "iam:PassRole" | "iam:CreateServiceLinkedRole" | "iam:AttachRolePolicy")
+        }),
+        roles.clone(),
         None,
     );
+    // Attaching a managed policy is limited to the ones the stack names, so the deploy role
+    // cannot attach AdministratorAccess to a stack role and launch an instance with it.
+    let managed: BTreeSet<String> = stack
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "iam_role")
+        .filter_map(|r| r.attrs.get("managed_policies").map(|e| e.resolve(&|_| crate::value::Value::Unknown)))
+        .flat_map(|v| v.as_list().map(<[crate::value::Value]>::to_vec).unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    if actions.contains("iam:AttachRolePolicy") && !managed.is_empty() {
+        push(
+            "AttachStackPolicies",
+            vec!["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
+            roles,
+            Some(json!({ "ArnEquals": { "iam:PolicyARN": managed } })),
+        );
+    }
+    // Roles the stack passes by literal ARN (made elsewhere) must be passable too.
+    let mut passed = vec![format!("arn:aws:iam::*:role/gpustack/{}/*", stack.name)];
+    for r in &stack.resources {
+        for k in ["role", "node_role", "execution_role"] {
+            if let Some(arn) = r.attrs.get(k).and_then(|e| e.as_literal()).and_then(|v| v.as_str())
+                && arn.starts_with("arn:")
+                && !passed.iter().any(|p| p == arn)
+            {
+                passed.push(arn.to_string());
+            }
+        }
+    }
+    if has("eks:") {
+        // CreateCluster and CreateNodegroup look up EKS's service-linked roles with the caller's
+        // credentials ("missing permissions for 'iam:GetRole'", terraform-aws-eks#823).
+        push("EksServiceLinkedRoleLookup", vec!["iam:GetRole"], json!("arn:aws:iam::*:role/aws-service-role/*"), None);
+    }
     push(
         "PassStackRoles",
         of(&|a| a == "iam:PassRole"),
-        json!(format!("arn:aws:iam::*:role/gpustack/{}/*", stack.name)),
+        json!(passed),
         Some(json!({ "StringEquals": { "iam:PassedToService": ["eks.amazonaws.com", "ec2.amazonaws.com"] } })),
     );
     push(
@@ -165,6 +204,11 @@ pub fn document(stack: &Stack) -> Json {
             json!(format!("arn:aws:ec2:{region}:*:instance/*")),
             Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
         );
+    }
+    if has("ec2:CreateVpcEndpoint") {
+        // Private DNS on an interface endpoint associates the VPC with an AWS-managed private
+        // hosted zone: CreateVpcEndpoint's dependent action (Service Authorization Reference).
+        push("EndpointPrivateDns", vec!["route53:AssociateVPCWithHostedZone"], json!("*"), None);
     }
     push(
         "Ec2Quotas",

@@ -257,7 +257,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
 }
 
 /// How a subnet of the stack reaches AWS's APIs and registries, if it does.
-fn way_out(stack: &Stack, subnet: &Resource, many_interfaces: bool) -> Result<(), String> {
+fn way_out(stack: &Stack, subnet: &Resource, many_interfaces: bool, internet: bool) -> Result<(), String> {
     if subnet.attrs.contains_key("nat_gateway") {
         return Ok(());
     }
@@ -266,6 +266,13 @@ fn way_out(stack: &Stack, subnet: &Resource, many_interfaces: bool) -> Result<()
     let igw = vpc.is_some_and(|v| lit(v, "internet_gateway").and_then(|b| b.as_bool()) == Some(true));
     if public && igw && !many_interfaces {
         return Ok(());
+    }
+    if internet {
+        return Err(if public && !igw {
+            "is public, but its VPC has no internet gateway".to_string()
+        } else {
+            "has no route to the internet (the builder pulls from public registries and needs SSM), only a NAT gateway or a public subnet will do".to_string()
+        });
     }
     // Endpoints in this subnet (interface) or on its route table (the s3 gateway).
     let served: BTreeSet<String> = stack
@@ -310,8 +317,11 @@ fn egress(stack: &Stack) -> Vec<Diagnostic> {
         let many = referenced(stack, r, "launch_template", "launch_template")
             .and_then(efa_table)
             .is_some_and(|efa| efa.get("interfaces").and_then(|e| e.as_literal()).and_then(Value::as_int) != Some(1));
+        // The image-cache builder pulls from registries on the internet (nvcr.io, public.ecr.aws…)
+        // and talks to SSM: VPC endpoints for the node essentials are not enough for it.
+        let internet = r.kind.name() == "image_cache";
         for sn in subnets {
-            if let Err(why) = way_out(stack, sn, many) {
+            if let Err(why) = way_out(stack, sn, many, internet) {
                 let public = sn.attrs.keys().any(|k| k == "public");
                 let nat_home = stack
                     .resources

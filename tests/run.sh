@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/emulator/setup.sh
+# jq runs the image-cache builder's ECR pull script in a unit test (the machine image has it).
+command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq >/dev/null; }
 # Two cores: two tests at a time keeps each test's emulator responsive.
 exec cargo test --locked "$@" -- --test-threads "${GPUSTACK_TEST_THREADS:-2}"

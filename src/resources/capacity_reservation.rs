@@ -83,6 +83,17 @@ impl Kind for CapacityReservationKind {
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         check_time(r, "end_date", diags);
+        // An ODCR bills for its reserved instances, used or not, until cancelled: one left by a
+        // lost stack bills on with no end (EC2 UG `capacity-reservations-pricing`).
+        if !r.attrs.contains_key("end_date") {
+            diags.push(
+                Diagnostic::warning(
+                    format!("`{}` has no `end_date`: it bills for every reserved instance, used or not, until cancelled", r.address),
+                    r.span.clone(),
+                )
+                .help("set end_date = \"2026-12-31T00:00:00Z\" (it ends within an hour of that time), or destroy the stack when done"),
+            );
+        }
         if let Some(e) = r.attrs.get("instance_count")
             && let Some(n) = e.as_literal().and_then(Value::as_int)
             && !(1..=1000).contains(&n)
@@ -240,7 +251,9 @@ pub async fn read_reservations(ctx: &Ctx, reservation_type: &str) -> Result<Vec<
     let mut out = ctx
         .all_pages(Service::Ec2, "DescribeCapacityReservations", pages, |p| p.capacity_reservations.unwrap_or_default())
         .await?;
-    out.retain(|r| is_type(r, reservation_type));
+    // `tag:` filters are not in this call's documented list (they work in practice: Karpenter's
+    // capacityReservationSelectorTerms rely on them), so the tag is checked here too.
+    out.retain(|r| is_type(r, reservation_type) && tags::ec2_map(r.tags()).get(tags::STACK) == Some(&ctx.stack));
     out.retain(|r| {
         !matches!(
             r.state(),

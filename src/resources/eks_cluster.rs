@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
-    AuthenticationMode, Cluster, ClusterStatus, CreateAccessConfigRequest, LogSetup, LogType, Logging,
-    UpdateAccessConfigRequest, VpcConfigRequest,
+    AuthenticationMode, Cluster, ClusterStatus, CreateAccessConfigRequest, LogSetup, LogType, Logging, SupportType,
+    UpdateAccessConfigRequest, UpgradePolicyRequest, VpcConfigRequest,
 };
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
@@ -35,6 +35,10 @@ const ATTRS: &[Attr] = &[
     Attr::opt("endpoint_private_access", Ty::Bool, Default::Bool(true), OnChange::Update),
     Attr::opt("logging", Ty::List(&Ty::Enum(LOG_TYPES)), Default::EmptyList, OnChange::Update),
     Attr::opt("authentication_mode", Ty::Enum(AUTH_MODES), Default::Str("API"), OnChange::Update),
+    // EKS `upgradePolicy.supportType`. New clusters default to EXTENDED support on AWS's side,
+    // which bills more per hour once a version leaves standard support (EKS UG
+    // `kubernetes-versions`); gpustack asks for STANDARD unless told otherwise.
+    Attr::opt("support_type", Ty::Enum(&["STANDARD", "EXTENDED"]), Default::Str("STANDARD"), OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
 ];
@@ -179,6 +183,9 @@ impl Kind for EksCluster {
                     .authentication_mode(AuthenticationMode::from(s(i, "authentication_mode")))
                     .build(),
             )
+            .upgrade_policy(
+                UpgradePolicyRequest::builder().support_type(SupportType::from(s(i, "support_type"))).build(),
+            )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
         let sent = {
@@ -236,6 +243,12 @@ impl Kind for EksCluster {
         if has("logging") {
             let call = ctx.eks.update_cluster_config().name(id).logging(logging(new));
             config_update(ctx, &of, call, "logging").await?;
+        }
+        if has("support_type") {
+            let call = ctx.eks.update_cluster_config().name(id).upgrade_policy(
+                UpgradePolicyRequest::builder().support_type(SupportType::from(s(new, "support_type"))).build(),
+            );
+            config_update(ctx, &of, call, "support type").await?;
         }
         if has("authentication_mode") {
             let call = ctx.eks.update_cluster_config().name(id).access_config(
@@ -398,6 +411,9 @@ fn observe(c: &Cluster) -> Observed {
     ]);
     if let Some(m) = c.access_config().and_then(|a| a.authentication_mode()) {
         attrs.insert("authentication_mode".into(), Value::str(m.as_str()));
+    }
+    if let Some(t) = c.upgrade_policy().and_then(|u| u.support_type()) {
+        attrs.insert("support_type".into(), Value::str(t.as_str()));
     }
     EksCluster.normalize(&mut attrs);
     let rec = recorded(c);

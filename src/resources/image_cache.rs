@@ -39,7 +39,8 @@ const ATTRS: &[Attr] = &[
     Attr::opt("volume_size_gib", Ty::Int, Default::None, OnChange::Replace),
     Attr::req("subnet", Ty::Str, OnChange::Update),
     Attr::req("builder_instance_profile", Ty::Str, OnChange::Update),
-    Attr::opt("builder_instance_type", Ty::Str, Default::Str("m6i.xlarge"), OnChange::Update),
+    // Default: m6i.xlarge for x86_64, m7g.xlarge for arm64 (the AMI's architecture must match).
+    Attr::opt("builder_instance_type", Ty::Str, Default::None, OnChange::Update),
     TAGS,
 ];
 
@@ -123,6 +124,12 @@ impl Kind for ImageCache {
 
     fn normalize(&self, inputs: &mut Attrs) {
         inputs.entry("volume_size_gib".into()).or_insert(Value::Int(50));
+        let arm = inputs.get("architecture").and_then(Value::as_str) == Some("arm64");
+        inputs.entry("builder_instance_type".into()).or_insert(Value::str(if arm {
+            "m7g.xlarge"
+        } else {
+            "m6i.xlarge"
+        }));
     }
 
     /// A snapshot's contents cannot drift; only its tags are read back.

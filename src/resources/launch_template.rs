@@ -539,6 +539,7 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
             let cards = efa_cards(ctx, instance_type, efa).await?;
             let mut all = strings(efa.get("security_groups"));
             all.extend(groups.iter().cloned());
+            all.sort();
             all.dedup();
             d = d.set_network_interfaces(Some(efa_interfaces(&cards, &all)));
         }

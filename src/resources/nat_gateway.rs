@@ -116,6 +116,12 @@ impl Kind for NatGatewayKind {
     }
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        // This gateway's own address; during a replace the new gateway holds another one with
+        // the same tag, which must stay.
+        let own: Vec<String> = describe(ctx, id)
+            .await?
+            .map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
+            .unwrap_or_default();
         let sent = {
             let _p = ctx.permit(Service::Ec2).await;
             ctx.ec2.delete_nat_gateway().nat_gateway_id(id).send().await.map(|_| ()).map_err(err("DeleteNatGateway"))
@@ -130,17 +136,34 @@ impl Kind for NatGatewayKind {
             })
         })
         .await?;
-        for allocation in tagged_addresses(ctx, address).await? {
-            let _p = ctx.permit(Service::Ec2).await;
-            gone_is_ok(
-                ctx.ec2
-                    .release_address()
-                    .allocation_id(allocation)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("ReleaseAddress")),
-            )?;
+        let leftovers = tagged_addresses(ctx, address).await?.into_iter().filter(|a| a.free).map(|a| a.allocation);
+        let mut release: Vec<String> = own;
+        release.extend(leftovers);
+        release.sort();
+        release.dedup();
+        for allocation in release {
+            // EC2 can still count the address as in use for a moment after the gateway reads
+            // `deleted`: retry that refusal briefly rather than leak a billed address.
+            until(&format!("release of Elastic IP {allocation}"), std::time::Duration::from_secs(120), || async {
+                let sent = {
+                    let _p = ctx.permit(Service::Ec2).await;
+                    ctx.ec2
+                        .release_address()
+                        .allocation_id(&allocation)
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .map_err(err("ReleaseAddress"))
+                };
+                match gone_is_ok(sent) {
+                    Ok(()) => Ok(Poll::Done(())),
+                    Err(e) if matches!(e.code.as_deref(), Some("AuthFailure" | "InvalidIPAddress.InUse")) => {
+                        Ok(Poll::Pending("in use".into()))
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
         }
         Ok(())
     }
@@ -149,7 +172,8 @@ impl Kind for NatGatewayKind {
 /// The gateway's Elastic IP: an unassociated one tagged for this address (left by an
 /// interrupted create) is reused; otherwise a new one is allocated, tagged on creation.
 async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
-    if let Some(found) = tagged_addresses(ctx, req.address).await?.into_iter().next() {
+    // Only a free one: during a replace the old gateway still holds its own address.
+    if let Some(found) = tagged_addresses(ctx, req.address).await?.into_iter().find(|a| a.free).map(|a| a.allocation) {
         return Ok(found);
     }
     let _p = ctx.permit(Service::Ec2).await;
@@ -168,8 +192,15 @@ async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
     })
 }
 
-/// Allocation ids of this stack's Elastic IPs tagged for `address`.
-async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<String>> {
+/// An Elastic IP of this stack tagged for one `nat_gateway` address.
+struct TaggedAddress {
+    allocation: String,
+    /// Not associated with anything (a leftover of an interrupted create, or free again).
+    free: bool,
+}
+
+/// This stack's Elastic IPs tagged for `address`.
+async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<TaggedAddress>> {
     let _p = ctx.permit(Service::Ec2).await;
     let out = ctx
         .ec2
@@ -179,7 +210,13 @@ async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<String>> {
         .send()
         .await
         .map_err(err("DescribeAddresses"))?;
-    Ok(out.addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
+    Ok(out
+        .addresses()
+        .iter()
+        .filter_map(|a| {
+            Some(TaggedAddress { allocation: a.allocation_id()?.to_string(), free: a.association_id().is_none() })
+        })
+        .collect())
 }
 
 async fn describe(ctx: &Ctx, id: &str) -> Result<Option<NatGateway>> {

@@ -1,7 +1,7 @@
 //! `node_group`: an EKS managed node group (ON_DEMAND, SPOT or CAPACITY_BLOCK).
 //! `ami_type = "auto"` picks the Bottlerocket AMI type for the instance type (NVIDIA
-//! for GPU types); `release_version = "latest"` is resolved once from the SSM public
-//! parameters and pinned, so a new AMI release is not drift. Scaling, labels, taints,
+//! for GPU types); `release_version = "latest"` lets EKS pick its newest onboarded release
+//! at create, which is then pinned, so a new AMI release is not drift. Scaling, labels, taints,
 //! update policy, template version and release update in place; role, subnets,
 //! capacity type, AMI type and instance types replace.
 
@@ -104,7 +104,6 @@ impl Kind for NodeGroup {
             "eks:DescribeCluster",
             "eks:TagResource",
             "eks:UntagResource",
-            "ssm:GetParameter",
             "ec2:DescribeLaunchTemplateVersions",
             "ec2:DescribeInstanceTypes",
             "ec2:RunInstances",
@@ -272,8 +271,11 @@ impl Kind for NodeGroup {
             a => a.to_string(),
         };
         let strategy = update_strategy(inp, info.as_ref(), facts.reserved).0;
+        // "latest" is left to EKS, which picks the newest release it has onboarded for the
+        // cluster's version; that release is then pinned (outputs, and updates keep it). The
+        // SSM parameter can name a release EKS does not accept yet (amazon-eks-ami#559).
         let release = match s(inp, "release_version") {
-            "latest" => latest_release(ctx, cluster, &ami).await?,
+            "latest" => None,
             v => Some(v.to_string()),
         };
         let sc = scaling(inp);
@@ -595,42 +597,6 @@ pub fn auto_ami_type(info: Option<&crate::aws::catalog::InstanceInfo>) -> String
     format!("BOTTLEROCKET_{arch}{nvidia}")
 }
 
-/// The SSM public parameter naming the newest release of `ami_type` for Kubernetes `k8s`.
-pub fn release_parameter(ami_type: &str, k8s: &str) -> Option<String> {
-    let arch = if ami_type.contains("ARM_64") { "arm64" } else { "x86_64" };
-    if ami_type.starts_with("BOTTLEROCKET_") {
-        let nvidia = if ami_type.contains("NVIDIA") { "-nvidia" } else { "" };
-        let fips = if ami_type.ends_with("FIPS") { "-fips" } else { "" };
-        return Some(format!("/aws/service/bottlerocket/aws-k8s-{k8s}{nvidia}{fips}/{arch}/latest/image_version"));
-    }
-    if let Some(flavor) = ami_type.strip_prefix("AL2023_").and_then(|r| r.rsplit('_').next()) {
-        let flavor = flavor.to_ascii_lowercase();
-        return Some(format!(
-            "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{flavor}/recommended/release_version"
-        ));
-    }
-    (ami_type == "AL2_x86_64_GPU")
-        .then(|| format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2-gpu/recommended/release_version"))
-}
-
-async fn latest_release(ctx: &Ctx, cluster: &str, ami_type: &str) -> Result<Option<String>> {
-    let k8s = super::eks_cluster::describe(ctx, cluster).await?.and_then(|c| c.version().map(str::to_string));
-    let Some(param) = k8s.as_deref().and_then(|v| release_parameter(ami_type, v)) else { return Ok(None) };
-    let _p = ctx.permit(Service::Ssm).await;
-    match ctx.ssm.get_parameter().name(&param).send().await.map_err(err("GetParameter")) {
-        Ok(o) => Ok(o.parameter().and_then(|p| p.value()).map(str::to_string)),
-        Err(e) if e.code.as_deref() == Some("ParameterNotFound") => Err(AwsError {
-            detail: format!(
-                "{}: no release of {ami_type} for Kubernetes {} is published ({param}); set release_version explicitly or pick another ami_type",
-                e.detail,
-                k8s.unwrap_or_default()
-            ),
-            ..e
-        }),
-        Err(e) => Err(e),
-    }
-}
-
 /// One `UpdateNodegroupConfig` of the scaling, awaited.
 async fn config_update(ctx: &Ctx, of: &UpdateOf<'_>, sc: NodegroupScalingConfig, what: &str) -> Result<()> {
     let out = {
@@ -676,6 +642,12 @@ async fn wait_active(ctx: &Ctx, cluster: &str, name: &str) -> Result<Nodegroup> 
         };
         match n.status() {
             Some(NodegroupStatus::Active) => Ok(Poll::Done(n)),
+            // Before its block starts a CAPACITY_BLOCK group cannot launch ("ASG scaling
+            // activities will have launch errors until the Capacity Block becomes active", EKS UG
+            // `capacity-blocks-mng`): DEGRADED then is expected, and the nodes come with the block.
+            Some(NodegroupStatus::Degraded) if n.capacity_type() == Some(&CapacityTypes::CapacityBlock) => {
+                Ok(Poll::Done(n))
+            }
             Some(s @ (NodegroupStatus::CreateFailed | NodegroupStatus::Degraded)) => Err(AwsError {
                 operation: "CreateNodegroup",
                 code: Some(s.as_str().to_string()),
@@ -764,30 +736,5 @@ fn recorded(n: &Nodegroup) -> Recorded {
             ("release_version".into(), Value::str(n.release_version().unwrap_or_default())),
             ("ami_type".into(), Value::str(n.ami_type().map(|a| a.as_str()).unwrap_or_default())),
         ]),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn release_parameters_follow_the_published_paths() {
-        assert_eq!(
-            release_parameter("BOTTLEROCKET_x86_64_NVIDIA", "1.31").as_deref(),
-            Some("/aws/service/bottlerocket/aws-k8s-1.31-nvidia/x86_64/latest/image_version")
-        );
-        assert_eq!(
-            release_parameter("BOTTLEROCKET_ARM_64_NVIDIA_FIPS", "1.32").as_deref(),
-            Some("/aws/service/bottlerocket/aws-k8s-1.32-nvidia-fips/arm64/latest/image_version")
-        );
-        assert_eq!(
-            release_parameter("AL2023_x86_64_NVIDIA", "1.31").as_deref(),
-            Some("/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/nvidia/recommended/release_version")
-        );
-        assert_eq!(
-            release_parameter("AL2_x86_64_GPU", "1.29").as_deref(),
-            Some("/aws/service/eks/optimized-ami/1.29/amazon-linux-2-gpu/recommended/release_version")
-        );
     }
 }

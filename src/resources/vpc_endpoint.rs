@@ -75,6 +75,15 @@ impl Kind for VpcEndpointKind {
 
     fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
         let service = r.attrs.get("service").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string));
+        if service.as_deref().is_some_and(|s| !is_gateway(s)) && !r.attrs.contains_key("security_groups") {
+            diags.push(
+                crate::stack::Diagnostic::error(
+                    format!("`{}`: an interface endpoint needs `security_groups` that admit HTTPS from the nodes", r.address),
+                    r.attrs.get("service").and_then(|e| e.span.clone()).or(r.span.clone()),
+                )
+                .help("without them AWS uses the VPC's default group, which admits only its own members, and nodes cannot reach the endpoint; e.g. security_groups = [\"${security_group.nodes.id}\"] with ingress 443 from the VPC"),
+            );
+        }
         if service.as_deref().is_some_and(is_gateway)
             && let Some(e) = r.attrs.get("security_groups")
         {
