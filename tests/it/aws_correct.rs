@@ -153,6 +153,37 @@ ip = "${nat_gateway.out.public_ip}"
     assert_eq!(ips, 1, "one tagged Elastic IP");
     assert_eq!(env.run(&["plan", "nat.toml", "--detailed-exitcode"]).code, 0, "in sync");
 
+    // Replacing the gateway (another public subnet) creates the new one with an address of its
+    // own before the old one goes, and deleting the old one releases only its own address.
+    let moved = stack.replace(
+        "[nat_gateway.out]\nsubnet = \"${subnet.public.id}\"",
+        "[subnet.public2]\nvpc = \"${vpc.main.id}\"\ncidr_block = \"10.9.16.0/20\"\navailability_zone = \"us-west-2a\"\npublic = true\n\n[nat_gateway.out]\nsubnet = \"${subnet.public2.id}\"",
+    );
+    assert_ne!(moved, stack);
+    env.write("nat.toml", &moved);
+    env.ok(&["apply", "nat.toml", "--auto-approve"]);
+    let st = env.state("nat");
+    let nat2 = st["resources"]["nat_gateway.out"]["id"].as_str().unwrap().to_string();
+    let private = st["resources"]["subnet.private"]["id"].as_str().unwrap().to_string();
+    assert_ne!(nat2, nat);
+    let ec2 = env.emu.ec2();
+    let (route, ips) = block_on(async move {
+        let f = aws_sdk_ec2::types::Filter::builder().name("association.subnet-id").values(&private).build();
+        let rts = ec2.describe_route_tables().filters(f).send().await.unwrap();
+        let route = rts
+            .route_tables()
+            .iter()
+            .flat_map(|r| r.routes())
+            .find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+            .and_then(|r| r.nat_gateway_id().map(str::to_string));
+        let tag = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("nat").build();
+        let ips = ec2.describe_addresses().filters(tag).send().await.unwrap().addresses().len();
+        (route, ips)
+    });
+    assert_eq!(route.as_deref(), Some(nat2.as_str()), "the private subnet follows the new gateway");
+    assert_eq!(ips, 1, "the old gateway's address was released, the new one's kept");
+    assert_eq!(env.run(&["plan", "nat.toml", "--detailed-exitcode"]).code, 0, "in sync");
+
     env.ok(&["destroy", "nat.toml", "--auto-approve"]);
     let ec2 = env.emu.ec2();
     let (live, ips) = block_on(async move {
@@ -346,6 +377,28 @@ fn a_node_group_without_egress_is_refused_before_anything_is_made() {
     let with_endpoints = no_nat.replace("[output]", &format!("{endpoints}\n[output]"));
     env.write("e.toml", &with_endpoints);
     env.ok(&["validate", "e.toml"]);
+
+    // An interface endpoint without security groups would get the VPC's default group, which
+    // nodes cannot reach.
+    let open = with_endpoints.replacen("security_groups = [\"${security_group.nodes.id}\"]\n", "", 1);
+    env.write("o.toml", &open);
+    let r = env.run(&["validate", "o.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("an interface endpoint needs `security_groups`"), "{r:?}");
+
+    // The image-cache builder pulls from public registries: endpoints are not enough for it.
+    let cache_private = with_endpoints.replace(
+        "subnet                   = \"${subnet.public_a.id}\"",
+        "subnet                   = \"${subnet.private_a.id}\"",
+    );
+    assert_ne!(cache_private, with_endpoints);
+    env.write("c.toml", &cache_private);
+    let r = env.run(&["validate", "c.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("`image_cache.train` runs in `subnet.private_a`, which has no route to the internet"),
+        "{r:?}"
+    );
 }
 
 /// #5: for a requested length EC2 offers one block slightly shorter (cheaper) and one
