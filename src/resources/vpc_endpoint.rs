@@ -7,7 +7,7 @@
 //! hostnames, which `vpc` always turns on.
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{Filter, ResourceType, State, VpcEndpoint, VpcEndpointType};
+use aws_sdk_ec2::types::{Filter, ResourceType, VpcEndpoint, VpcEndpointType};
 
 use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
 use crate::aws::wait::{Poll, until};
@@ -134,8 +134,8 @@ impl Kind for VpcEndpointKind {
         let id = out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()).unwrap_or_default().to_string();
         let ep = until(&format!("VPC endpoint {id}"), TIMEOUT, || async {
             match describe(ctx, &id).await? {
-                Some(e) if e.state() == Some(&State::Available) => Ok(Poll::Done(e)),
-                Some(e) if matches!(e.state(), Some(State::Failed | State::Rejected)) => Err(AwsError {
+                Some(e) if state_is(&e, &["available"]) => Ok(Poll::Done(e)),
+                Some(e) if state_is(&e, &["failed", "rejected"]) => Err(AwsError {
                     operation: "CreateVpcEndpoint",
                     code: e.last_error().and_then(|l| l.code()).map(str::to_string),
                     detail: format!(
@@ -158,7 +158,7 @@ impl Kind for VpcEndpointKind {
         let prefix = service_name(ctx, "");
         Ok(all
             .iter()
-            .filter(|e| !matches!(e.state(), Some(State::Deleted | State::Deleting)))
+            .filter(|e| !state_is(e, &["deleted", "deleting"]))
             .map(|e| {
                 let all = tags::ec2_map(e.tags());
                 let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::str).collect());
@@ -258,12 +258,19 @@ impl Kind for VpcEndpointKind {
         until(&format!("deletion of VPC endpoint {id}"), TIMEOUT, || async {
             Ok(match describe(ctx, id).await? {
                 None => Poll::Done(()),
-                Some(e) if e.state() == Some(&State::Deleted) => Poll::Done(()),
+                Some(e) if state_is(&e, &["deleted"]) => Poll::Done(()),
                 Some(e) => Poll::Pending(e.state().map_or("deleting", |s| s.as_str()).to_string()),
             })
         })
         .await
     }
+}
+
+/// The endpoint's state. EC2 answers it in lower case ("available", as the CLI examples in the
+/// VPC UG show) while the model's `State` enum is capitalised ("Available"), so the SDK parses
+/// it as an unknown value: compare the text, ignoring case.
+fn state_is(e: &VpcEndpoint, any: &[&str]) -> bool {
+    e.state().is_some_and(|s| any.iter().any(|a| s.as_str().eq_ignore_ascii_case(a)))
 }
 
 /// `com.amazonaws.<region>.<service>`.

@@ -604,3 +604,81 @@ data_volume    = { size_gib = 100, snapshot = "snap-0123456789abcdef0" }
     });
     assert_eq!(got, vec![(Some(1), None), (Some(2), Some(200))]);
 }
+
+/// §2: VPC endpoints: an s3 gateway on the subnets' route tables and an interface endpoint
+/// with private DNS and groups; subnets change in place; destroy removes them.
+#[test]
+fn vpc_endpoints_apply_update_in_place_and_destroy() {
+    let env = Env::new();
+    let stack = |subnets: &str| {
+        format!(
+            r#"[stack]
+name   = "vpce"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block = "10.11.0.0/16"
+
+[subnet.a]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.11.0.0/20"
+availability_zone = "us-west-2a"
+
+[subnet.b]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.11.16.0/20"
+availability_zone = "us-west-2b"
+
+[security_group.endpoints]
+vpc     = "${{vpc.main.id}}"
+ingress = [{{ protocol = "tcp", from_port = 443, to_port = 443, cidr = "10.11.0.0/16" }}]
+
+[vpc_endpoint.s3]
+vpc     = "${{vpc.main.id}}"
+service = "s3"
+subnets = [{subnets}]
+
+[vpc_endpoint.ecr_api]
+vpc             = "${{vpc.main.id}}"
+service         = "ecr.api"
+subnets         = [{subnets}]
+security_groups = ["${{security_group.endpoints.id}}"]
+"#
+        )
+    };
+    env.write("v.toml", &stack(r#""${subnet.a.id}""#));
+    env.ok(&["apply", "v.toml", "--auto-approve"]);
+    assert_eq!(env.run(&["plan", "v.toml", "--detailed-exitcode"]).code, 0, "in sync");
+    let st = env.state("vpce");
+    let id = st["resources"]["vpc_endpoint.ecr_api"]["id"].as_str().unwrap().to_string();
+    let read = |id: String| {
+        let ec2 = env.emu.ec2();
+        block_on(async move {
+            let out = ec2.describe_vpc_endpoints().vpc_endpoint_ids(id).send().await.unwrap();
+            let e = &out.vpc_endpoints()[0];
+            (e.subnet_ids().len(), e.private_dns_enabled(), e.service_name().unwrap().to_string())
+        })
+    };
+    assert_eq!(read(id.clone()), (1, Some(true), "com.amazonaws.us-west-2.ecr.api".to_string()));
+
+    env.write("v.toml", &stack(r#""${subnet.a.id}", "${subnet.b.id}""#));
+    let plan = env.ok(&["plan", "v.toml"]);
+    assert!(plan.stdout.contains("~ vpc_endpoint.ecr_api"), "{}", plan.stdout);
+    env.ok(&["apply", "v.toml", "--auto-approve"]);
+    assert_eq!(env.state("vpce")["resources"]["vpc_endpoint.ecr_api"]["id"], id.as_str(), "in place");
+    assert_eq!(read(id).0, 2);
+    assert_eq!(env.run(&["plan", "v.toml", "--detailed-exitcode"]).code, 0, "in sync");
+
+    env.ok(&["destroy", "v.toml", "--auto-approve"]);
+    let ec2 = env.emu.ec2();
+    let left = block_on(async move {
+        let tag = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("vpce").build();
+        let out = ec2.describe_vpc_endpoints().filters(tag).send().await.unwrap();
+        out.vpc_endpoints()
+            .iter()
+            // EC2 answers endpoint states in lower case; the SDK enum is capitalised.
+            .filter(|e| !e.state().is_some_and(|s| s.as_str().to_ascii_lowercase().starts_with("delet")))
+            .count()
+    });
+    assert_eq!(left, 0);
+}
