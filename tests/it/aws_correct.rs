@@ -97,6 +97,25 @@ fn vpc_dns_attributes_are_on_and_drift_is_repaired() {
     assert_eq!(env.run(&["plan", "n.toml", "--detailed-exitcode"]).code, 0);
 }
 
+/// The NAT gateway a subnet's default route goes through, and how many Elastic IPs the
+/// stack `nat` holds.
+fn nat_route_and_addresses(env: &Env, subnet: String) -> (Option<String>, usize) {
+    let ec2 = env.emu.ec2();
+    block_on(async move {
+        let f = aws_sdk_ec2::types::Filter::builder().name("association.subnet-id").values(&subnet).build();
+        let rts = ec2.describe_route_tables().filters(f).send().await.unwrap();
+        let route = rts
+            .route_tables()
+            .iter()
+            .flat_map(|r| r.routes())
+            .find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+            .and_then(|r| r.nat_gateway_id().map(str::to_string));
+        let tag = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("nat").build();
+        let ips = ec2.describe_addresses().filters(tag).send().await.unwrap().addresses().len();
+        (route, ips)
+    })
+}
+
 /// §2: a NAT gateway with its own Elastic IP gives a private subnet a way out; destroy
 /// leaves neither behind.
 #[test]
@@ -135,20 +154,7 @@ ip = "${nat_gateway.out.public_ip}"
     let private = st["resources"]["subnet.private"]["id"].as_str().unwrap().to_string();
     assert!(nat.starts_with("nat-"), "{st}");
     assert!(!st["outputs"]["ip"].as_str().unwrap().is_empty(), "{st}");
-    let ec2 = env.emu.ec2();
-    let (route, ips) = block_on(async move {
-        let f = aws_sdk_ec2::types::Filter::builder().name("association.subnet-id").values(&private).build();
-        let rts = ec2.describe_route_tables().filters(f).send().await.unwrap();
-        let route = rts
-            .route_tables()
-            .iter()
-            .flat_map(|r| r.routes())
-            .find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
-            .and_then(|r| r.nat_gateway_id().map(str::to_string));
-        let tag = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("nat").build();
-        let ips = ec2.describe_addresses().filters(tag).send().await.unwrap().addresses().len();
-        (route, ips)
-    });
+    let (route, ips) = nat_route_and_addresses(&env, private);
     assert_eq!(route.as_deref(), Some(nat.as_str()));
     assert_eq!(ips, 1, "one tagged Elastic IP");
     assert_eq!(env.run(&["plan", "nat.toml", "--detailed-exitcode"]).code, 0, "in sync");
@@ -166,20 +172,7 @@ ip = "${nat_gateway.out.public_ip}"
     let nat2 = st["resources"]["nat_gateway.out"]["id"].as_str().unwrap().to_string();
     let private = st["resources"]["subnet.private"]["id"].as_str().unwrap().to_string();
     assert_ne!(nat2, nat);
-    let ec2 = env.emu.ec2();
-    let (route, ips) = block_on(async move {
-        let f = aws_sdk_ec2::types::Filter::builder().name("association.subnet-id").values(&private).build();
-        let rts = ec2.describe_route_tables().filters(f).send().await.unwrap();
-        let route = rts
-            .route_tables()
-            .iter()
-            .flat_map(|r| r.routes())
-            .find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
-            .and_then(|r| r.nat_gateway_id().map(str::to_string));
-        let tag = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values("nat").build();
-        let ips = ec2.describe_addresses().filters(tag).send().await.unwrap().addresses().len();
-        (route, ips)
-    });
+    let (route, ips) = nat_route_and_addresses(&env, private);
     assert_eq!(route.as_deref(), Some(nat2.as_str()), "the private subnet follows the new gateway");
     assert_eq!(ips, 1, "the old gateway's address was released, the new one's kept");
     assert_eq!(env.run(&["plan", "nat.toml", "--detailed-exitcode"]).code, 0, "in sync");
