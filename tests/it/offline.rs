@@ -140,7 +140,10 @@ fn offline_validate_and_plan_run_the_catalog_rules() {
             "instance_type = \"g6.xlarge\"\ngpu_sharing = { strategy = \"mig\", mig_profile = { \"h100.80gb\" = \"1g.10gb\" } }",
             "MIG needs an A100, A30, H100, H200 or B200 GPU; g6.xlarge has L4",
         ),
-        ("instance_type = \"p5.48xlarge\"\nefa = { interfaces = 64 }", "p5.48xlarge has at most 32 EFA interfaces, not 64"),
+        (
+            "instance_type = \"p5.48xlarge\"\nefa = { interfaces = 64 }",
+            "p5.48xlarge has at most 32 EFA interfaces, not 64",
+        ),
     ];
     for (i, (lt, msg)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("c{i}.toml"));
@@ -255,4 +258,26 @@ fn a_failed_operation_in_json_events_carries_the_aws_error() {
     assert_eq!(vpc_failed["service"], "ec2", "{vpc_failed}");
     assert_eq!(vpc_failed["operation"], "DeleteVpc", "{vpc_failed}");
     assert_eq!(vpc_failed["error_code"], "DependencyViolation", "{vpc_failed}");
+}
+
+#[test]
+fn a_refreshing_plan_says_where_ec2_differs_from_the_embedded_catalog() {
+    let env = Env::new();
+    let training = repo().join("examples/training.toml").to_string_lossy().into_owned();
+    let before = env.ok(&["plan", &training]);
+    assert!(!before.stdout.contains("differs from gpustack's embedded instance catalog"), "{before:?}");
+    let set = env.emu.control("POST", "/_gpustack/instance-types?type=p5.48xlarge&max_efa=16");
+    assert_eq!(set["max_efa"], 16, "{set}");
+    let r = env.ok(&["plan", &training]);
+    let warnings: Vec<&str> = r.stdout.lines().filter(|l| l.contains("differs from gpustack's embedded")).collect();
+    assert_eq!(warnings.len(), 1, "{r:?}");
+    assert!(warnings[0].starts_with("warning: "), "{r:?}");
+    assert!(warnings[0].contains("p5.48xlarge: EC2 in us-west-2 differs"), "{r:?}");
+    assert!(warnings[0].contains("(max EFA interfaces 32 → 16); this plan uses EC2's values"), "{r:?}");
+    // The live value is the one the plan uses: the EFA layout follows EC2.
+    assert!(r.stdout.contains("16 EFA interfaces"), "{r:?}");
+    // Offline, the embedded catalog is used as it is.
+    let offline = env.ok(&["plan", &training, "--refresh=false"]);
+    assert!(offline.stdout.contains("32 EFA interfaces"), "{offline:?}");
+    env.emu.control("POST", "/_gpustack/instance-types?reset=1");
 }
