@@ -242,13 +242,15 @@ fn not_sent(e: &(dyn std::error::Error + 'static)) -> String {
     let text = chain.join(": ").to_lowercase();
     let endpoint = match std::env::var("AWS_ENDPOINT_URL") {
         Ok(url) if !url.is_empty() => format!("the endpoint {url} (AWS_ENDPOINT_URL)"),
-        _ => "AWS".to_string(),
+        _ => "AWS's endpoint".to_string(),
     };
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
     if has(&["credential", "no providers in chain", "identity", "auth scheme", "authscheme"]) {
         "no AWS credentials found; set AWS_PROFILE (after `aws sso login` or `aws configure`) or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or plan offline with `gpustack plan STACK --refresh=false`".to_string()
     } else if has(&["dns error", "failed to lookup address", "name or service not known", "no such host"]) {
-        format!("cannot resolve the host of {endpoint}; check the network (proxy, DNS) and that the stack's region is a real AWS region")
+        format!(
+            "cannot resolve the host of {endpoint}; check the network (proxy, DNS) and that the stack's region is a real AWS region"
+        )
     } else if has(&["timed out", "timeout", "deadline"]) {
         format!("no answer from {endpoint} in time; check the network (proxy, firewall) and retry")
     } else if has(&["connection refused", "connect error", "connection reset", "broken pipe", "io error", "network"]) {

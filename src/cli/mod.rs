@@ -216,14 +216,7 @@ fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
     // The GPU rules too, from the embedded instance catalog (no AWS call).
     let catalog = crate::rules::preflight_offline(&s).diags;
     if catalog.iter().any(|d| d.is_error()) {
-        if g.json {
-            let items: Vec<_> = catalog.iter().map(|x| s.source.to_json(x)).collect();
-            println!("{}", serde_json::json!({"valid": false, "diagnostics": items}));
-        } else {
-            for d in &catalog {
-                eprint!("{}", s.source.render(d, g.color()));
-            }
-        }
+        plan::refuse(g, &s, &catalog);
         return Ok(1);
     }
     if !g.json {

@@ -166,7 +166,8 @@ struct LiveReads {
 
 async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota: bool) -> Result<LiveReads> {
     let catalog_then_quotas = async {
-        let pf = crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
+        let pf =
+            crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
         let quotas =
             if skip_quota { vec![] } else { crate::quota::check(ctx, stack).await.context("checking EC2 quotas")? };
         anyhow::Ok((pf, quotas))
@@ -191,12 +192,14 @@ async fn checks(
     reads: Option<LiveReads>,
     skip_quota: bool,
 ) -> Result<bool> {
-    let mut pf = match reads {
+    let pf = match reads {
         Some(r) => {
             let mut pf = r.preflight;
             if !pf.diags.iter().any(|d| d.is_error()) {
                 pf.diags.extend(
-                    crate::rules::price(ctx, stack, plan, &r.offers).await.context("searching Capacity Block offerings")?,
+                    crate::rules::price(ctx, stack, plan, &r.offers)
+                        .await
+                        .context("searching Capacity Block offerings")?,
                 );
             }
             pf.diags.extend(r.quotas);
@@ -209,21 +212,17 @@ async fn checks(
             }
             let counted = ["node_group", "capacity_reservation", "capacity_block"];
             if !skip_quota && stack.resources.iter().any(|r| counted.contains(&r.kind.name())) {
-                eprintln!("note: EC2 quotas not checked (--refresh=false makes no AWS call); a refreshing plan checks them");
+                eprintln!(
+                    "note: EC2 quotas not checked (--refresh=false makes no AWS call); a refreshing plan checks them"
+                );
             }
             pf
         }
     };
     let errors = pf.diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
-        let items = std::mem::take(&mut pf.diags);
-        if g.json {
-            let json: Vec<_> = items.iter().map(|x| stack.source.to_json(x)).collect();
-            println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
-        } else {
-            for d in &items {
-                eprint!("{}", stack.source.render(d, g.color()));
-            }
+        refuse(g, stack, &pf.diags);
+        if !g.json {
             eprintln!(
                 "The plan stopped at the checks above (GPU rules, capacity prices, quotas): nothing was changed or bought."
             );
@@ -237,6 +236,19 @@ async fn checks(
         c.note = pf.notes.get(&c.address).cloned();
     }
     Ok(true)
+}
+
+/// Diagnostics that stop a command: `{"valid": false, "diagnostics": […]}` on stdout with
+/// `--json`, else rendered with their source lines on stderr.
+pub fn refuse(g: &Global, stack: &Stack, diags: &[crate::stack::Diagnostic]) {
+    if g.json {
+        let json: Vec<_> = diags.iter().map(|x| stack.source.to_json(x)).collect();
+        println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
+    } else {
+        for d in diags {
+            eprint!("{}", stack.source.render(d, g.color()));
+        }
+    }
 }
 
 pub fn header(verb: &str, p: &Prepared) -> String {
