@@ -63,7 +63,11 @@ fn main() {
     println!("binary: {bin}");
     println!(
         "{:<28} {:>9} {:>10} {:>12} {:>14}",
-        "stack", "requests", "at 0 ms", &format!("at {latency} ms"), "round trips"
+        "stack",
+        "requests",
+        "at 0 ms",
+        &format!("at {latency} ms"),
+        "round trips"
     );
     let env = harness::Env::new();
     for file in shipped() {
@@ -84,6 +88,8 @@ fn main() {
             trips
         );
     }
-    println!("round trips = (time at {latency} ms − time at 0 ms) ÷ {latency} ms: the AWS calls the plan waits for one");
+    println!(
+        "round trips = (time at {latency} ms − time at 0 ms) ÷ {latency} ms: the AWS calls the plan waits for one"
+    );
     println!("after another (target: at most 3).");
 }

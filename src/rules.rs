@@ -424,7 +424,8 @@ pub async fn prefetch_offers(ctx: &Ctx, stack: &Stack, known: &dyn Fn(&str) -> b
 pub fn price_offline(stack: &Stack, plan: &mut crate::plan::Plan) {
     for c in plan.changes.iter_mut().filter(|c| c.action == crate::plan::Action::Create && c.kind == "capacity_block") {
         let Some(r) = stack.get(&c.address) else { continue };
-        let fields: crate::value::Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
+        let fields: crate::value::Attrs =
+            c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
         let (inputs, _) = block_search(stack, r, fields);
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_else(|| "?".into());
         c.unpriced_purchase = Some(format!(
@@ -565,9 +566,9 @@ pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> 
             continue;
         }
         let user = stack.resources.iter().find(|r| {
-            ["instance_type", "instance_types"].iter().any(|k| {
-                lit(r, k).is_some_and(|v| v.as_str() == Some(t) || strings(Some(v)).iter().any(|x| x == t))
-            })
+            ["instance_type", "instance_types"]
+                .iter()
+                .any(|k| lit(r, k).is_some_and(|v| v.as_str() == Some(t) || strings(Some(v)).iter().any(|x| x == t)))
         });
         pf.diags.push(Diagnostic::warning(
             format!(

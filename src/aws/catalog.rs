@@ -300,7 +300,8 @@ fn parse_embedded(text: &str) -> Result<Embedded, String> {
     let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let field = |k: &str| doc.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let list = doc.get("instance_types").and_then(|v| v.as_array()).ok_or("no instance_types")?;
-    let types = list.iter().map(sdk_from_json).map(|t| InstanceInfo::from_sdk(&t)).map(|i| (i.name.clone(), i)).collect();
+    let types =
+        list.iter().map(sdk_from_json).map(|t| InstanceInfo::from_sdk(&t)).map(|i| (i.name.clone(), i)).collect();
     if !field("source").contains("DescribeInstanceTypes") {
         return Err("the source must say where the data was read".into());
     }
@@ -315,12 +316,15 @@ fn sdk_from_json(t: &serde_json::Value) -> InstanceTypeInfo {
         ProcessorInfo, VCpuInfo,
     };
     let int = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_i64).map(|n| n as i32);
-    let arr = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+    let arr =
+        |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
     let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_string);
     let null = serde_json::Value::Null;
     let mut b = InstanceTypeInfo::builder()
         .set_instance_type(text(t, "InstanceType").map(|n| InstanceType::from(n.as_str())))
-        .v_cpu_info(VCpuInfo::builder().set_default_v_cpus(int(t.get("VCpuInfo").unwrap_or(&null), "DefaultVCpus")).build());
+        .v_cpu_info(
+            VCpuInfo::builder().set_default_v_cpus(int(t.get("VCpuInfo").unwrap_or(&null), "DefaultVCpus")).build(),
+        );
     let processor = t.get("ProcessorInfo").unwrap_or(&null);
     b = b.processor_info(
         ProcessorInfo::builder()

@@ -358,7 +358,11 @@ fn pending(c: &Change, op: Operation, token: &str, id: Option<String>) -> Pendin
 
 /// The resource's inputs now that its dependencies are done.
 fn inputs_now(env: &Env, c: &Change) -> Result<(Attrs, usize), Failure> {
-    let idx = *env.stack.by_address.get(&c.address).ok_or_else(|| Failure::from(format!("{} is not in the stack", c.address)))?;
+    let idx = *env
+        .stack
+        .by_address
+        .get(&c.address)
+        .ok_or_else(|| Failure::from(format!("{} is not in the stack", c.address)))?;
     let inputs = desired_inputs(&env.stack, idx, &|a| {
         env.journal.read(|s| s.resources.get(a).map(|e| attrs_from_json(&e.outputs)))
     });
@@ -431,9 +435,7 @@ async fn update(env: &Env, c: &Change) -> Result<String, Failure> {
         .commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone()))))
         .await
         .map_err(|e| Failure::from(e.to_string()))?;
-    let rec = kind
-        .update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs())
-        .await?;
+    let rec = kind.update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs()).await?;
     let deps = deps_of(env, idx);
     env.journal
         .record(|s| {
