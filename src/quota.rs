@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_servicequotas::error::ProvideErrorMetadata;
-
-use crate::aws::{Ctx, Service};
+use crate::aws::{Ctx, Service, err};
 use crate::rules::{lit, target};
 use crate::stack::{Diagnostic, Resource, Span, Stack};
 use crate::value::Value;
@@ -201,9 +199,21 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
             _ => {}
         }
     }
+    // Every quota at once: one round trip (two for a code with no applied value).
+    let mut reads = tokio::task::JoinSet::new();
+    for code in needs.keys().copied() {
+        let ctx = ctx.clone();
+        reads.spawn(async move { (code, limit(&ctx, code).await) });
+    }
+    let mut limits = BTreeMap::new();
+    while let Some(joined) = reads.join_next().await {
+        let (code, value) = joined.map_err(|e| anyhow::anyhow!("a quota read failed: {e}"))?;
+        limits.insert(code, value);
+    }
     let mut diags = warnings;
     for (code, need) in needs {
-        match limit(ctx, code).await {
+        let Some(value) = limits.remove(code) else { continue };
+        match value {
             Ok(Some(value)) if need.amount > value => diags.push(
                 Diagnostic::error(
                     format!(
@@ -236,23 +246,30 @@ struct Denied(String);
 
 /// The applied quota value, else AWS's default; None when neither exists.
 async fn limit(ctx: &Ctx, code: &str) -> Result<Option<f64>, Denied> {
+    let denied = |e: crate::aws::AwsError| Denied(e.message().to_string());
     let applied = {
         let _p = ctx.permit(Service::Quotas).await;
-        ctx.quotas.get_service_quota().service_code("ec2").quota_code(code).send().await
+        ctx.quotas.get_service_quota().service_code("ec2").quota_code(code).send().await.map_err(err("GetServiceQuota"))
     };
     match applied {
         Ok(o) => return Ok(o.quota().and_then(|q| q.value())),
-        Err(e) if e.code() == Some("NoSuchResourceException") => {}
-        Err(e) => return Err(Denied(e.message().or(e.code()).map_or_else(|| e.to_string(), str::to_string))),
+        Err(e) if e.code.as_deref() == Some("NoSuchResourceException") => {}
+        Err(e) => return Err(denied(e)),
     }
     let default = {
         let _p = ctx.permit(Service::Quotas).await;
-        ctx.quotas.get_aws_default_service_quota().service_code("ec2").quota_code(code).send().await
+        ctx.quotas
+            .get_aws_default_service_quota()
+            .service_code("ec2")
+            .quota_code(code)
+            .send()
+            .await
+            .map_err(err("GetAWSDefaultServiceQuota"))
     };
     match default {
         Ok(o) => Ok(o.quota().and_then(|q| q.value())),
-        Err(e) if e.code() == Some("NoSuchResourceException") => Ok(None),
-        Err(e) => Err(Denied(e.message().or(e.code()).map_or_else(|| e.to_string(), str::to_string))),
+        Err(e) if e.code.as_deref() == Some("NoSuchResourceException") => Ok(None),
+        Err(e) => Err(denied(e)),
     }
 }
 

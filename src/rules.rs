@@ -372,35 +372,106 @@ fn subnet_zones(stack: &Stack, ng: &Resource) -> Vec<String> {
     zones.into_iter().collect()
 }
 
+/// What an offering search for the block `r` asks, from `inputs` (the block's attributes):
+/// in the zone of the node groups that will use it when the block names none. Returns the
+/// search inputs and a note saying where it searched.
+fn block_search(stack: &Stack, r: &Resource, mut inputs: crate::value::Attrs) -> (crate::value::Attrs, String) {
+    let users: Vec<&Resource> = node_groups(stack)
+        .filter(|ng| {
+            referenced(stack, ng, "launch_template", "launch_template")
+                .and_then(|lt| referenced(stack, lt, "capacity_reservation", "capacity_block"))
+                .is_some_and(|b| b.address == r.address)
+        })
+        .collect();
+    let zones: BTreeSet<String> = users.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
+    let mut zone_note = String::new();
+    if !inputs.contains_key("availability_zone") && zones.len() == 1 {
+        let z = zones.iter().next().cloned().unwrap_or_default();
+        zone_note = format!(
+            " (searched in {z}, the zone of {})",
+            users.iter().map(|u| u.address.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        inputs.insert("availability_zone".into(), Value::str(z));
+    }
+    (inputs, zone_note)
+}
+
+/// Offering searches already made, by what they asked ([`search_key`]).
+pub type Offers = std::collections::HashMap<String, Vec<aws_sdk_ec2::types::CapacityBlockOffering>>;
+
+/// The attributes an offering search depends on, as one key.
+fn search_key(inputs: &crate::value::Attrs) -> String {
+    ["instance_type", "instance_count", "duration_hours", "start_after", "start_before", "availability_zone"]
+        .map(|k| inputs.get(k).map(Value::interpolate).unwrap_or_default())
+        .join("|")
+}
+
+/// Searches the offerings of every Capacity Block the stack declares and `known` does not
+/// (the state has no object for it, so the plan will likely buy it), all at once: run
+/// together with the refresh, so `price` finds them ready.
+pub async fn prefetch_offers(ctx: &Ctx, stack: &Stack, known: &dyn Fn(&str) -> bool) -> Result<Offers, AwsError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for r in stack.resources.iter().filter(|r| r.kind.name() == "capacity_block" && !known(&r.address)) {
+        let attrs: crate::value::Attrs = r.attrs.keys().filter_map(|k| Some((k.clone(), lit(r, k)?))).collect();
+        let (inputs, _) = block_search(stack, r, attrs);
+        let ctx = ctx.clone();
+        tasks.spawn(async move {
+            let found = crate::resources::capacity_block::search(&ctx, &inputs).await;
+            (search_key(&inputs), found)
+        });
+    }
+    let mut offers = Offers::new();
+    while let Some(joined) = tasks.join_next().await {
+        // A search task only fails by panicking; the price step then searches again.
+        let Ok((key, found)) = joined else { continue };
+        offers.insert(key, found?);
+    }
+    Ok(offers)
+}
+
+/// Without AWS (`plan --refresh=false`): each block the plan creates is shown as a
+/// purchase whose offering and price a refreshing plan looks up.
+pub fn price_offline(stack: &Stack, plan: &mut crate::plan::Plan) {
+    for c in plan.changes.iter_mut().filter(|c| c.action == crate::plan::Action::Create && c.kind == "capacity_block") {
+        let Some(r) = stack.get(&c.address) else { continue };
+        let fields: crate::value::Attrs =
+            c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
+        let (inputs, _) = block_search(stack, r, fields);
+        let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_else(|| "?".into());
+        c.unpriced_purchase = Some(format!(
+            "{}× {}{}, {} h starting between {} and {}: offering and price not looked up (--refresh=false); a refreshing plan searches them (max {} USD)",
+            s("instance_count"),
+            s("instance_type"),
+            inputs.get("availability_zone").map(|z| format!(" in {}", z.interpolate())).unwrap_or_default(),
+            s("duration_hours"),
+            s("start_after"),
+            s("start_before"),
+            s("max_upfront_usd"),
+        ));
+    }
+}
+
 /// Proposes an offering for every capacity block the plan creates: the cheapest, then
 /// the earliest, in the zone of the node groups that will use it. No offering, or one
-/// dearer than `max_upfront_usd`, is an error.
-pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut crate::plan::Plan) -> Result<Vec<Diagnostic>, AwsError> {
+/// dearer than `max_upfront_usd`, is an error. Searches `offers` lacks are made here.
+pub async fn price(
+    ctx: &Ctx,
+    stack: &Stack,
+    plan: &mut crate::plan::Plan,
+    offers: &Offers,
+) -> Result<Vec<Diagnostic>, AwsError> {
     use crate::resources::capacity_block::{choose, purchase_of, search};
     let mut d = vec![];
     for c in plan.changes.iter_mut().filter(|c| c.action == crate::plan::Action::Create && c.kind == "capacity_block") {
         let Some(r) = stack.get(&c.address) else { continue };
-        let mut inputs: crate::value::Attrs =
+        let fields: crate::value::Attrs =
             c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
         // A block is only useful in the zone its node groups run in.
-        let users: Vec<&Resource> = node_groups(stack)
-            .filter(|ng| {
-                referenced(stack, ng, "launch_template", "launch_template")
-                    .and_then(|lt| referenced(stack, lt, "capacity_reservation", "capacity_block"))
-                    .is_some_and(|b| b.address == r.address)
-            })
-            .collect();
-        let zones: BTreeSet<String> = users.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
-        let mut zone_note = String::new();
-        if !inputs.contains_key("availability_zone") && zones.len() == 1 {
-            let z = zones.iter().next().cloned().unwrap_or_default();
-            zone_note = format!(
-                " (searched in {z}, the zone of {})",
-                users.iter().map(|u| u.address.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            inputs.insert("availability_zone".into(), Value::str(z));
-        }
-        let offers = search(ctx, &inputs).await?;
+        let (inputs, zone_note) = block_search(stack, r, fields);
+        let offers = match offers.get(&search_key(&inputs)) {
+            Some(found) => found.clone(),
+            None => search(ctx, &inputs).await?,
+        };
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_default();
         let hours = inputs.get("duration_hours").and_then(Value::as_int).unwrap_or(0);
         let Some(best) = choose(&offers, hours) else {
@@ -477,17 +548,67 @@ pub struct Preflight {
     pub notes: BTreeMap<String, String>,
 }
 
-/// Rules that need the instance catalog (one DescribeInstanceTypes per 100 types).
-pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> {
+/// Every instance type the rules and the quota check ask the catalog about: what the
+/// launch templates and node groups run, and what reservations and blocks hold. Read in
+/// one `DescribeInstanceTypes`, together with the refresh.
+pub fn catalog_types(stack: &Stack) -> BTreeSet<String> {
     let (by_lt, by_ng) = planned_types(stack);
-    let wanted: BTreeSet<String> = by_lt.values().chain(by_ng.values()).flatten().cloned().collect();
-    let catalog = ctx.catalog.lookup(ctx, wanted).await?;
+    let mut wanted: BTreeSet<String> = by_lt.values().chain(by_ng.values()).flatten().cloned().collect();
+    for r in stack.resources.iter().filter(|r| matches!(r.kind.name(), "capacity_reservation" | "capacity_block")) {
+        wanted.extend(lit_str(r, "instance_type"));
+    }
+    wanted
+}
+
+/// Rules that need the instance catalog, from EC2 (one DescribeInstanceTypes per 100 types,
+/// cached for the run). A type whose EC2 facts differ from the embedded catalog's is a
+/// warning, so a stale embedded catalog (what `validate` and `plan --refresh=false` use)
+/// shows up.
+pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> {
+    let catalog = ctx.catalog.lookup(ctx, catalog_types(stack)).await?;
     let info = |t: &str| catalog.get(t).cloned().flatten();
+    let mut pf = check_catalog(stack, &info, true);
+    let embedded = crate::aws::catalog::embedded();
+    for (t, live) in catalog.iter().filter_map(|(t, i)| Some((t, i.as_ref()?))) {
+        let Some(old) = embedded.get(t) else { continue };
+        let diff = crate::aws::catalog::differences(old, live);
+        if diff.is_empty() {
+            continue;
+        }
+        let user = stack.resources.iter().find(|r| {
+            ["instance_type", "instance_types"]
+                .iter()
+                .any(|k| lit(r, k).is_some_and(|v| v.as_str() == Some(t) || strings(Some(v)).iter().any(|x| x == t)))
+        });
+        pf.diags.push(Diagnostic::warning(
+            format!(
+                "{t}: EC2 in {} differs from {} ({}); this plan uses EC2's values",
+                stack.region,
+                embedded.label(),
+                diff.join(", ")
+            ),
+            user.and_then(|r| r.span.clone()),
+        ));
+    }
+    Ok(pf)
+}
+
+/// The same rules from the embedded catalog, with no AWS call (`validate`,
+/// `plan --refresh=false`). A type the embedded catalog lacks is not checked here.
+pub fn preflight_offline(stack: &Stack) -> Preflight {
+    let embedded = crate::aws::catalog::embedded();
+    check_catalog(stack, &|t| embedded.get(t).cloned(), false)
+}
+
+/// The catalog rules over `info`; `live` says whether a type `info` lacks is one EC2 does
+/// not know (an error) or one the embedded catalog does not carry (not checked).
+fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, live: bool) -> Preflight {
+    let (by_lt, by_ng) = planned_types(stack);
     let mut d = vec![];
     let mut notes = BTreeMap::new();
     let mut unknown_reported = BTreeSet::new();
     let mut unknown = |r: &Resource, attr: &str, t: &str, d: &mut Vec<Diagnostic>| {
-        if unknown_reported.insert(t.to_string()) {
+        if live && unknown_reported.insert(t.to_string()) {
             d.push(
                 Diagnostic::error(
                     format!("`{}`: EC2 does not know instance type \"{t}\" in {}", r.address, stack.region),
@@ -616,7 +737,7 @@ pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> 
         note.push(format!("update strategy {strategy} ({why})"));
         notes.insert(ng.address.clone(), note.join("; "));
     }
-    Ok(Preflight { diags: d, notes })
+    Preflight { diags: d, notes }
 }
 
 fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {

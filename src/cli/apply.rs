@@ -75,6 +75,7 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
         which: g.which(&a.file, &a.vars.vars),
         resolve_pending: true,
         skip_quota_check: a.skip_quota_check,
+        offline: false,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
@@ -117,6 +118,7 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
         which: g.which(std::path::Path::new(&saved.stack_file), &saved_vars),
         resolve_pending: true,
         skip_quota_check: a.skip_quota_check,
+        offline: false,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
@@ -161,6 +163,7 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
         which: g.which(&a.stack, &a.vars.vars),
         resolve_pending: true,
         skip_quota_check: true,
+        offline: false,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
@@ -320,7 +323,12 @@ fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs:
             "{}",
             serde_json::json!({
                 "event": "summary", "ok": o.ok(), "done": o.done, "seconds": secs,
-                "failed": o.failed.iter().map(|(a, e)| serde_json::json!({"address": a, "error": e})).collect::<Vec<_>>(),
+                "failed": o.failed.iter().map(|(a, e)| {
+                    let mut m = Map::new();
+                    m.insert("address".into(), a.clone().into());
+                    e.json_fields(&mut m);
+                    serde_json::Value::Object(m)
+                }).collect::<Vec<_>>(),
                 "skipped": o.skipped, "not_started": o.not_started, "interrupted": o.interrupted, "outputs": outputs,
             })
         );

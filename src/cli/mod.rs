@@ -213,8 +213,19 @@ pub fn load_stack(g: &Global, path: &Path, vars: &VarArgs) -> Option<Stack> {
 
 fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
+    // The GPU rules too, from the embedded instance catalog (no AWS call).
+    let catalog = crate::rules::preflight_offline(&s).diags;
+    if catalog.iter().any(|d| d.is_error()) {
+        plan::refuse(g, &s, &catalog);
+        return Ok(1);
+    }
+    if !g.json {
+        for w in &catalog {
+            eprint!("{}", s.source.render(w, g.color()));
+        }
+    }
     if g.json {
-        let items: Vec<_> = s.warnings.iter().map(|x| s.source.to_json(x)).collect();
+        let items: Vec<_> = s.warnings.iter().chain(&catalog).map(|x| s.source.to_json(x)).collect();
         println!(
             "{}",
             serde_json::json!({"valid": true, "stack": s.name, "resources": s.resources.len(), "diagnostics": items})

@@ -31,7 +31,9 @@ pub struct PlanArgs {
     /// Plan only this resource and what it depends on (repeatable)
     #[arg(long = "target", value_name = "ADDRESS")]
     targets: Vec<String>,
-    /// Read AWS before planning; --refresh=false plans from state alone (no AWS calls)
+    /// Read AWS before planning; --refresh=false plans from state alone, with no AWS call and
+    /// no credentials (GPU rules from the embedded instance catalog, no quota check, Capacity
+    /// Blocks unpriced)
     #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = ArgAction::Set)]
     refresh: bool,
     /// Plan the destruction of everything in state
@@ -73,6 +75,9 @@ pub struct PrepareOpts<'a> {
     pub resolve_pending: bool,
     /// Skip the Service Quotas preflight (for accounts where the API is denied).
     pub skip_quota_check: bool,
+    /// `plan --refresh=false`: no AWS call at all (embedded catalog, no offering or quota
+    /// reads). apply needs the offerings it buys, so it never plans offline.
+    pub offline: bool,
 }
 
 pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Prep> {
@@ -92,7 +97,16 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     }
     let ctx = Ctx::connect(&stack.name, &stack.region).await;
     let pending = state.as_ref().is_some_and(|s| !s.pending.is_empty());
-    let refreshed = if o.refresh || (o.resolve_pending && pending) {
+    let refresh = o.refresh || (o.resolve_pending && pending);
+    // `plan --refresh=false` makes no AWS call: the rules use the embedded catalog.
+    let offline = o.offline && !refresh;
+    // The reads are scheduled together, so a plan costs few dependent round trips: the refresh
+    // of every kind, the instance catalog and the offering searches at once, then the quotas
+    // (they need the catalog's vCPUs).
+    let refreshing = async {
+        if !refresh {
+            return Ok(Refreshed::skipped());
+        }
         if !o.refresh && !g.json {
             eprintln!("Refreshing anyway: the state has operations of an interrupted run to resolve.");
         }
@@ -107,14 +121,19 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
             }
         };
         let settle = std::time::Duration::from_secs_f64(secs.max(0.0));
-        plan::refresh::refresh_settled(&ctx, &stack, state.as_ref(), settle, &on_wait).await?
-    } else {
-        Refreshed::skipped()
+        plan::refresh::refresh_settled(&ctx, &stack, state.as_ref(), settle, &on_wait).await
     };
+    let checking = async {
+        if o.destroy || offline {
+            return Ok(None);
+        }
+        live_reads(&ctx, &stack, state.as_ref(), o.skip_quota_check).await.map(Some)
+    };
+    let (refreshed, reads) = tokio::try_join!(refreshing, checking)?;
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
         Ok(mut plan) => {
-            if !o.destroy && !preflight(g, &ctx, &stack, &mut plan, o.skip_quota_check).await? {
+            if !o.destroy && !checks(g, &ctx, &stack, &mut plan, reads, o.skip_quota_check).await? {
                 return Ok(Prep::Exit(1));
             }
             Ok(Prep::Ready(Box::new(Prepared {
@@ -137,27 +156,73 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     }
 }
 
+/// What the GPU rules, the price and the quota check read from AWS, read before the plan
+/// is known so that it overlaps the refresh.
+struct LiveReads {
+    preflight: crate::rules::Preflight,
+    quotas: Vec<crate::stack::Diagnostic>,
+    offers: crate::rules::Offers,
+}
+
+async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota: bool) -> Result<LiveReads> {
+    let catalog_then_quotas = async {
+        let pf =
+            crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
+        let quotas =
+            if skip_quota { vec![] } else { crate::quota::check(ctx, stack).await.context("checking EC2 quotas")? };
+        anyhow::Ok((pf, quotas))
+    };
+    // A block the state already holds is not bought again: no search for it.
+    let known = |address: &str| state.is_some_and(|s| s.resources.contains_key(address));
+    let offers =
+        async { crate::rules::prefetch_offers(ctx, stack, &known).await.context("searching Capacity Block offerings") };
+    let ((preflight, quotas), offers) = tokio::try_join!(catalog_then_quotas, offers)?;
+    Ok(LiveReads { preflight, quotas, offers })
+}
+
 /// The GPU rules that need the instance catalog, before anything changes: errors stop
 /// here (false); warnings join the plan's; notes say what the catalog made of a resource.
-async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan, skip_quota: bool) -> Result<bool> {
-    let mut pf =
-        crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
-    if !pf.diags.iter().any(|d| d.is_error()) {
-        pf.diags.extend(crate::rules::price(ctx, stack, plan).await.context("searching Capacity Block offerings")?);
-    }
-    if !skip_quota {
-        pf.diags.extend(crate::quota::check(ctx, stack).await.context("checking EC2 quotas")?);
-    }
+/// Without `reads` (offline) the rules use the embedded catalog, blocks are shown unpriced
+/// and the quota check is skipped with a note.
+async fn checks(
+    g: &Global,
+    ctx: &Ctx,
+    stack: &Stack,
+    plan: &mut Plan,
+    reads: Option<LiveReads>,
+    skip_quota: bool,
+) -> Result<bool> {
+    let pf = match reads {
+        Some(r) => {
+            let mut pf = r.preflight;
+            if !pf.diags.iter().any(|d| d.is_error()) {
+                pf.diags.extend(
+                    crate::rules::price(ctx, stack, plan, &r.offers)
+                        .await
+                        .context("searching Capacity Block offerings")?,
+                );
+            }
+            pf.diags.extend(r.quotas);
+            pf
+        }
+        None => {
+            let pf = crate::rules::preflight_offline(stack);
+            if !pf.diags.iter().any(|d| d.is_error()) {
+                crate::rules::price_offline(stack, plan);
+            }
+            let counted = ["node_group", "capacity_reservation", "capacity_block"];
+            if !skip_quota && stack.resources.iter().any(|r| counted.contains(&r.kind.name())) {
+                eprintln!(
+                    "note: EC2 quotas not checked (--refresh=false makes no AWS call); a refreshing plan checks them"
+                );
+            }
+            pf
+        }
+    };
     let errors = pf.diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
-        let items = pf.diags;
-        if g.json {
-            let json: Vec<_> = items.iter().map(|x| stack.source.to_json(x)).collect();
-            println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
-        } else {
-            for d in &items {
-                eprint!("{}", stack.source.render(d, g.color()));
-            }
+        refuse(g, stack, &pf.diags);
+        if !g.json {
             eprintln!(
                 "The plan stopped at the checks above (GPU rules, capacity prices, quotas): nothing was changed or bought."
             );
@@ -171,6 +236,19 @@ async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan, skip_q
         c.note = pf.notes.get(&c.address).cloned();
     }
     Ok(true)
+}
+
+/// Diagnostics that stop a command: `{"valid": false, "diagnostics": […]}` on stdout with
+/// `--json`, else rendered with their source lines on stderr.
+pub fn refuse(g: &Global, stack: &Stack, diags: &[crate::stack::Diagnostic]) {
+    if g.json {
+        let json: Vec<_> = diags.iter().map(|x| stack.source.to_json(x)).collect();
+        println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
+    } else {
+        for d in diags {
+            eprint!("{}", stack.source.render(d, g.color()));
+        }
+    }
 }
 
 pub fn header(verb: &str, p: &Prepared) -> String {
@@ -192,6 +270,7 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         which: g.which(&a.stack, &a.vars.vars),
         resolve_pending: false,
         skip_quota_check: a.skip_quota_check,
+        offline: !a.refresh,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,

@@ -7,6 +7,7 @@
 //! finishes; an interrupt starts nothing new and lets in-flight calls finish and
 //! be recorded.
 
+pub mod failure;
 pub mod journal;
 pub mod progress;
 
@@ -21,6 +22,7 @@ use crate::resources::{self, Create, ReplaceOrder};
 use crate::stack::Stack;
 use crate::state::{Operation, Pending, ResourceState};
 use crate::value::{Attrs, attrs_from_json, attrs_to_json};
+pub use failure::Failure;
 use journal::Journal;
 use progress::Progress;
 
@@ -41,7 +43,7 @@ struct Op {
 #[derive(Default, Debug)]
 pub struct Outcome {
     pub done: usize,
-    pub failed: Vec<(String, String)>,
+    pub failed: Vec<(String, Failure)>,
     pub skipped: Vec<String>,
     pub not_started: Vec<String>,
     pub interrupted: bool,
@@ -306,7 +308,7 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
     ops
 }
 
-async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
+async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), Failure> {
     let c = &env.changes[ci];
     let (verb, past) = match op {
         OpKind::Create { .. } if c.purchase.is_some() => ("buying", "bought"),
@@ -338,7 +340,7 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), String> {
     };
     match &res {
         Ok(detail) => env.progress.finish(task, &c.address, Ok(detail)),
-        Err(e) => env.progress.finish(task, &c.address, Err(e)),
+        Err(e) => env.progress.finish_failed(task, &c.address, e),
     }
     res.map(|_| ())
 }
@@ -355,13 +357,17 @@ fn pending(c: &Change, op: Operation, token: &str, id: Option<String>) -> Pendin
 }
 
 /// The resource's inputs now that its dependencies are done.
-fn inputs_now(env: &Env, c: &Change) -> Result<(Attrs, usize), String> {
-    let idx = *env.stack.by_address.get(&c.address).ok_or_else(|| format!("{} is not in the stack", c.address))?;
+fn inputs_now(env: &Env, c: &Change) -> Result<(Attrs, usize), Failure> {
+    let idx = *env
+        .stack
+        .by_address
+        .get(&c.address)
+        .ok_or_else(|| Failure::from(format!("{} is not in the stack", c.address)))?;
     let inputs = desired_inputs(&env.stack, idx, &|a| {
         env.journal.read(|s| s.resources.get(a).map(|e| attrs_from_json(&e.outputs)))
     });
     if let Some((k, _)) = inputs.iter().find(|(_, v)| !v.is_known()) {
-        return Err(format!("input `{k}` is still unknown: a resource it refers to was not created"));
+        return Err(format!("input `{k}` is still unknown: a resource it refers to was not created").into());
     }
     Ok((inputs, idx))
 }
@@ -375,14 +381,14 @@ async fn create(
     c: &Change,
     replacing: bool,
     report: &(dyn Fn(&str) + Send + Sync),
-) -> Result<String, String> {
-    let kind = resources::kind(c.kind).ok_or("unknown kind")?;
+) -> Result<String, Failure> {
+    let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let (inputs, idx) = inputs_now(env, c)?;
     let token = uuid::Uuid::new_v4().to_string();
     env.journal
         .commit(|s| s.pending.push(pending(c, Operation::Create, &token, None)))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
     let req = Create {
         address: &c.address,
         inputs: &inputs,
@@ -412,27 +418,24 @@ async fn create(
                     }
                 })
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Failure::from(e.to_string()))?;
             Ok(rec.id)
         }
         // The pending entry stays: the next run looks the object up by its tags.
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
-async fn update(env: &Env, c: &Change) -> Result<String, String> {
-    let kind = resources::kind(c.kind).ok_or("unknown kind")?;
+async fn update(env: &Env, c: &Change) -> Result<String, Failure> {
+    let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let (inputs, idx) = inputs_now(env, c)?;
     let id = c.id.clone().unwrap_or_default();
     let token = uuid::Uuid::new_v4().to_string();
     env.journal
         .commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone()))))
         .await
-        .map_err(|e| e.to_string())?;
-    let rec = kind
-        .update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs())
-        .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
+    let rec = kind.update(&env.ctx, &c.address, &id, &c.old_inputs, &inputs, &c.changed_attrs()).await?;
     let deps = deps_of(env, idx);
     env.journal
         .record(|s| {
@@ -445,19 +448,19 @@ async fn update(env: &Env, c: &Change) -> Result<String, String> {
             }
         })
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
     Ok(String::new())
 }
 
-async fn delete(env: &Env, c: &Change) -> Result<String, String> {
-    let kind = resources::kind(c.kind).ok_or("unknown kind")?;
+async fn delete(env: &Env, c: &Change) -> Result<String, Failure> {
+    let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let id = c.id.clone().unwrap_or_default();
     let token = uuid::Uuid::new_v4().to_string();
     env.journal
         .commit(|s| s.pending.push(pending(c, Operation::Delete, &token, Some(id.clone()))))
         .await
-        .map_err(|e| e.to_string())?;
-    kind.delete(&env.ctx, &c.address, &id, &c.old_inputs, &c.old_outputs).await.map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
+    kind.delete(&env.ctx, &c.address, &id, &c.old_inputs, &c.old_outputs).await?;
     env.journal
         .record(|s| {
             s.pending.retain(|p| p.token != token);
@@ -467,6 +470,6 @@ async fn delete(env: &Env, c: &Change) -> Result<String, String> {
             s.deposed.retain(|d| d.resource.id != id);
         })
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
     Ok(id)
 }

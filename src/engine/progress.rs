@@ -64,6 +64,20 @@ impl Progress {
         Task { bar, started: Instant::now(), label, address: address.to_string(), past }
     }
 
+    /// A failed operation: its text on stderr, or a `failed` event whose AWS parts are fields.
+    pub fn finish_failed(&self, task: Task, address: &str, failure: &super::Failure) {
+        if self.mode != Mode::Json {
+            return self.finish(task, address, Err(&failure.text));
+        }
+        let secs = task.started.elapsed().as_secs_f64();
+        let mut event = serde_json::Map::new();
+        event.insert("event".into(), "failed".into());
+        event.insert("address".into(), address.into());
+        failure.json_fields(&mut event);
+        event.insert("seconds".into(), secs.into());
+        self.event(serde_json::Value::Object(event));
+    }
+
     pub fn finish(&self, task: Task, address: &str, outcome: Result<&str, &str>) {
         let secs = task.started.elapsed().as_secs_f64();
         let text = match outcome {

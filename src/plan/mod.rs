@@ -72,6 +72,9 @@ pub struct Change {
     pub note: Option<String>,
     /// A create that buys capacity: the offering the plan proposes (filled at plan time).
     pub purchase: Option<Purchase>,
+    /// A create that buys capacity, planned without AWS (`--refresh=false`): what it would
+    /// search for; the offering and price are looked up by a refreshing plan.
+    pub unpriced_purchase: Option<String>,
     /// A delete that only lets go of the object (it cannot be deleted, e.g. a Capacity Block).
     pub retain: bool,
 }
@@ -391,6 +394,7 @@ fn new_change(address: String, kind: &'static str, action: Action, note: Option<
         stray: false,
         note,
         purchase: None,
+        unpriced_purchase: None,
         retain: false,
     }
 }
@@ -536,6 +540,9 @@ pub fn to_json(plan: &Plan) -> Json {
             }
             if let Some(n) = &c.note {
                 m.insert("note".into(), n.clone().into());
+            }
+            if let Some(p) = &c.unpriced_purchase {
+                m.insert("purchase".into(), serde_json::json!({"offering_id": null, "looked_up": false, "note": p}));
             }
             if let Some(p) = &c.purchase {
                 m.insert("purchase".into(), serde_json::to_value(p).unwrap_or_default());

@@ -73,6 +73,13 @@ pub fn summary(plan: &Plan) -> String {
             buys.iter().sum::<f64>()
         );
     }
+    let unpriced = plan.changes.iter().filter(|c| c.unpriced_purchase.is_some()).count();
+    if unpriced > 0 {
+        let _ = write!(
+            s,
+            "\nPurchases: {unpriced} Capacity Block(s), price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases)."
+        );
+    }
     let kept = plan.changes.iter().filter(|c| c.retain).count();
     if kept > 0 {
         let _ = write!(
@@ -86,7 +93,7 @@ pub fn summary(plan: &Plan) -> String {
 fn render_change(out: &mut String, c: &Change, style: &Style) {
     let sym = c.action.symbol(c.replace_order);
     let what = match c.action {
-        Action::Create if c.purchase.is_some() => "purchase (non-refundable)".into(),
+        Action::Create if c.purchase.is_some() || c.unpriced_purchase.is_some() => "purchase (non-refundable)".into(),
         Action::Create => "create".to_string(),
         Action::Update => "update in place".to_string(),
         Action::Replace => {
@@ -112,6 +119,9 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
     let _ = writeln!(out, "{}", style.paint(color_of(c.action), &line));
     if let Some(n) = &c.note {
         let _ = writeln!(out, "{:9}# {n}", "");
+    }
+    if let Some(p) = &c.unpriced_purchase {
+        let _ = writeln!(out, "{:9}{}", "", style.paint("1;33", &format!("$ {p}")));
     }
     if let Some(p) = &c.purchase {
         let _ = writeln!(
@@ -212,6 +222,7 @@ mod tests {
             stray: false,
             note: None,
             purchase: None,
+            unpriced_purchase: None,
             retain: false,
         }
     }

@@ -77,40 +77,32 @@ impl Kind for Vpc {
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
-        let mut found = vec![];
-        let mut pages = ctx.ec2.describe_vpcs().filters(tags::stack_filter(ctx)).into_paginator().send();
-        while let Some(page) = {
-            let _p = ctx.permit(Service::Ec2).await;
-            pages.next().await
-        } {
-            for v in page.map_err(err("DescribeVpcs"))?.vpcs() {
-                let all = tags::ec2_map(v.tags());
-                let id = v.vpc_id().unwrap_or_default().to_string();
-                let attrs = Attrs::from([
-                    ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                found.push(Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: id.clone(),
-                    attrs,
-                    outputs: recorded(id).outputs,
-                    retained: false,
-                });
-            }
-        }
         // A VPC has its internet gateway when the gateway is attached and the public route
         // table exists: an interrupted create can leave one without the other, and then the
-        // plan shows an update that finishes the job. One paged call each for the whole stack.
-        let gateways = stack_gateways(ctx).await?;
-        let routed = stack_public_route_vpcs(ctx).await?;
+        // plan shows an update that finishes the job. One paged call each for the whole stack,
+        // all three at once.
+        let (mut found, gateways, routed) =
+            tokio::try_join!(stack_vpcs(ctx), stack_gateways(ctx), stack_public_route_vpcs(ctx))?;
+        // DescribeVpcs does not carry the DNS attributes: two reads per VPC (stacks have one
+        // or two VPCs), so a VPC whose DNS was turned off outside gpustack shows as drift. Every
+        // VPC's at once.
+        let mut dns = tokio::task::JoinSet::new();
+        for (i, o) in found.iter().enumerate() {
+            let (ctx, id) = (ctx.clone(), o.id.clone());
+            dns.spawn(async move { (i, dns_enabled(&ctx, &id).await) });
+        }
+        while let Some(joined) = dns.join_next().await {
+            let (i, on) = joined.map_err(|e| crate::aws::AwsError {
+                operation: "DescribeVpcAttribute",
+                code: None,
+                detail: format!("the read stopped: {e}"),
+            })?;
+            found[i].attrs.insert("dns".into(), Value::Bool(on?));
+        }
         for o in &mut found {
             let attached = gateways.iter().any(|(_, vpc)| vpc.as_deref() == Some(o.id.as_str()));
             let complete = attached && routed.contains(&o.id);
             o.attrs.insert("internet_gateway".into(), Value::Bool(complete));
-            // DescribeVpcs does not carry the DNS attributes: two reads per VPC (stacks have one
-            // or two VPCs), so a VPC whose DNS was turned off outside gpustack shows as drift.
-            o.attrs.insert("dns".into(), Value::Bool(dns_enabled(ctx, &o.id).await?));
         }
         Ok(found)
     }
@@ -163,27 +155,50 @@ async fn enable_dns(ctx: &Ctx, vpc: &str) -> Result<()> {
 }
 
 /// True when both DNS attributes are on.
+/// The VPCs tagged for this stack, as refresh sees them (without `dns` and `internet_gateway`).
+async fn stack_vpcs(ctx: &Ctx) -> Result<Vec<Observed>> {
+    let pages = ctx.ec2.describe_vpcs().filters(tags::stack_filter(ctx)).into_paginator().send();
+    let vpcs = ctx.all_pages(Service::Ec2, "DescribeVpcs", pages, |p| p.vpcs.unwrap_or_default()).await?;
+    Ok(vpcs
+        .iter()
+        .map(|v| {
+            let all = tags::ec2_map(v.tags());
+            let id = v.vpc_id().unwrap_or_default().to_string();
+            let attrs = Attrs::from([
+                ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
+                ("tags".into(), tags::observed(&all)),
+            ]);
+            Observed {
+                address: all.get(tags::ADDRESS).cloned(),
+                id: id.clone(),
+                attrs,
+                outputs: recorded(id).outputs,
+                retained: false,
+            }
+        })
+        .collect())
+}
+
+/// Both DNS attributes on (read together).
 async fn dns_enabled(ctx: &Ctx, vpc: &str) -> Result<bool> {
-    for attribute in [VpcAttributeName::EnableDnsSupport, VpcAttributeName::EnableDnsHostnames] {
-        let out = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2
-                .describe_vpc_attribute()
-                .vpc_id(vpc)
-                .attribute(attribute.clone())
-                .send()
-                .await
-                .map_err(err("DescribeVpcAttribute"))?
-        };
-        let value = match attribute {
+    let read = |attribute: VpcAttributeName| async move {
+        let _p = ctx.permit(Service::Ec2).await;
+        let out = ctx
+            .ec2
+            .describe_vpc_attribute()
+            .vpc_id(vpc)
+            .attribute(attribute.clone())
+            .send()
+            .await
+            .map_err(err("DescribeVpcAttribute"))?;
+        Ok(match attribute {
             VpcAttributeName::EnableDnsSupport => out.enable_dns_support().and_then(|v| v.value()),
             _ => out.enable_dns_hostnames().and_then(|v| v.value()),
-        };
-        if value != Some(true) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+        })
+    };
+    let (support, hostnames) =
+        tokio::try_join!(read(VpcAttributeName::EnableDnsSupport), read(VpcAttributeName::EnableDnsHostnames))?;
+    Ok(support == Some(true) && hostnames == Some(true))
 }
 
 fn recorded(id: String) -> Recorded {

@@ -233,7 +233,15 @@ fn catalog_gpu_rules_stop_the_plan_before_any_change() {
     for (i, (lt, ng, msg, help)) in CATALOG.iter().enumerate() {
         let file = format!("catalog{i}.toml");
         env.write(&file, &stack(lt, ng));
-        env.ok(&["validate", &file]);
+        // validate runs the same rules from the embedded instance catalog: a type it carries
+        // (p5, g6) fails there already; the rest (m6i, a misspelt type) is left to plan.
+        let v = env.run(&["validate", &file]);
+        if ["p5.48xlarge", "g6.xlarge"].iter().any(|t| lt.contains(&format!("\"{t}\""))) {
+            assert_eq!(v.code, 1, "case {i}: validate finds it offline: {v:?}");
+            assert!(v.stderr.contains(msg), "case {i}: expected {msg:?} in {v:?}");
+        } else {
+            assert_eq!(v.code, 0, "case {i}: {v:?}");
+        }
         env.emu.reset_requests();
         let r = env.run(&["plan", &file]);
         assert_eq!(r.code, 1, "case {i} must fail: {r:?}");

@@ -14,6 +14,7 @@ mod gpu_rules;
 mod image_cache;
 mod lifecycle;
 mod locking;
+mod offline;
 mod refresh;
 mod s3_state;
 mod validate;
