@@ -1,6 +1,7 @@
 //! `gpustack plan`, and the preparation plan, apply and destroy share: lock the
 //! state, read it, refresh, diff.
 
+use super::stdout::{out, outln};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -96,7 +97,8 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
         if !o.refresh && !g.json {
             eprintln!("Refreshing anyway: the state has operations of an interrupted run to resolve.");
         }
-        let secs: f64 = std::env::var("GPUSTACK_SETTLE_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5.0);
+        let settle = crate::settings::get().settle;
+        let secs = settle.as_secs_f64();
         let on_wait = |addresses: &[String]| {
             if !g.json {
                 eprintln!(
@@ -106,7 +108,6 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
                 );
             }
         };
-        let settle = std::time::Duration::from_secs_f64(secs.max(0.0));
         plan::refresh::refresh_settled(&ctx, &stack, state.as_ref(), settle, &on_wait).await?
     } else {
         Refreshed::skipped()
@@ -153,7 +154,7 @@ async fn preflight(g: &Global, ctx: &Ctx, stack: &Stack, plan: &mut Plan, skip_q
         let items = pf.diags;
         if g.json {
             let json: Vec<_> = items.iter().map(|x| stack.source.to_json(x)).collect();
-            println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
+            outln!("{}", serde_json::json!({"valid": false, "diagnostics": json}))?;
         } else {
             for d in &items {
                 eprint!("{}", stack.source.render(d, g.color()));
@@ -198,9 +199,9 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         Prep::Exit(code) => return Ok(code),
     };
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&plan::to_json(&p.plan))?);
+        outln!("{}", serde_json::to_string_pretty(&plan::to_json(&p.plan))?)?;
     } else {
-        print!("{}", render::render(&p.plan, &header("plan", &p), &render::Style { color: g.color_stdout() }));
+        out!("{}", render::render(&p.plan, &header("plan", &p), &render::Style { color: g.color_stdout() }))?;
     }
     if let Some(out) = &a.out {
         let saved = SavedPlan {
@@ -217,7 +218,7 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         };
         plan::file::write(out, &saved)?;
         if !g.json {
-            println!("\nSaved the plan to {}. Apply exactly it with: gpustack apply {}", out.display(), out.display());
+            outln!("\nSaved the plan to {}. Apply exactly it with: gpustack apply {}", out.display(), out.display())?;
         }
     }
     Ok(if a.detailed_exitcode && p.plan.has_changes() { 2 } else { 0 })
