@@ -272,9 +272,11 @@ fn global_flags_go_before_or_after_the_command() {
 #[test]
 fn a_failure_skips_dependents_and_independent_work_finishes() {
     let env = Env::new();
-    // AWS refuses a /8 VPC: the subnets and the security group depend on it.
-    let bad =
-        network_stack("fail", "").replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"10.0.0.0/8\"");
+    // AWS refuses the VPC: the subnets and the security group depend on it. The block comes
+    // from another resource's output (the placement group's name, not a CIDR), because
+    // validate refuses a literal one that AWS would (a /8, for one) before anything starts.
+    let bad = network_stack("fail", "")
+        .replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"${placement_group.train.name}\"");
     env.write("s.toml", &bad);
     let r = env.run(&["apply", "s.toml", "--auto-approve"]);
     assert_eq!(r.code, 1, "{r:?}");
