@@ -15,5 +15,6 @@ mod image_cache;
 mod lifecycle;
 mod locking;
 mod refresh;
+mod robustness;
 mod s3_state;
 mod validate;
