@@ -162,7 +162,7 @@ fn a_trust_policy_with_a_multibyte_character_after_percent_is_read() {
     );
     let iam = env.emu.iam();
     block_on(async move {
-        let doc = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com%é"},"Action":"sts:AssumeRole"}]}"#;
+        let doc = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com%€"},"Action":"sts:AssumeRole"}]}"#;
         iam.create_role()
             .role_name("pct-node")
             .path("/gpustack/pct/")
