@@ -72,21 +72,21 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
         let (Some(net), Some(vpc)) = (blocks[i], r.attrs.get("vpc").and_then(Expr::as_single_ref)) else { continue };
         let Some(&v) = by_address.get(&vpc.address) else { continue };
         let span = r.attrs.get("cidr_block").and_then(|e| e.span.clone());
-        if let Some(vpc_net) = blocks[v].filter(|_| resources[v].kind.name() == "vpc") {
-            if !vpc_net.contains(&net) {
-                diags.push(
-                    Diagnostic::error(
-                        format!("`{}`: cidr_block {net} is not inside {}'s {vpc_net}", r.address, vpc.address),
-                        span.clone(),
-                    )
-                    .help(format!(
-                        "a subnet's block lies within its VPC's ({} to {})",
-                        vpc_net.network(),
-                        vpc_net.broadcast()
-                    )),
-                );
-                continue;
-            }
+        if let Some(vpc_net) = blocks[v].filter(|_| resources[v].kind.name() == "vpc")
+            && !vpc_net.contains(&net)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}`: cidr_block {net} is not inside {}'s {vpc_net}", r.address, vpc.address),
+                    span.clone(),
+                )
+                .help(format!(
+                    "a subnet's block lies within its VPC's ({} to {})",
+                    vpc_net.network(),
+                    vpc_net.broadcast()
+                )),
+            );
+            continue;
         }
         let siblings = seen.entry(vpc.address.as_str()).or_default();
         if let Some((j, other)) = siblings.iter().find(|(_, o)| o.contains(&net) || net.contains(o)) {
