@@ -12,6 +12,7 @@ mod policy;
 mod quota;
 mod resources;
 mod rules;
+mod settings;
 mod stack;
 mod state;
 mod value;

@@ -76,9 +76,8 @@ impl Ctx {
             .load()
             .await;
         let limit = |s: Service| {
-            let env = format!("GPUSTACK_PARALLELISM_{}", s.name().to_uppercase());
-            let n = std::env::var(env).ok().and_then(|v| v.parse().ok()).unwrap_or(s.default_limit());
-            (s, Semaphore::new(n.max(1)))
+            let n = crate::settings::get().parallelism(s.name()).unwrap_or(s.default_limit());
+            (s, Semaphore::new(n))
         };
         Ctx {
             ec2: aws_sdk_ec2::Client::new(&conf),

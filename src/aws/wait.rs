@@ -22,10 +22,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Poll<T>, AwsError>>,
 {
-    let cap = std::env::var("GPUSTACK_POLL_MAX_SECONDS")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(Duration::from_secs(15), |s| Duration::from_secs_f64(s.clamp(0.05, 15.0)));
+    let cap = crate::settings::get().poll_max;
     let started = Instant::now();
     let mut pause = Duration::from_millis(250).min(cap);
     loop {

@@ -1,6 +1,7 @@
 //! `gpustack apply` and `gpustack destroy`: plan, get approval, execute with
 //! the journal, save outputs, report.
 
+use super::stdout::{out, outln};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -81,7 +82,7 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),
     };
-    show_plan(g, &p, "apply");
+    show_plan(g, &p, "apply")?;
     if !p.plan.has_changes() {
         return Ok(0);
     }
@@ -141,7 +142,7 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
             a.file.display()
         );
     }
-    show_plan(g, &p, "apply");
+    show_plan(g, &p, "apply")?;
     if !p.plan.has_changes() {
         return Ok(0);
     }
@@ -169,7 +170,7 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
         Prep::Ready(p) => p,
         Prep::Exit(code) => return Ok(code),
     };
-    show_plan(g, &p, "destroy");
+    show_plan(g, &p, "destroy")?;
     if !p.plan.has_changes() {
         return Ok(0);
     }
@@ -185,12 +186,13 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
     run(g, *p, "Destroy", cancel).await
 }
 
-fn show_plan(g: &Global, p: &Prepared, verb: &str) {
+fn show_plan(g: &Global, p: &Prepared, verb: &str) -> std::io::Result<()> {
     if g.json {
-        println!("{}", serde_json::json!({"event": "plan", "plan": plan::to_json(&p.plan)}));
+        outln!("{}", serde_json::json!({"event": "plan", "plan": plan::to_json(&p.plan)}))?;
     } else {
-        print!("{}", render::render(&p.plan, &header(verb, p), &render::Style { color: g.color_stdout() }));
+        out!("{}", render::render(&p.plan, &header(verb, p), &render::Style { color: g.color_stdout() }))?;
     }
+    Ok(())
 }
 
 /// Money needs its own, explicit yes: `--approve-purchases`, or the total typed back on a
@@ -281,7 +283,7 @@ async fn run(g: &Global, p: Prepared, verb: &str, cancel_rx: watch::Receiver<boo
     let stored = journal.commit(|s| s.outputs = outputs).await;
     // The state changed behind the lock: say so once, in full, rather than per operation.
     if let Some(refusal) = journal.refusal() {
-        report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+        report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown)?;
         bail!("{refusal}");
     }
     if let Err(e) = stored {
@@ -289,12 +291,12 @@ async fn run(g: &Global, p: Prepared, verb: &str, cancel_rx: watch::Receiver<boo
         if matches!(*p.backend, Backend::S3(_)) {
             let st = journal.snapshot();
             let file = rescue::write(&st.stack, st.serial, &local::encode(&st)?)?;
-            report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+            report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown)?;
             bail!("{e:#}; {}", rescue::advice(&file, &p.which));
         }
         return Err(e);
     }
-    report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown);
+    report(g, verb, &p, &outcome, started.elapsed().as_secs_f64(), &shown)?;
     p.lock.release().await?;
     Ok(if outcome.ok() { 0 } else { 1 })
 }
@@ -317,9 +319,16 @@ fn compute_outputs(stack: &Stack, st: &State) -> Map<String, serde_json::Value> 
         .collect()
 }
 
-fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs: &Map<String, serde_json::Value>) {
+fn report(
+    g: &Global,
+    verb: &str,
+    p: &Prepared,
+    o: &Outcome,
+    secs: f64,
+    outputs: &Map<String, serde_json::Value>,
+) -> std::io::Result<()> {
     if g.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "event": "summary", "ok": o.ok(), "done": o.done, "seconds": secs,
@@ -331,37 +340,38 @@ fn report(g: &Global, verb: &str, p: &Prepared, o: &Outcome, secs: f64, outputs:
                 }).collect::<Vec<_>>(),
                 "skipped": o.skipped, "not_started": o.not_started, "interrupted": o.interrupted, "outputs": outputs,
             })
-        );
-        return;
+        )?;
+        return Ok(());
     }
     let state = p.backend.location();
     if o.ok() {
-        println!("\n{verb} complete: {} operation(s) in {secs:.1}s. State: {state}", o.done);
+        outln!("\n{verb} complete: {} operation(s) in {secs:.1}s. State: {state}", o.done)?;
     } else {
-        println!(
+        outln!(
             "\n{verb} incomplete: {} done, {} failed, {} skipped, {} not started. State: {state}",
             o.done,
             o.failed.len(),
             o.skipped.len(),
             o.not_started.len()
-        );
+        )?;
         for (a, e) in &o.failed {
-            println!("  failed   {a}: {e}");
+            outln!("  failed   {a}: {e}")?;
         }
         for a in &o.skipped {
-            println!("  skipped  {a} (a resource it depends on failed)");
+            outln!("  skipped  {a} (a resource it depends on failed)")?;
         }
         if o.interrupted {
-            println!(
+            outln!(
                 "  interrupted: {} operation(s) not started; run the same command again to continue.",
                 o.not_started.len()
-            );
+            )?;
         }
     }
     if !outputs.is_empty() {
-        println!("\nOutputs:");
+        outln!("\nOutputs:")?;
         for (k, v) in outputs {
-            println!("  {k} = {}", Value::from_json(v));
+            outln!("  {k} = {}", Value::from_json(v))?;
         }
     }
+    Ok(())
 }

@@ -2,6 +2,7 @@
 //! `aws eks update-kubeconfig` does (credentials from `aws eks get-token`, the
 //! ecosystem's convention), from what state recorded: no call to EC2 or EKS.
 
+use super::stdout::{out, outln};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -79,7 +80,7 @@ pub async fn run(g: &Global, a: KubeconfigArgs) -> Result<i32> {
         profile: a.profile.as_deref(),
     };
     if a.print {
-        print!("{}", serde_yaml_ng::to_string(&merge(Yaml::Null, &entry)?)?);
+        out!("{}", serde_yaml_ng::to_string(&merge(Yaml::Null, &entry)?)?)?;
         return Ok(0);
     }
     let file = a.kubeconfig.clone().unwrap_or_else(default_kubeconfig);
@@ -93,13 +94,13 @@ pub async fn run(g: &Global, a: KubeconfigArgs) -> Result<i32> {
     let merged = merge(existing, &entry)?;
     local::write_atomic(&file, serde_yaml_ng::to_string(&merged)?.as_bytes())?;
     if g.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"kubeconfig": file.display().to_string(), "context": context, "cluster": name})
-        );
+        )?;
     } else {
-        println!("Added {address} ({name}) to {} as context {context}, now the current context.", file.display());
-        println!("Credentials come from `aws eks get-token`; try: kubectl get nodes");
+        outln!("Added {address} ({name}) to {} as context {context}, now the current context.", file.display())?;
+        outln!("Credentials come from `aws eks get-token`; try: kubectl get nodes")?;
     }
     Ok(0)
 }

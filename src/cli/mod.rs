@@ -5,6 +5,7 @@ mod apply;
 mod kubeconfig;
 mod plan;
 mod state;
+mod stdout;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::stack::{Stack, VarSources};
 use crate::state::backend::Location;
 use crate::state::s3::S3Location;
+use stdout::{out, outln};
 
 const ABOUT: &str = "Provision GPU-ready Amazon EKS environments from a declarative TOML stack file.
 
@@ -112,6 +114,10 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    if let Err(e) = crate::settings::init_from_env() {
+        eprintln!("error: {e}");
+        return 1;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -202,7 +208,8 @@ pub fn load_stack(g: &Global, path: &Path, vars: &VarArgs) -> Option<Stack> {
         Err(d) => {
             if g.json {
                 let items: Vec<_> = d.items.iter().map(|x| d.source.to_json(x)).collect();
-                println!("{}", serde_json::json!({"valid": false, "diagnostics": items}));
+                // The command fails either way; a stdout that cannot take the report changes nothing.
+                let _ = outln!("{}", serde_json::json!({"valid": false, "diagnostics": items}));
             } else {
                 eprint!("{}", d.render(g.color()));
             }
@@ -226,32 +233,32 @@ fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
     }
     if g.json {
         let items: Vec<_> = s.warnings.iter().chain(&catalog).map(|x| s.source.to_json(x)).collect();
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"valid": true, "stack": s.name, "resources": s.resources.len(), "diagnostics": items})
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{} is valid: stack {} ({}), {} resource{}.",
             path.display(),
             s.name,
             s.region,
             s.resources.len(),
             crate::stack::diag::plural(s.resources.len())
-        );
+        )?;
     }
     Ok(0)
 }
 
 fn graph(g: &Global, path: &Path, format: crate::graph::Format, vars: &VarArgs) -> anyhow::Result<i32> {
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
-    print!("{}", crate::graph::render(&s, format));
+    out!("{}", crate::graph::render(&s, format))?;
     Ok(0)
 }
 
 fn policy(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
-    println!("{}", serde_json::to_string_pretty(&crate::policy::document(&s))?);
+    outln!("{}", serde_json::to_string_pretty(&crate::policy::document(&s))?)?;
     Ok(0)
 }
 
@@ -275,18 +282,27 @@ fn parse_var(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The longest `--lock-timeout`: waiting a week for a lock is a typo, and a larger value
+/// would overflow the deadline's clock arithmetic.
+const MAX_LOCK_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `500ms`, `30s`, `5m`, `1h`, or a bare number of seconds; from 0 to [`MAX_LOCK_TIMEOUT`].
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    let not_a_duration = || format!("`{s}` is not a duration; write e.g. 30s, 5m or 1h");
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len()));
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration; write e.g. 30s, 5m or 1h"))?;
+    let n: f64 = num.parse().map_err(|_| not_a_duration())?;
     let secs = match unit {
         "" | "s" => n,
         "ms" => n / 1000.0,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return Err(format!("`{s}` is not a duration; write e.g. 30s, 5m or 1h")),
+        _ => return Err(not_a_duration()),
     };
-    Ok(Duration::from_secs_f64(secs))
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if d <= MAX_LOCK_TIMEOUT => Ok(d),
+        _ => Err(format!("`{s}` is too long; the longest wait for a lock is 168h (a week)")),
+    }
 }
 
 #[cfg(test)]
@@ -298,6 +314,10 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("five").is_err());
+        assert_eq!(parse_duration("168h").unwrap(), MAX_LOCK_TIMEOUT);
+        for absurd in ["99999999999999999999h", "169h", "1e400", "inf", "NaN", "-1s", ".", "1.2.3s", ""] {
+            assert!(parse_duration(absurd).is_err(), "{absurd}");
+        }
         assert_eq!(parse_var("env=pr-42=x").unwrap(), ("env".into(), "pr-42=x".into()));
         assert!(parse_var("=x").is_err());
     }

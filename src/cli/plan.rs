@@ -1,6 +1,7 @@
 //! `gpustack plan`, and the preparation plan, apply and destroy share: lock the
 //! state, read it, refresh, diff.
 
+use super::stdout::{out, outln};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -110,7 +111,8 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
         if !o.refresh && !g.json {
             eprintln!("Refreshing anyway: the state has operations of an interrupted run to resolve.");
         }
-        let secs: f64 = std::env::var("GPUSTACK_SETTLE_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5.0);
+        let settle = crate::settings::get().settle;
+        let secs = settle.as_secs_f64();
         let on_wait = |addresses: &[String]| {
             if !g.json {
                 eprintln!(
@@ -120,7 +122,6 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
                 );
             }
         };
-        let settle = std::time::Duration::from_secs_f64(secs.max(0.0));
         plan::refresh::refresh_settled(&ctx, &stack, state.as_ref(), settle, &on_wait).await
     };
     let checking = async {
@@ -243,7 +244,8 @@ async fn checks(
 pub fn refuse(g: &Global, stack: &Stack, diags: &[crate::stack::Diagnostic]) {
     if g.json {
         let json: Vec<_> = diags.iter().map(|x| stack.source.to_json(x)).collect();
-        println!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
+        // A closed stdout ends quietly (the caller exits 1 anyway).
+        let _ = outln!("{}", serde_json::json!({"valid": false, "diagnostics": json}));
     } else {
         for d in diags {
             eprint!("{}", stack.source.render(d, g.color()));
@@ -277,9 +279,9 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         Prep::Exit(code) => return Ok(code),
     };
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&plan::to_json(&p.plan))?);
+        outln!("{}", serde_json::to_string_pretty(&plan::to_json(&p.plan))?)?;
     } else {
-        print!("{}", render::render(&p.plan, &header("plan", &p), &render::Style { color: g.color_stdout() }));
+        out!("{}", render::render(&p.plan, &header("plan", &p), &render::Style { color: g.color_stdout() }))?;
     }
     if let Some(out) = &a.out {
         let saved = SavedPlan {
@@ -296,7 +298,7 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         };
         plan::file::write(out, &saved)?;
         if !g.json {
-            println!("\nSaved the plan to {}. Apply exactly it with: gpustack apply {}", out.display(), out.display());
+            outln!("\nSaved the plan to {}. Apply exactly it with: gpustack apply {}", out.display(), out.display())?;
         }
     }
     Ok(if a.detailed_exitcode && p.plan.has_changes() { 2 } else { 0 })

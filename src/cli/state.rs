@@ -3,6 +3,7 @@
 //! file's `[stack.backend]`, else its default local file) and go through the backend,
 //! so each works the same on a local file and on S3.
 
+use super::stdout::outln;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -139,10 +140,10 @@ pub async fn run(g: &Global, c: StateCommand) -> Result<i32> {
                     .iter()
                     .map(|(a, e)| serde_json::json!({"address": a, "kind": e.kind, "id": e.id}))
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&items)?);
+                outln!("{}", serde_json::to_string_pretty(&items)?)?;
             } else {
                 for (a, e) in &st.resources {
-                    println!("{a:<40} {}", e.id);
+                    outln!("{a:<40} {}", e.id)?;
                 }
             }
             Ok(0)
@@ -154,7 +155,7 @@ pub async fn run(g: &Global, c: StateCommand) -> Result<i32> {
                     .map_or(String::new(), |c| format!(" (did you mean {c}?)"));
                 bail!("{address} is not in state{hint}; `gpustack state list` shows what is");
             };
-            println!("{}", serde_json::to_string_pretty(e)?);
+            outln!("{}", serde_json::to_string_pretty(e)?)?;
             Ok(0)
         }
         StateCommand::Pull(w) => pull(g, &w).await,
@@ -169,8 +170,7 @@ async fn pull(g: &Global, w: &Which) -> Result<i32> {
     let bytes =
         b.read_bytes().await?.with_context(|| format!("no state at {}: nothing has been applied yet", b.location()))?;
     local::decode(&bytes, &b.location().to_string())?;
-    use std::io::Write;
-    std::io::stdout().write_all(&bytes)?;
+    super::stdout::write_bytes(&bytes)?;
     Ok(0)
 }
 
@@ -200,7 +200,7 @@ async fn push(g: &Global, w: &Which, file: &std::path::Path, force: bool) -> Res
     if let Some(stored) = b.read().await? {
         let same = serde_json::to_value(&stored)? == serde_json::to_value(&new)?;
         if same {
-            println!("{} already holds this state (serial {}); nothing to push.", b.location(), new.serial);
+            outln!("{} already holds this state (serial {}); nothing to push.", b.location(), new.serial)?;
             return Ok(0);
         }
         if let Some(why) = push_refusal(&stored, &new, same) {
@@ -224,7 +224,7 @@ async fn push(g: &Global, w: &Which, file: &std::path::Path, force: bool) -> Res
     }
     b.write(bytes).await?;
     lock.release().await?;
-    println!("Pushed {} to {} (lineage {}, serial {}).", file.display(), b.location(), new.lineage, new.serial);
+    outln!("Pushed {} to {} (lineage {}, serial {}).", file.display(), b.location(), new.lineage, new.serial)?;
     Ok(0)
 }
 
@@ -248,7 +248,7 @@ async fn migrate(g: &Global, w: &Which, to: &str, force: bool) -> Result<i32> {
     let st = local::decode(&bytes, &from.location().to_string())?;
     if let Some(there) = dest.read().await? {
         if there.lineage == st.lineage && there.serial == st.serial {
-            println!("{} already holds this state (serial {}); nothing to copy.", dest.location(), st.serial);
+            outln!("{} already holds this state (serial {}); nothing to copy.", dest.location(), st.serial)?;
             return Ok(0);
         }
         if !force {
@@ -266,7 +266,7 @@ async fn migrate(g: &Global, w: &Which, to: &str, force: bool) -> Result<i32> {
     dest.write(bytes).await?;
     dest_lock.release().await?;
     from_lock.release().await?;
-    println!(
+    outln!(
         "Copied the state (lineage {}, serial {}) from {} to {}.\nThe copy at {} is left as it was. Point the stack at {} ({}), check with `gpustack plan`, then delete the old copy.",
         st.lineage,
         st.serial,
@@ -279,7 +279,7 @@ async fn migrate(g: &Global, w: &Which, to: &str, force: bool) -> Result<i32> {
                 format!("[stack.backend] s3 = {{ bucket = \"{}\", key = \"{}\" }} or --state {l}", l.bucket, l.key),
             Location::Local(p) => format!("remove [stack.backend], or pass --state {}", p.display()),
         }
-    );
+    )?;
     Ok(0)
 }
 
@@ -291,14 +291,14 @@ pub async fn output(g: &Global, a: OutputArgs) -> Result<i32> {
                 bail!("no output named `{n}`; outputs: {}", st.outputs.keys().cloned().collect::<Vec<_>>().join(", "));
             };
             match (g.json, v) {
-                (false, serde_json::Value::String(s)) => println!("{s}"),
-                _ => println!("{v}"),
+                (false, serde_json::Value::String(s)) => outln!("{s}")?,
+                _ => outln!("{v}")?,
             }
         }
-        None if g.json => println!("{}", serde_json::to_string_pretty(&st.outputs)?),
+        None if g.json => outln!("{}", serde_json::to_string_pretty(&st.outputs)?)?,
         None => {
             for (k, v) in &st.outputs {
-                println!("{k} = {}", Value::from_json(v));
+                outln!("{k} = {}", Value::from_json(v))?;
             }
         }
     }
@@ -314,23 +314,23 @@ pub async fn force_unlock(g: &Global, a: UnlockArgs) -> Result<i32> {
     if let (Some(id), Backend::S3(_)) = (&a.lock_id, &b) {
         return match b.force_unlock(id).await? {
             None | Some(Unlocked::NotLocked) => {
-                println!("{loc} is not locked.");
+                outln!("{loc} is not locked.")?;
                 Ok(0)
             }
             Some(Unlocked::OtherId(info)) => {
                 bail!("the lock on {loc} has id {}, not {id}: nothing was changed. It is held by {info}", info.id)
             }
             Some(Unlocked::Deleted(info)) => {
-                println!(
+                outln!(
                     "Unlocked {loc} (it was held by {info}).\nIf that run was cut short, run apply again: it resolves what the run left pending."
-                );
+                )?;
                 Ok(0)
             }
         };
     }
     match b.holder().await? {
         Holder::None => {
-            println!("{loc} is not locked.");
+            outln!("{loc} is not locked.")?;
             Ok(0)
         }
         Holder::S3(info) => {

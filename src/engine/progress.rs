@@ -1,6 +1,7 @@
 //! Progress of an apply or destroy on stderr: live bars with elapsed time on a
 //! terminal (indicatif), plain lines otherwise, or JSON events on stdout with `--json`.
 
+use std::io::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,7 @@ pub enum Mode {
 
 /// How often long work reports that it is still going (`GPUSTACK_HEARTBEAT_SECONDS`, default 30).
 pub fn heartbeat() -> Duration {
-    let secs = std::env::var("GPUSTACK_HEARTBEAT_SECONDS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(30.0);
-    Duration::from_secs_f64(secs.max(0.1))
+    crate::settings::get().heartbeat
 }
 
 pub struct Progress {
@@ -148,6 +148,8 @@ impl Progress {
 
     pub fn event(&self, v: serde_json::Value) {
         let _g = self.lines.lock();
-        println!("{v}");
+        // A closed stdout must not stop an apply half-way: the event is dropped, the work
+        // goes on and the exit code still says how it went (see cli::stdout).
+        let _ = writeln!(std::io::stdout().lock(), "{v}");
     }
 }

@@ -568,9 +568,15 @@ pub fn to_json(plan: &Plan) -> Json {
             "unchanged": plan.unchanged,
         },
         "changes": changes,
-        "purchases_usd": plan.changes.iter().filter_map(|c| c.purchase.as_ref().map(|p| p.upfront_usd)).sum::<f64>(),
+        "purchases_usd": purchases_usd(plan),
         "warnings": plan.warnings,
     })
+}
+
+/// The plan's purchases in USD. Folded from +0.0: an empty `f64` sum is -0.0, which JSON
+/// would show as `"purchases_usd": -0.0` for a plan that buys nothing.
+fn purchases_usd(plan: &Plan) -> f64 {
+    plan.changes.iter().filter_map(|c| c.purchase.as_ref()).fold(0.0, |total, p| total + p.upfront_usd)
 }
 
 /// A stable fingerprint of what a plan does, for refusing a saved plan whose world moved.

@@ -21,7 +21,7 @@ use aws_sdk_ec2::types::{
 use super::capacity_reservation::{
     check_time, from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
 };
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, i32_of, s};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::plan::Purchase;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -303,8 +303,8 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
         .ec2
         .describe_capacity_block_offerings()
         .instance_type(s(inp, "instance_type"))
-        .instance_count(i(inp, "instance_count").unwrap_or(1) as i32)
-        .capacity_duration_hours(hours as i32)
+        .instance_count(i32_of(i(inp, "instance_count").unwrap_or(1)))
+        .capacity_duration_hours(i32_of(hours))
         .start_date_range(to_sdk_time(after))
         .end_date_range(to_sdk_time(latest_end))
         .into_paginator()

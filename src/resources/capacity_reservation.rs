@@ -11,7 +11,7 @@ use aws_sdk_ec2::types::{
     EndDateType, InstanceMatchCriteria, ResourceType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, s};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, i32_of, s};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -120,7 +120,7 @@ impl Kind for CapacityReservationKind {
             .instance_platform(CapacityReservationInstancePlatform::from(s(inp, "platform")))
             .availability_zone(s(inp, "availability_zone"))
             .tenancy(CapacityReservationTenancy::from(s(inp, "tenancy")))
-            .instance_count(i(inp, "instance_count").unwrap_or(1) as i32)
+            .instance_count(i32_of(i(inp, "instance_count").unwrap_or(1)))
             .instance_match_criteria(InstanceMatchCriteria::from(s(inp, "match")))
             // The journal's token: a retried call returns the same reservation.
             .client_token(req.token)
@@ -182,7 +182,7 @@ impl Kind for CapacityReservationKind {
         if has("instance_count") || has("end_date") {
             let mut call = ctx.ec2.modify_capacity_reservation().capacity_reservation_id(id);
             if has("instance_count") {
-                call = call.instance_count(i(new, "instance_count").unwrap_or(1) as i32);
+                call = call.instance_count(i32_of(i(new, "instance_count").unwrap_or(1)));
             }
             if has("end_date") {
                 call = match end(new)? {

@@ -266,23 +266,10 @@ fn trusted_service(doc: &str) -> Option<String> {
     p.as_str().map(str::to_string).or_else(|| p[0].as_str().map(str::to_string))
 }
 
+/// `%XX` escapes decoded; a malformed escape or invalid UTF-8 is kept as written (lossy),
+/// never a panic: the document comes from AWS, but nothing guarantees its shape.
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 fn recorded(name: &str, arn: &str, profile: bool) -> Recorded {
@@ -466,5 +453,16 @@ mod tests {
         let doc = "%7B%22Version%22%3A%222012-10-17%22%2C%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Principal%22%3A%7B%22Service%22%3A%22eks.amazonaws.com%22%7D%2C%22Action%22%3A%22sts%3AAssumeRole%22%7D%5D%7D";
         assert_eq!(trusted_service(doc).as_deref(), Some("eks.amazonaws.com"));
         assert_eq!(trusted_service(&trust_policy("ec2.amazonaws.com")).as_deref(), Some("ec2.amazonaws.com"));
+    }
+
+    #[test]
+    fn decoding_never_slices_inside_a_character() {
+        // A `%` followed by a multi-byte character once cut a &str mid-character (panic).
+        assert_eq!(percent_decode("%é1"), "%é1");
+        assert_eq!(percent_decode("a%€"), "a%€");
+        assert_eq!(percent_decode("%"), "%");
+        assert_eq!(percent_decode("%E2%82%AC%2"), "€%2");
+        assert_eq!(percent_decode("%FF"), "\u{FFFD}");
+        assert_eq!(trusted_service("{\"Statement\":[{\"Principal\":{\"Service\":\"é%é\"}}]}").as_deref(), Some("é%é"));
     }
 }

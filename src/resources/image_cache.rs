@@ -18,7 +18,7 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ssm::types::{CommandInvocationStatus, InstanceInformationStringFilter, PingStatus};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, i32_of, s};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -305,7 +305,7 @@ impl Build<'_> {
                 IamInstanceProfileSpecification::builder().name(s(inp, "builder_instance_profile")).build(),
             )
             .block_device_mappings(disk("/dev/xvda", 10, false))
-            .block_device_mappings(disk("/dev/xvdb", i(inp, "volume_size_gib").unwrap_or(50) as i32, true))
+            .block_device_mappings(disk("/dev/xvdb", i32_of(i(inp, "volume_size_gib").unwrap_or(50)), true))
             // The admin container is how commands reach containerd (apiclient exec admin sheltie).
             .user_data(aws_smithy_types::base64::encode("[settings.host-containers.admin]\nenabled = true\n"))
             .metadata_options(InstanceMetadataOptionsRequest::builder().http_tokens(HttpTokensState::Required).build())

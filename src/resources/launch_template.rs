@@ -16,7 +16,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateTagSpecificationRequest, MarketType, RequestLaunchTemplateData, ResourceType, Tag, VolumeType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, s, userdata};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, i32_of, s, userdata};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -129,13 +129,16 @@ impl Kind for LaunchTemplateKind {
             {
                 let ok = match n.as_literal() {
                     Some(Value::Str(s)) => s == "max",
-                    Some(Value::Int(k)) => *k >= 1,
+                    Some(Value::Int(k)) => (1..=i64::from(i32::MAX)).contains(k),
                     _ => n.as_literal().is_none(),
                 };
                 if !ok {
                     diags.push(
-                        Diagnostic::error("`efa.interfaces` must be \"max\" or a number ≥ 1", n.span.clone())
-                            .help("\"max\" uses every EFA interface the instance type has"),
+                        Diagnostic::error(
+                            "`efa.interfaces` must be \"max\" or a number from 1 to 2147483647",
+                            n.span.clone(),
+                        )
+                        .help("\"max\" uses every EFA interface the instance type has"),
                     );
                 }
             }
@@ -513,10 +516,10 @@ pub async fn efa_cards(ctx: &Ctx, instance_type: &str, efa: &Attrs) -> Result<Ve
         return Err(bad(format!("{instance_type} does not support EFA")));
     };
     match efa.get("interfaces") {
-        Some(Value::Int(n)) if *n as u32 > max => {
-            Err(bad(format!("{instance_type} has at most {max} EFA interfaces, {n} were asked for")))
-        }
-        Some(Value::Int(n)) => Ok(info.efa_layout(Some((*n).max(1) as u32))),
+        Some(Value::Int(n)) => match u32::try_from(*n) {
+            Ok(k) if k <= max => Ok(info.efa_layout(Some(k.max(1)))),
+            _ => Err(bad(format!("{instance_type} has at most {max} EFA interfaces, {n} were asked for"))),
+        },
         _ => Ok(info.efa_layout(None)),
     }
 }
@@ -525,7 +528,7 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
     let mut d = RequestLaunchTemplateData::builder().metadata_options(
         LaunchTemplateInstanceMetadataOptionsRequest::builder()
             .http_tokens(LaunchTemplateHttpTokensState::Required)
-            .http_put_response_hop_limit(i.get("imds_hop_limit").and_then(Value::as_int).unwrap_or(1) as i32)
+            .http_put_response_hop_limit(i32_of(i.get("imds_hop_limit").and_then(Value::as_int).unwrap_or(1)))
             .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)
             .build(),
     );
@@ -552,21 +555,21 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
             .encrypted(true)
             .delete_on_termination(true);
         if let Some(n) = v.get("size_gib").and_then(Value::as_int) {
-            ebs = ebs.volume_size(n as i32);
+            ebs = ebs.volume_size(i32_of(n));
         }
         if let Some(snap) = v.get("snapshot").and_then(Value::as_str) {
             ebs = ebs.snapshot_id(snap);
             // Only with a snapshot: "supported only for volumes created from snapshots" (EC2 API
             // reference, LaunchTemplateEbsBlockDeviceRequest.VolumeInitializationRate).
             if let Some(rate) = v.get("initialization_rate_mibps").and_then(Value::as_int) {
-                ebs = ebs.volume_initialization_rate(rate as i32);
+                ebs = ebs.volume_initialization_rate(i32_of(rate));
             }
         }
         if let Some(n) = v.get("iops").and_then(Value::as_int) {
-            ebs = ebs.iops(n as i32);
+            ebs = ebs.iops(i32_of(n));
         }
         if let Some(n) = v.get("throughput").and_then(Value::as_int) {
-            ebs = ebs.throughput(n as i32);
+            ebs = ebs.throughput(i32_of(n));
         }
         d = d.block_device_mappings(
             LaunchTemplateBlockDeviceMappingRequest::builder().device_name("/dev/xvdb").ebs(ebs.build()).build(),

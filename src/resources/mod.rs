@@ -3,6 +3,7 @@
 
 pub mod capacity_block;
 pub mod capacity_reservation;
+mod cidr;
 mod eks_addon;
 mod eks_cluster;
 mod iam_role;
@@ -20,9 +21,10 @@ mod vpc_endpoint;
 use async_trait::async_trait;
 
 use crate::aws::{AwsError, Ctx};
+use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
-use crate::stack::{Diagnostic, Resource};
-use crate::value::Attrs;
+use crate::stack::{Diagnostic, Expr, Resource};
+use crate::value::{Attrs, Value};
 
 /// Every kind, in dependency order: a kind comes after the kinds it can refer to. Objects
 /// found by their tags (strays) have no recorded dependencies and are deleted in reverse
@@ -55,6 +57,98 @@ pub fn vpc_endpoint_essentials() -> &'static [&'static str] {
 
 /// The `tags` attribute every taggable kind accepts.
 pub const TAGS: Attr = Attr::opt("tags", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update);
+
+/// AWS's limits on a tag (the same for every service gpustack tags): keys of 1 to 128
+/// characters, values of 0 to 256, and no key starting with `aws:` in any case.
+const TAG_KEY_CHARS: std::ops::RangeInclusive<usize> = 1..=128;
+const TAG_VALUE_CHARS: usize = 256;
+
+/// Checks a `tags` table (`[stack].tags` or a resource's `tags`) against AWS's limits, each
+/// problem at the key or value it is about. `what` names the attribute (`stack.tags`).
+pub fn check_tags(tags: &Expr, what: &str, diags: &mut Vec<Diagnostic>) {
+    // A table written inline has a span per key and value; one from a variable has one span.
+    let entries: Vec<(String, Option<Value>, crate::stack::Span, crate::stack::Span)> =
+        match (&tags.kind, tags.as_literal()) {
+            (ExprKind::Table(t), _) => t
+                .iter()
+                .map(|(k, e)| {
+                    (k.clone(), e.as_literal().cloned(), e.key_span.clone().or(e.span.clone()), e.span.clone())
+                })
+                .collect(),
+            (_, Some(Value::Table(t))) => {
+                t.iter().map(|(k, v)| (k.clone(), Some(v.clone()), tags.span.clone(), tags.span.clone())).collect()
+            }
+            _ => return,
+        };
+    for (key, value, key_span, value_span) in entries {
+        let chars = key.chars().count();
+        if !TAG_KEY_CHARS.contains(&chars) {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{what}`: a tag key of {chars} characters is outside AWS's 1 to 128"),
+                    key_span.clone(),
+                )
+                .help("shorten the key; AWS refuses empty keys and keys over 128 characters"),
+            );
+        }
+        if key.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("aws:")) {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{what}`: the tag key \"{key}\" uses the prefix `aws:`, which AWS reserves"),
+                    key_span,
+                )
+                .help("AWS refuses tags whose keys start with aws: (in any case); pick another prefix"),
+            );
+        }
+        if let Some(Value::Str(v)) = value
+            && v.chars().count() > TAG_VALUE_CHARS
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{what}.{key}`: a tag value of {} characters is over AWS's 256", v.chars().count()),
+                    value_span,
+                )
+                .help("shorten the value to 256 characters or fewer"),
+            );
+        }
+    }
+}
+
+/// Offline checks that need the stack around a resource, run by the parser in the same pass
+/// as every other check: tags within AWS's limits, zones in the stack's region, and CIDR
+/// blocks (VPC and subnet sizes, subnets inside their VPC and apart from each other).
+pub fn check_stack(
+    resources: &[Resource],
+    by_address: &std::collections::HashMap<String, usize>,
+    region: &str,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for r in resources {
+        if let Some(tags) = r.attrs.get("tags") {
+            check_tags(tags, &format!("{}.tags", r.address), diags);
+        }
+        if let Some(e) = r.attrs.get("availability_zone")
+            && let Some(Value::Str(zone)) = e.as_literal()
+            && !region.is_empty()
+            && !zone_in_region(zone, region)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}`: availability zone \"{zone}\" is not in the stack's region {region}", r.address),
+                    e.span.clone(),
+                )
+                .help(format!("zones of {region} are named {region}a, {region}b, …; fix the zone or [stack].region")),
+            );
+        }
+    }
+    cidr::check(resources, by_address, diags);
+}
+
+/// `us-west-2a` (or a Local Zone such as `us-west-2-lax-1a`) belongs to `us-west-2`.
+fn zone_in_region(zone: &str, region: &str) -> bool {
+    zone.strip_prefix(region)
+        .is_some_and(|rest| (!rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase())) || rest.starts_with('-'))
+}
 
 /// What a kind's create or update returns: the physical id and the outputs.
 #[derive(Clone, Debug)]
@@ -175,4 +269,25 @@ pub fn b(a: &Attrs, k: &str) -> bool {
 
 pub fn i(a: &Attrs, k: &str) -> Option<i64> {
     a.get(k).and_then(|v| v.as_int())
+}
+
+/// An integer input as AWS's APIs take it. Validation (`schema::check`) keeps every integer
+/// attribute within i32; saturating (never wrapping) only guards a hand-edited state file,
+/// so AWS refuses the value instead of acting on a wrapped one.
+pub fn i32_of(n: i64) -> i32 {
+    i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_belong_to_their_region() {
+        assert!(zone_in_region("us-west-2a", "us-west-2"));
+        assert!(zone_in_region("us-west-2-lax-1a", "us-west-2"));
+        assert!(!zone_in_region("us-east-1a", "us-west-2"));
+        assert!(!zone_in_region("us-west-2", "us-west-2"));
+        assert!(!zone_in_region("us-west-21a", "us-west-2"));
+    }
 }

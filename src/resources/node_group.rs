@@ -14,7 +14,7 @@ use aws_sdk_eks::types::{
 };
 
 use super::launch_template::TAINT;
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, i32_of, s};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -295,7 +295,7 @@ impl Kind for NodeGroup {
             .set_taints(Some(taints(inp)))
             .update_config(
                 NodegroupUpdateConfig::builder()
-                    .max_unavailable(i(inp, "max_unavailable").unwrap_or(1) as i32)
+                    .max_unavailable(i32_of(i(inp, "max_unavailable").unwrap_or(1)))
                     .update_strategy(NodegroupUpdateStrategies::from(strategy))
                     .build(),
             )
@@ -391,7 +391,7 @@ impl Kind for NodeGroup {
                 };
                 call = call.update_config(
                     NodegroupUpdateConfig::builder()
-                        .max_unavailable(i(new, "max_unavailable").unwrap_or(1) as i32)
+                        .max_unavailable(i32_of(i(new, "max_unavailable").unwrap_or(1)))
                         .update_strategy(NodegroupUpdateStrategies::from(
                             update_strategy(new, info.as_ref(), facts.reserved).0,
                         ))
@@ -498,7 +498,7 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 
 fn scaling(i: &Attrs) -> NodegroupScalingConfig {
     let t = i.get("scaling").and_then(Value::as_table);
-    let n = |k: &str| t.and_then(|t| t.get(k)).and_then(Value::as_int).unwrap_or(1) as i32;
+    let n = |k: &str| t.and_then(|t| t.get(k)).and_then(Value::as_int).map_or(1, i32_of);
     NodegroupScalingConfig::builder().min_size(n("min")).desired_size(n("desired")).max_size(n("max")).build()
 }
 

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, i32_of, s};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -64,7 +64,7 @@ impl Kind for PlacementGroup {
             .strategy(PlacementStrategy::from(s(req.inputs, "strategy")))
             .tag_specifications(tags::ec2_spec(ctx, ResourceType::PlacementGroup, req.address, req.inputs));
         if let Some(n) = i(req.inputs, "partition_count") {
-            call = call.partition_count(n as i32);
+            call = call.partition_count(i32_of(n));
         }
         let _p = ctx.permit(Service::Ec2).await;
         let id = match call.send().await.map_err(err("CreatePlacementGroup")) {

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, i32_of, s};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -61,6 +61,8 @@ impl Kind for SecurityGroup {
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         for dir in ["ingress", "egress"] {
             let Some(crate::stack::expr::ExprKind::List(rules)) = r.attrs.get(dir).map(|e| &e.kind) else { continue };
+            // Literal rules seen so far, by meaning (description aside), for duplicates.
+            let mut seen: Vec<(usize, Value)> = vec![];
             for (n, rule) in rules.iter().enumerate() {
                 let crate::stack::expr::ExprKind::Table(t) = &rule.kind else { continue };
                 let sources = ["cidr", "security_group", "self"].iter().filter(|k| t.contains_key(**k)).count();
@@ -79,6 +81,33 @@ impl Kind for SecurityGroup {
                         )
                         .help("add from_port (and to_port for a range), or use protocol = \"-1\" for all traffic"),
                     );
+                }
+                check_ports(dir, n, t, diags);
+                if let Some(e) = t.get("cidr")
+                    && let Some(Value::Str(text)) = e.as_literal()
+                    && let Some(problem) = super::cidr::rule_cidr_problem(text)
+                {
+                    diags.push(
+                        Diagnostic::error(format!("`{dir}[{n}].cidr`: {problem}"), e.span.clone()).help(
+                            "write an address and a prefix length: \"10.0.0.0/16\", \"203.0.113.7/32\", \"::/0\"",
+                        ),
+                    );
+                }
+                let value = rule.resolve(&|_| Value::Unknown);
+                if !value.is_known() {
+                    continue;
+                }
+                let mut meaning = canonical_rule(&value);
+                if let Value::Table(m) = &mut meaning {
+                    m.remove("description");
+                }
+                match seen.iter().find(|(_, v)| *v == meaning) {
+                    Some((first, _)) => diags.push(
+                        Diagnostic::error(format!("`{dir}[{n}]` repeats `{dir}[{first}]`"), rule.span.clone()).help(
+                            "remove one of them (rules compare by meaning: \"all\" is \"-1\", \"6\" is \"tcp\", to_port defaults to from_port, descriptions aside)",
+                        ),
+                    ),
+                    None => seen.push((n, meaning)),
                 }
             }
         }
@@ -240,6 +269,43 @@ fn self_all_traffic() -> Value {
 
 /// One rule in canonical form: protocol names lowercased (`all` → `-1`), no ports for
 /// all-traffic, `to_port` defaulting to `from_port`.
+/// Ports of a TCP or UDP rule are 0 to 65535 with from_port ≤ to_port; an ICMP rule's are
+/// the type and code, -1 (any) to 255. Other protocols ignore ports. Only literal values.
+fn check_ports(
+    dir: &str,
+    n: usize,
+    t: &std::collections::BTreeMap<String, crate::stack::Expr>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let proto = t.get("protocol").and_then(|e| e.as_literal()).and_then(Value::as_str).unwrap_or("-1");
+    let (range, what) = match proto.to_ascii_lowercase().as_str() {
+        "tcp" | "udp" | "6" | "17" => (0..=65535, "ports are 0 to 65535"),
+        "icmp" | "1" => (-1..=255, "an ICMP type or code is -1 (any) to 255"),
+        _ => return,
+    };
+    let port = |k: &str| t.get(k).and_then(|e| Some((e.as_literal()?.as_int()?, e.span.clone())));
+    for (k, p) in [("from_port", port("from_port")), ("to_port", port("to_port"))] {
+        if let Some((v, span)) = p
+            && !range.contains(&v)
+        {
+            diags.push(Diagnostic::error(format!("`{dir}[{n}].{k}` is {v}: {what}"), span).help(format!(
+                "write a {k} from {} to {}",
+                range.start(),
+                range.end()
+            )));
+        }
+    }
+    if range.start() == &0
+        && let (Some((from, _)), Some((to, span))) = (port("from_port"), port("to_port"))
+        && from > to
+    {
+        diags.push(
+            Diagnostic::error(format!("`{dir}[{n}]`: from_port {from} is above to_port {to}"), span)
+                .help(format!("a range runs from from_port up to to_port: from_port = {to}, to_port = {from}")),
+        );
+    }
+}
+
 fn canonical_rule(r: &Value) -> Value {
     let Some(t) = r.as_table() else { return r.clone() };
     let mut c = t.clone();
@@ -335,10 +401,10 @@ fn permission(r: &Value, own_id: &str) -> IpPermission {
     let mut p = IpPermission::builder().ip_protocol(proto);
     if proto != "-1" {
         if let Some(f) = t.get("from_port").and_then(Value::as_int) {
-            p = p.from_port(f as i32);
+            p = p.from_port(i32_of(f));
         }
         if let Some(to) = t.get("to_port").and_then(Value::as_int) {
-            p = p.to_port(to as i32);
+            p = p.to_port(i32_of(to));
         }
     }
     if let Some(c) = t.get("cidr").and_then(Value::as_str) {

@@ -5,6 +5,8 @@
 pub mod backend;
 pub mod diag;
 pub mod expr;
+#[cfg(test)]
+mod mutations;
 mod parse;
 pub mod schema;
 
@@ -70,15 +72,30 @@ impl VarSources<'_> {
 impl Stack {
     /// Reads and checks a stack file. Errors: I/O (as a diagnostic without span) or diagnostics.
     pub fn load(path: &Path, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
             Err(e) => {
                 let d = Diagnostic::error(format!("cannot read the stack file: {e}"), None)
                     .help("check the path; a stack file is a .toml file with a [stack] table");
                 return Err(Box::new(Diagnostics { source: Source::new(path, String::new()), items: vec![d] }));
             }
         };
-        Stack::parse(Source::new(path, text), vars)
+        Stack::from_bytes(path, bytes, vars)
+    }
+
+    /// Checks a stack file's bytes. Text that is not UTF-8 is an error at the first bad byte.
+    pub fn from_bytes(path: &Path, bytes: Vec<u8>, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {
+        match String::from_utf8(bytes) {
+            Ok(text) => Stack::parse(Source::new(path, text), vars),
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                // The lossy text keeps the valid prefix, then U+FFFD where the bad bytes were.
+                let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                let d = Diagnostic::error("the stack file is not UTF-8 text", Some(at..at + '\u{FFFD}'.len_utf8()))
+                    .help("TOML files are UTF-8; re-save the file as UTF-8 (this byte is not part of any character)");
+                Err(Box::new(Diagnostics { source: Source::new(path, text), items: vec![d] }))
+            }
+        }
     }
 
     pub fn parse(source: Source, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {

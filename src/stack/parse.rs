@@ -59,6 +59,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
                 region = p.stack_string(m, "region", e.span.clone());
                 if let Some(te) = m.get("tags") {
                     schema::check(te, &Ty::Map(&Ty::Str), "stack.tags", &|_| None, &mut p.diags);
+                    resources::check_tags(te, "stack.tags", &mut p.diags);
                     if te.as_single_ref().is_none()
                         && let Value::Table(t) = te.resolve(&|_| Value::Unknown)
                     {
@@ -114,6 +115,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         resources.iter().enumerate().map(|(i, r)| (r.address.clone(), i)).collect();
     p.check_references(&mut resources, &by_address, &outputs);
     p.check_physical_names(&resources, &name);
+    resources::check_stack(&resources, &by_address, &region, &mut p.diags);
     let cycle_diags = crate::graph::cycle_diagnostics(&resources, &source);
     p.diags.extend(cycle_diags);
 
@@ -497,14 +499,18 @@ impl Parser<'_> {
     }
 
     /// The span of `s[off..off+len]` inside the source: found by searching the written
-    /// string for that text (exact unless the reference itself contains escapes).
+    /// string for that text. When the reference itself is written with escapes (`\u0024{`),
+    /// the written text differs from the value: then the whole string's span.
     fn inner_span(&self, span: &Span, s: &str, off: usize, len: usize) -> Span {
-        let span = span.clone()?;
-        let needle = s.get(off..off + len)?;
-        let written = self.src.get(span.clone())?;
-        let nth = s[..off].matches(needle).count();
-        let pos = written.match_indices(needle).nth(nth).map(|(i, _)| i)?;
-        Some(span.start + pos..span.start + pos + needle.len())
+        let whole = span.clone()?;
+        let inner = || {
+            let needle = s.get(off..off + len)?;
+            let written = self.src.get(whole.clone())?;
+            let nth = s[..off].matches(needle).count();
+            let pos = written.match_indices(needle).nth(nth).map(|(i, _)| i)?;
+            Some(whole.start + pos..whole.start + pos + needle.len())
+        };
+        inner().or(Some(whole))
     }
 }
 

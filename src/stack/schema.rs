@@ -147,7 +147,13 @@ fn check_value(v: &Value, expr: &Expr, ty: &Ty, what: &str, diags: &mut Vec<Diag
             }
             true
         }
-        (Value::Str(_), Ty::Str) | (Value::Int(_), Ty::Int | Ty::Number) | (Value::Float(_), Ty::Number) => true,
+        (Value::Int(n), Ty::Int) => {
+            if i32::try_from(*n).is_err() {
+                diags.push(out_of_range(*n, expr, what));
+            }
+            true
+        }
+        (Value::Str(_), Ty::Str) | (Value::Int(_), Ty::Number) | (Value::Float(_), Ty::Number) => true,
         (Value::Bool(_), Ty::Bool) => true,
         (Value::List(items), Ty::List(inner)) => {
             for (i, item) in items.iter().enumerate() {
@@ -185,6 +191,16 @@ fn check_value(v: &Value, expr: &Expr, ty: &Ty, what: &str, diags: &mut Vec<Diag
         }
         diags.push(d);
     }
+}
+
+/// AWS's APIs take 32-bit integers (counts, sizes, ports, hours): a larger one would be cut
+/// short on the way, so it is refused here, where it is written.
+fn out_of_range(n: i64, expr: &Expr, what: &str) -> Diagnostic {
+    Diagnostic::error(
+        format!("`{what}` is {n}, outside the 32-bit integers AWS accepts ({} to {})", i32::MIN, i32::MAX),
+        expr.span.clone(),
+    )
+    .help("check the number for extra digits; AWS takes integers up to 2147483647 here")
 }
 
 /// Checks a table against fixed attributes: unknown keys (with the closest valid one),
@@ -273,6 +289,24 @@ mod tests {
         assert!(d.is_empty(), "{d:?}");
         check(&lit(Value::str("40000")), &Ty::Number, "max_upfront_usd", &|_| None, &mut d);
         assert_eq!(d[0].help.as_deref(), Some("write the number without quotes: 40000"));
+    }
+
+    #[test]
+    fn integers_beyond_i32_are_refused_where_written() {
+        let mut d = vec![];
+        check(&lit(Value::Int(i64::from(i32::MAX))), &Ty::Int, "instance_count", &|_| None, &mut d);
+        assert!(d.is_empty(), "{d:?}");
+        check(&lit(Value::Int(3_000_000_000)), &Ty::Int, "instance_count", &|_| None, &mut d);
+        check(&lit(Value::List(vec![Value::Int(-3_000_000_000)])), &Ty::List(&Ty::Int), "ports", &|_| None, &mut d);
+        check(&lit(Value::Int(3_000_000_000)), &Ty::Number, "max_upfront_usd", &|_| None, &mut d);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].message.starts_with("`instance_count` is 3000000000, outside the 32-bit integers"),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(d[0].span, Some(0..1));
+        assert!(d[1].message.starts_with("`ports[0]` is -3000000000"), "{}", d[1].message);
     }
 
     #[test]

@@ -272,14 +272,16 @@ fn global_flags_go_before_or_after_the_command() {
 #[test]
 fn a_failure_skips_dependents_and_independent_work_finishes() {
     let env = Env::new();
-    // AWS refuses a /8 VPC: the subnets and the security group depend on it.
-    let bad =
-        network_stack("fail", "").replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"10.0.0.0/8\"");
+    // AWS refuses the VPC: the subnets and the security group depend on it. The block comes
+    // from another resource's output (the placement group's name, not a CIDR), because
+    // validate refuses a literal one that AWS would (a /8, for one) before anything starts.
+    let bad = network_stack("fail", "")
+        .replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"${placement_group.train.name}\"");
     env.write("s.toml", &bad);
     let r = env.run(&["apply", "s.toml", "--auto-approve"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.contains("Apply incomplete: 2 done, 1 failed, 3 skipped"), "{r:?}");
-    assert!(r.stdout.contains("failed   vpc.main: CreateVpc failed: InvalidVpc.Range"), "{r:?}");
+    assert!(r.stdout.contains("failed   vpc.main: CreateVpc failed: InvalidParameterValue"), "{r:?}");
     assert!(r.stdout.contains("skipped  security_group.efa (a resource it depends on failed)"), "{r:?}");
     let t = env.tagged("fail");
     assert_eq!((t.placement_groups.len(), t.roles.len(), t.vpcs.len()), (1, 1, 0), "independent work finished: {t:?}");

@@ -16,5 +16,6 @@ mod lifecycle;
 mod locking;
 mod offline;
 mod refresh;
+mod robustness;
 mod s3_state;
 mod validate;

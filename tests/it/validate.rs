@@ -276,3 +276,227 @@ fn every_shipped_stack_validates() {
     }
     assert!(n >= 2, "found {n} shipped stacks");
 }
+
+/// One error of `err`: its message line, then the `-->` location and the `help:` line after it.
+fn located(err: &str, message: &str, at: &str, help: &str) {
+    let i = err.find(message).unwrap_or_else(|| panic!("no `{message}` in:\n{err}"));
+    let rest = &err[i..];
+    let block = &rest[..rest[1..].find("\nerror: ").map_or(rest.len(), |j| j + 1)];
+    assert!(block.contains(&format!("--> s.toml:{at}\n")), "`{message}` not at s.toml:{at}:\n{block}");
+    assert!(block.contains(&format!("help: {help}")), "`{message}` without help `{help}`:\n{block}");
+}
+
+#[test]
+fn an_integer_beyond_32_bits_is_an_error_where_it_is_written() {
+    let err = invalid(&format!(
+        "{HEAD}[capacity_reservation.r]\ninstance_type = \"p5.48xlarge\"\navailability_zone = \"us-west-2a\"\ninstance_count = 3000000000\n"
+    ));
+    located(
+        &err,
+        "error: `instance_count` is 3000000000, outside the 32-bit integers AWS accepts (-2147483648 to 2147483647)",
+        "8:18",
+        "check the number for extra digits",
+    );
+    // Through a variable too: the place is the reference.
+    let c = validate_with(
+        &format!(
+            "{HEAD}[vars]\nsize = 50\n[placement_group.p]\nstrategy = \"partition\"\npartition_count = \"${{var.size}}\"\n"
+        ),
+        &["--var", "size=4294967297"],
+        &[],
+    );
+    assert_eq!(c.code, 1, "{}", c.stderr);
+    assert!(c.stderr.contains("`partition_count` is 4294967297, outside the 32-bit integers"), "{}", c.stderr);
+    assert!(c.stderr.contains("--> s.toml:9:19"), "{}", c.stderr);
+}
+
+#[test]
+fn cidr_blocks_are_checked_offline() {
+    let err = invalid(&format!(
+        r#"{HEAD}[vpc.wide]
+cidr_block = "10.0.0.0/8"
+[vpc.typo]
+cidr_block = "10.0.0.0/33"
+[vpc.host]
+cidr_block = "10.1.2.3/16"
+[vpc.main]
+cidr_block = "10.42.0.0/16"
+[subnet.a]
+vpc = "${{vpc.main.id}}"
+cidr_block = "10.42.0.0/20"
+availability_zone = "us-west-2a"
+[subnet.overlapping]
+vpc = "${{vpc.main.id}}"
+cidr_block = "10.42.8.0/24"
+availability_zone = "us-west-2b"
+[subnet.outside]
+vpc = "${{vpc.main.id}}"
+cidr_block = "10.43.0.0/20"
+availability_zone = "us-west-2b"
+[subnet.tiny]
+vpc = "${{vpc.main.id}}"
+cidr_block = "10.42.64.0/29"
+availability_zone = "us-west-2b"
+"#
+    ));
+    located(
+        &err,
+        "error: `vpc.wide`: cidr_block \"10.0.0.0/8\" is a /8; EC2 takes /16 to /28",
+        "6:14",
+        "a vpc block is between /16",
+    );
+    located(
+        &err,
+        "error: `vpc.typo`: cidr_block \"10.0.0.0/33\" is not an IPv4 CIDR block",
+        "8:14",
+        "write the first address",
+    );
+    located(
+        &err,
+        "error: `vpc.host`: cidr_block \"10.1.2.3/16\" has host bits set",
+        "10:14",
+        "the block starting there is \"10.1.0.0/16\"",
+    );
+    located(
+        &err,
+        "error: `subnet.overlapping`: cidr_block 10.42.8.0/24 overlaps `subnet.a`'s 10.42.0.0/20",
+        "19:14",
+        "subnets of vpc.main need separate ranges",
+    );
+    located(
+        &err,
+        "error: `subnet.outside`: cidr_block 10.43.0.0/20 is not inside vpc.main's 10.42.0.0/16",
+        "23:14",
+        "a subnet's block lies within its VPC's (10.42.0.0 to 10.42.255.255)",
+    );
+    located(
+        &err,
+        "error: `subnet.tiny`: cidr_block \"10.42.64.0/29\" is a /29",
+        "27:14",
+        "a subnet block is between /16",
+    );
+    assert!(err.contains("s.toml has 6 errors"), "{err}");
+}
+
+#[test]
+fn a_zone_must_belong_to_the_stack_region() {
+    let err = invalid(&format!(
+        "{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"us-east-1a\"\n"
+    ));
+    located(
+        &err,
+        "error: `subnet.a`: availability zone \"us-east-1a\" is not in the stack's region us-west-2",
+        "10:21",
+        "zones of us-west-2 are named us-west-2a, us-west-2b, …; fix the zone or [stack].region",
+    );
+    // A Local Zone of the region is fine, and so is a zone from a variable that matches.
+    let ok = validate(&format!(
+        "{HEAD}[vars]\nzone = \"us-west-2b\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"us-west-2-lax-1a\"\n[subnet.b]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.1.0/24\"\navailability_zone = \"${{var.zone}}\"\n"
+    ));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+}
+
+#[test]
+fn security_group_rules_are_checked_for_ports_and_repeats() {
+    let err = invalid(&format!(
+        r#"{HEAD}[vpc.main]
+cidr_block = "10.0.0.0/16"
+[security_group.g]
+vpc = "${{vpc.main.id}}"
+ingress = [
+  {{ protocol = "tcp", from_port = 443, cidr = "10.0.0.0/16" }},
+  {{ protocol = "tcp", from_port = 70000, to_port = 70001, cidr = "10.0.0.0/16" }},
+  {{ protocol = "udp", from_port = 9000, to_port = 8000, cidr = "10.0.0.0/16" }},
+  {{ protocol = "6", from_port = 443, to_port = 443, cidr = "10.0.0.0/16", description = "again" }},
+  {{ protocol = "tcp", from_port = 22, cidr = "10.0.0/16" }},
+]
+egress = [{{ protocol = "-1", cidr = "0.0.0.0/0" }}, {{ protocol = "all", cidr = "0.0.0.0/0" }}]
+"#
+    ));
+    located(
+        &err,
+        "error: `ingress[1].from_port` is 70000: ports are 0 to 65535",
+        "11:35",
+        "write a from_port from 0 to 65535",
+    );
+    located(
+        &err,
+        "error: `ingress[1].to_port` is 70001: ports are 0 to 65535",
+        "11:52",
+        "write a to_port from 0 to 65535",
+    );
+    located(
+        &err,
+        "error: `ingress[2]`: from_port 9000 is above to_port 8000",
+        "12:51",
+        "a range runs from from_port up to to_port: from_port = 8000, to_port = 9000",
+    );
+    located(&err, "error: `ingress[3]` repeats `ingress[0]`", "13:3", "remove one of them");
+    located(
+        &err,
+        "error: `ingress[4].cidr`: \"10.0.0/16\" is not a CIDR block",
+        "14:46",
+        "write an address and a prefix length",
+    );
+    located(&err, "error: `egress[1]` repeats `egress[0]`", "16:52", "remove one of them");
+    assert!(err.contains("s.toml has 6 errors"), "{err}");
+}
+
+#[test]
+fn tags_are_checked_against_aws_limits() {
+    let long_key = "k".repeat(129);
+    let long_value = "v".repeat(257);
+    let err = invalid(&format!(
+        "[stack]\nname = \"v\"\nregion = \"us-west-2\"\ntags = {{ \"aws:team\" = \"ml\", ok = \"fine\" }}\n\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\ntags = {{ {long_key} = \"x\", note = \"{long_value}\", \"AWS:Owner\" = \"me\", \"\" = \"empty\" }}\n"
+    ));
+    located(
+        &err,
+        "error: `stack.tags`: the tag key \"aws:team\" uses the prefix `aws:`, which AWS reserves",
+        "4:10",
+        "AWS refuses tags whose keys start with aws: (in any case); pick another prefix",
+    );
+    located(
+        &err,
+        "error: `vpc.main.tags`: a tag key of 129 characters is outside AWS's 1 to 128",
+        "8:10",
+        "shorten the key",
+    );
+    located(
+        &err,
+        "error: `vpc.main.tags.note`: a tag value of 257 characters is over AWS's 256",
+        "8:154",
+        "shorten the value",
+    );
+    located(
+        &err,
+        "error: `vpc.main.tags`: the tag key \"AWS:Owner\" uses the prefix `aws:`",
+        "8:415",
+        "AWS refuses tags whose keys start with aws: (in any case)",
+    );
+    located(
+        &err,
+        "error: `vpc.main.tags`: a tag key of 0 characters is outside AWS's 1 to 128",
+        "8:435",
+        "shorten the key",
+    );
+    assert!(err.contains("s.toml has 5 errors"), "{err}");
+}
+
+#[test]
+fn deeper_checks_come_in_one_pass_with_the_others() {
+    // A schema error, an unknown reference and every kind of deeper check, all at once.
+    let err = invalid(&format!(
+        "{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/12\"\ntags = {{ \"aws:x\" = \"y\" }}\nColor = \"blue\"\n[subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"eu-west-1a\"\n[security_group.g]\nvpc = \"${{vpc.nope.id}}\"\ningress = [{{ protocol = \"tcp\", from_port = -1, cidr = \"10.0.0.0/16\" }}]\n"
+    ));
+    for m in [
+        "unknown key `Color` in `vpc.main`",
+        "cidr_block \"10.0.0.0/12\" is a /12",
+        "the tag key \"aws:x\" uses the prefix `aws:`",
+        "availability zone \"eu-west-1a\" is not in the stack's region us-west-2",
+        "reference to unknown resource `vpc.nope`",
+        "`ingress[0].from_port` is -1: ports are 0 to 65535",
+    ] {
+        assert!(err.contains(m), "missing `{m}` in:\n{err}");
+    }
+    assert!(err.contains("s.toml has 6 errors"), "{err}");
+}
