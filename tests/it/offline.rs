@@ -219,9 +219,10 @@ fn an_unreachable_endpoint_is_one_line_that_says_what_to_do() {
 #[test]
 fn a_failed_operation_in_json_events_carries_the_aws_error() {
     let env = Env::new();
-    // AWS refuses a /8 VPC (InvalidVpc.Range).
+    // AWS refuses a CIDR that is not one. It comes from another resource's output, because
+    // validate refuses a literal bad block before anything starts.
     let bad = crate::harness::network_stack("typed", "")
-        .replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"10.0.0.0/8\"");
+        .replace("cidr_block       = \"10.42.0.0/16\"", "cidr_block       = \"${placement_group.train.name}\"");
     env.write("s.toml", &bad);
     let r = env.run(&["apply", "s.toml", "--auto-approve", "--json"]);
     assert_eq!(r.code, 1, "{r:?}");
@@ -230,13 +231,16 @@ fn a_failed_operation_in_json_events_carries_the_aws_error() {
     assert_eq!(failed["address"], "vpc.main");
     assert_eq!(failed["service"], "ec2");
     assert_eq!(failed["operation"], "CreateVpc");
-    assert_eq!(failed["error_code"], "InvalidVpc.Range");
-    assert!(failed["message"].as_str().is_some_and(|m| !m.is_empty() && !m.starts_with("InvalidVpc")), "{failed}");
-    assert!(failed["error"].as_str().unwrap().starts_with("CreateVpc failed: InvalidVpc.Range"), "{failed}");
+    assert_eq!(failed["error_code"], "InvalidParameterValue");
+    assert!(
+        failed["message"].as_str().is_some_and(|m| !m.is_empty() && !m.starts_with("InvalidParameterValue")),
+        "{failed}"
+    );
+    assert!(failed["error"].as_str().unwrap().starts_with("CreateVpc failed: InvalidParameterValue"), "{failed}");
     let summary = events.last().unwrap();
     assert_eq!(summary["event"], "summary");
     let first = &summary["failed"][0];
-    assert_eq!((first["service"].as_str(), first["error_code"].as_str()), (Some("ec2"), Some("InvalidVpc.Range")));
+    assert_eq!((first["service"].as_str(), first["error_code"].as_str()), (Some("ec2"), Some("InvalidParameterValue")));
 
     // A destroy whose delete AWS refuses: a VPC deleted while a subnet is still in it is
     // `DependencyViolation`; here the subnet is made outside gpustack, so destroy cannot know.
