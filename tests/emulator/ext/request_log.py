@@ -32,8 +32,6 @@ moto has nothing like this.
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import re
 import threading
@@ -93,25 +91,10 @@ def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
     """Parse a form-encoded body without consuming it (wsgi.input is replaced by a copy)."""
     if not environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
         return {}
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    stream = environ["wsgi.input"]
-    if length > 0:
-        raw = stream.read(length)
-    elif "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-        raw = stream.read()
-        environ["CONTENT_LENGTH"] = str(len(raw))
-    else:
-        return {}
-    environ["wsgi.input"] = io.BytesIO(raw)
-    if environ.get("HTTP_CONTENT_ENCODING", "").lower() == "gzip":
-        try:
-            raw = gzip.decompress(raw)
-        except OSError:
-            return {}
-    return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
+    from .param_validation import _read_body  # one body reader for both middlewares
+
+    raw = _read_body(environ)
+    return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True) if raw else {}
 
 
 def describe(environ: dict[str, Any]) -> dict[str, Any]:
