@@ -43,7 +43,7 @@ fn is_read(action: &str) -> bool {
 pub fn document(stack: &Stack) -> Json {
     let mut actions: BTreeSet<&'static str> = BTreeSet::new();
     for r in &stack.resources {
-        actions.extend(r.kind.actions());
+        actions.extend(crate::resources::of(r).actions());
     }
     // Refresh and destroy look for objects of every kind tagged for the stack (strays of an
     // interrupted run): the reads of every kind, which change nothing.

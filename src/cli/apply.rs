@@ -102,7 +102,7 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
     }
     let no_env = |_: &str| None;
     let sources = VarSources { cli: &saved.vars, env: &no_env };
-    let stack = match Stack::parse(Source::new(&saved.stack_file, saved.source.clone()), &sources) {
+    let stack = match crate::load::check(Source::new(&saved.stack_file, saved.source.clone()), &sources) {
         Ok(s) => s,
         Err(d) => {
             eprint!("{}", d.render(g.color()));

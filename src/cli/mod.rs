@@ -198,7 +198,7 @@ fn location_without_stack(g: &Global) -> anyhow::Result<Option<Location>> {
 /// Loads a stack, printing warnings; on errors prints them and returns `None`.
 pub fn load_stack(g: &Global, path: &Path, vars: &VarArgs) -> Option<Stack> {
     let sources = VarSources::process_env(&vars.vars);
-    match Stack::load(path, &sources) {
+    match crate::load::load(path, &sources) {
         Ok(s) => {
             for w in &s.warnings {
                 eprint!("{}", s.source.render(w, g.color()));

@@ -13,6 +13,7 @@ use serde_json::{Map, Value as Json};
 pub use refresh::Refreshed;
 
 use crate::resources::ReplaceOrder;
+pub use crate::resources::capacity_block::Purchase;
 use crate::stack::schema::OnChange;
 use crate::stack::{Diagnostic, Stack};
 use crate::state::{ResourceState, State};
@@ -79,23 +80,6 @@ pub struct Change {
     pub retain: bool,
 }
 
-/// A Capacity Block offering a plan proposes to buy.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Purchase {
-    pub offering_id: String,
-    pub instance_type: String,
-    pub instance_count: i64,
-    pub availability_zone: String,
-    pub start: String,
-    pub end: String,
-    /// The offering's length; at least `asked_hours` (blocks end at 11:30 UTC, so rarely equal).
-    pub duration_hours: i64,
-    pub asked_hours: i64,
-    pub upfront_usd: f64,
-    pub currency: String,
-    pub max_upfront_usd: f64,
-}
-
 impl Change {
     /// Top-level attribute names that change.
     pub fn changed_attrs(&self) -> Vec<String> {
@@ -154,7 +138,7 @@ pub fn desired_inputs(stack: &Stack, idx: usize, outputs_of: &dyn Fn(&str) -> Op
             t.entry(k.clone()).or_insert_with(|| Value::str(v.clone()));
         }
     }
-    r.kind.normalize(&mut inputs);
+    crate::resources::of(r).normalize(&mut inputs);
     inputs
 }
 
@@ -183,6 +167,7 @@ pub fn diff(
     if !opts.destroy {
         for idx in crate::graph::topo_order(&stack.resources) {
             let r = &stack.resources[idx];
+            let kind = crate::resources::of(r);
             let in_scope = scope.as_ref().is_none_or(|s| s.contains(&r.address));
             let recorded = st.resources.get(&r.address);
             let adopted = refreshed.adopted.get(&r.address);
@@ -227,18 +212,18 @@ pub fn diff(
                     for a in r.kind.attrs() {
                         if let Some(v) = obs.get(a.name) {
                             cur.insert(a.name.to_string(), v.clone());
-                        } else if (a.on_change == OnChange::Replace || r.kind.retains_on_delete())
+                        } else if (a.on_change == OnChange::Replace || kind.retains_on_delete())
                             && let Some(v) = desired.get(a.name)
                         {
                             cur.insert(a.name.to_string(), v.clone());
                         }
                     }
-                    r.kind.current(&cur, &obs)
+                    kind.current(&cur, &obs)
                 }
-                (false, Some(obs)) => r.kind.current(&recorded_inputs, obs),
+                (false, Some(obs)) => kind.current(&recorded_inputs, obs),
                 (false, None) => recorded_inputs,
             };
-            let fields = field_diffs(r.kind, &current, &desired);
+            let fields = field_diffs(kind, &current, &desired);
             let replace = fields.iter().any(|f| f.forces_replace);
             let old_outputs = attrs_from_json(&entry.outputs);
             let mut change = new_change(r.address.clone(), r.kind.name(), Action::Update, None);
@@ -254,7 +239,7 @@ pub fn diff(
                 change.note = refreshed.notes.get(&r.address).cloned();
             }
             change.fields = fields;
-            if replace && r.kind.retains_on_delete() {
+            if replace && kind.retains_on_delete() {
                 let fields: Vec<&FieldDiff> = change.fields.iter().filter(|f| f.forces_replace).collect();
                 let first = fields
                     .first()
@@ -278,23 +263,23 @@ pub fn diff(
             if replace {
                 planned_outputs.insert(r.address.clone(), None);
                 change.action = Action::Replace;
-                change.replace_order = Some(r.kind.replace_order());
+                change.replace_order = Some(kind.replace_order());
                 if r.prevent_destroy {
                     errors.push(refusal(stack, &r.address, "replace"));
                 }
             } else {
                 if !change.fields.is_empty() {
-                    if let Some(n) = r.kind.update_note(&current, &desired, &change.changed_attrs()) {
+                    if let Some(n) = kind.update_note(&current, &desired, &change.changed_attrs()) {
                         change.note = Some(n);
                     }
-                    for (attr, msg, help) in r.kind.check_update(&current, &desired) {
+                    for (attr, msg, help) in kind.check_update(&current, &desired) {
                         let span = r.attrs.get(attr).and_then(|e| e.span.clone()).or(r.span.clone());
                         errors.push(Diagnostic::error(format!("`{}`: {msg}", r.address), span).help(help));
                     }
                 }
                 let mut outputs = old_outputs;
                 if !change.fields.is_empty() {
-                    for o in r.kind.outputs_changed_by_update() {
+                    for o in kind.outputs_changed_by_update() {
                         outputs.insert(o.to_string(), Value::Unknown);
                     }
                 }

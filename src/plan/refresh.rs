@@ -162,7 +162,7 @@ mod tests {
     fn stack() -> Stack {
         let text = "[stack]\nname = \"m\"\nregion = \"us-west-2\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[vpc.other]\ncidr_block = \"10.1.0.0/16\"\n";
         let none = |_: &str| None;
-        Stack::parse(Source::new("m.toml", text.into()), &VarSources { cli: &[], env: &none })
+        crate::load::check(Source::new("m.toml", text.into()), &VarSources { cli: &[], env: &none })
             .unwrap_or_else(|d| panic!("{d}"))
     }
 

@@ -21,9 +21,8 @@ use aws_sdk_ec2::types::{
 use super::capacity_reservation::{
     check_time, from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
 };
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i, i32_of, s};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
-use crate::plan::Purchase;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -57,20 +56,9 @@ pub fn valid_duration(h: i64) -> bool {
     ((24..=336).contains(&h) && h % 24 == 0) || ((337..=4368).contains(&h) && h % 168 == 0)
 }
 
-#[async_trait]
-impl Kind for CapacityBlock {
+impl Schema for CapacityBlock {
     fn name(&self) -> &'static str {
         "capacity_block"
-    }
-    fn actions(&self) -> &'static [&'static str] {
-        &[
-            "ec2:DescribeCapacityBlockOfferings",
-            "ec2:PurchaseCapacityBlock",
-            "ec2:DescribeCapacityReservations",
-            "ec2:DescribeInstanceTypes",
-            "servicequotas:GetServiceQuota",
-            "servicequotas:GetAWSDefaultServiceQuota",
-        ]
     }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
@@ -83,6 +71,20 @@ impl Kind for CapacityBlock {
             ("end_date", Ty::Str),
             ("upfront_usd", Ty::Number),
             ("state", Ty::Str),
+        ]
+    }
+}
+
+#[async_trait]
+impl Kind for CapacityBlock {
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "ec2:DescribeCapacityBlockOfferings",
+            "ec2:PurchaseCapacityBlock",
+            "ec2:DescribeCapacityReservations",
+            "ec2:DescribeInstanceTypes",
+            "servicequotas:GetServiceQuota",
+            "servicequotas:GetAWSDefaultServiceQuota",
         ]
     }
     fn retains_on_delete(&self) -> bool {
@@ -336,6 +338,23 @@ pub fn choose(offers: &[CapacityBlockOffering], hours: i64) -> Option<&CapacityB
             .then(a.start_date().map(|d| d.secs()).cmp(&b.start_date().map(|d| d.secs())))
             .then(a.availability_zone().cmp(&b.availability_zone()))
     })
+}
+
+/// A Capacity Block offering a plan proposes to buy.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Purchase {
+    pub offering_id: String,
+    pub instance_type: String,
+    pub instance_count: i64,
+    pub availability_zone: String,
+    pub start: String,
+    pub end: String,
+    /// The offering's length; at least `asked_hours` (blocks end at 11:30 UTC, so rarely equal).
+    pub duration_hours: i64,
+    pub asked_hours: i64,
+    pub upfront_usd: f64,
+    pub currency: String,
+    pub max_upfront_usd: f64,
 }
 
 /// What the plan shows for an offering.

@@ -11,7 +11,7 @@ use aws_sdk_ec2::types::{
     EndDateType, InstanceMatchCriteria, ResourceType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i, i32_of, s};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -58,11 +58,20 @@ pub fn check_time(r: &Resource, attr: &str, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-#[async_trait]
-impl Kind for CapacityReservationKind {
+impl Schema for CapacityReservationKind {
     fn name(&self) -> &'static str {
         "capacity_reservation"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("arn", Ty::Str), ("availability_zone", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for CapacityReservationKind {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateCapacityReservation",
@@ -73,12 +82,6 @@ impl Kind for CapacityReservationKind {
             "servicequotas:GetServiceQuota",
             "servicequotas:GetAWSDefaultServiceQuota",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str), ("arn", Ty::Str), ("availability_zone", Ty::Str)]
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {

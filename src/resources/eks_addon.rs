@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use aws_sdk_eks::types::{Addon, AddonStatus, ResolveConflicts};
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, s};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -32,11 +32,20 @@ const ATTRS: &[Attr] = &[
     TAGS,
 ];
 
-#[async_trait]
-impl Kind for EksAddon {
+impl Schema for EksAddon {
     fn name(&self) -> &'static str {
         "eks_addon"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("arn", Ty::Str), ("version", Ty::Str), ("name", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for EksAddon {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "eks:CreateAddon",
@@ -51,12 +60,6 @@ impl Kind for EksAddon {
             "eks:TagResource",
             "eks:UntagResource",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("arn", Ty::Str), ("version", Ty::Str), ("name", Ty::Str)]
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {

@@ -11,7 +11,7 @@ use aws_sdk_eks::types::{
     UpdateAccessConfigRequest, UpgradePolicyRequest, VpcConfigRequest,
 };
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, b, s};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -43,25 +43,9 @@ const ATTRS: &[Attr] = &[
     TAGS,
 ];
 
-#[async_trait]
-impl Kind for EksCluster {
+impl Schema for EksCluster {
     fn name(&self) -> &'static str {
         "eks_cluster"
-    }
-    fn actions(&self) -> &'static [&'static str] {
-        &[
-            "eks:CreateCluster",
-            "eks:DeleteCluster",
-            "eks:DescribeCluster",
-            "eks:ListClusters",
-            "eks:UpdateClusterConfig",
-            "eks:UpdateClusterVersion",
-            "eks:DescribeUpdate",
-            "eks:TagResource",
-            "eks:UntagResource",
-            "iam:PassRole",
-            "iam:CreateServiceLinkedRole",
-        ]
     }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
@@ -75,6 +59,25 @@ impl Kind for EksCluster {
             ("oidc_issuer", Ty::Str),
             ("security_group_id", Ty::Str),
             ("version", Ty::Str),
+        ]
+    }
+}
+
+#[async_trait]
+impl Kind for EksCluster {
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreateCluster",
+            "eks:DeleteCluster",
+            "eks:DescribeCluster",
+            "eks:ListClusters",
+            "eks:UpdateClusterConfig",
+            "eks:UpdateClusterVersion",
+            "eks:DescribeUpdate",
+            "eks:TagResource",
+            "eks:UntagResource",
+            "iam:PassRole",
+            "iam:CreateServiceLinkedRole",
         ]
     }
     fn replace_order(&self) -> ReplaceOrder {

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, b, s};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -23,11 +23,20 @@ const ATTRS: &[Attr] = &[
     TAGS,
 ];
 
-#[async_trait]
-impl Kind for IamRole {
+impl Schema for IamRole {
     fn name(&self) -> &'static str {
         "iam_role"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("arn", Ty::Str), ("name", Ty::Str), ("instance_profile", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for IamRole {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "iam:CreateRole",
@@ -53,12 +62,6 @@ impl Kind for IamRole {
             "iam:GetInstanceProfile",
             "iam:TagInstanceProfile",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("arn", Ty::Str), ("name", Ty::Str), ("instance_profile", Ty::Str)]
     }
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate

@@ -18,7 +18,7 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ssm::types::{CommandInvocationStatus, InstanceInformationStringFilter, PingStatus};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i, i32_of, s};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -50,11 +50,20 @@ const PULL_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 const INSTANCE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120 * 60);
 
-#[async_trait]
-impl Kind for ImageCache {
+impl Schema for ImageCache {
     fn name(&self) -> &'static str {
         "image_cache"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("snapshot_id", Ty::Str), ("bottlerocket_version", Ty::Str), ("volume_size_gib", Ty::Int)]
+    }
+}
+
+#[async_trait]
+impl Kind for ImageCache {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ssm:GetParameter",
@@ -72,12 +81,6 @@ impl Kind for ImageCache {
             "ssm:ListCommandInvocations",
             "iam:PassRole",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("snapshot_id", Ty::Str), ("bottlerocket_version", Ty::Str), ("volume_size_gib", Ty::Int)]
     }
     fn replace_order(&self) -> ReplaceOrder {
         // The new snapshot first; dependents move to it; then the old one is deleted.

@@ -16,7 +16,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateTagSpecificationRequest, MarketType, RequestLaunchTemplateData, ResourceType, Tag, VolumeType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, i32_of, s, userdata};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, s, userdata};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -75,11 +75,20 @@ const ATTRS: &[Attr] = &[
     TAGS,
 ];
 
-#[async_trait]
-impl Kind for LaunchTemplateKind {
+impl Schema for LaunchTemplateKind {
     fn name(&self) -> &'static str {
         "launch_template"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("name", Ty::Str), ("version", Ty::Int)]
+    }
+}
+
+#[async_trait]
+impl Kind for LaunchTemplateKind {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateLaunchTemplate",
@@ -90,12 +99,6 @@ impl Kind for LaunchTemplateKind {
             "ec2:ModifyLaunchTemplate",
             "ec2:DescribeInstanceTypes",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str), ("name", Ty::Str), ("version", Ty::Int)]
     }
     fn outputs_changed_by_update(&self) -> &'static [&'static str] {
         &["version"]

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 
 use crate::aws::{AwsError, Ctx};
 use crate::stack::expr::ExprKind;
+pub use crate::stack::schema::Schema;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Expr, Resource};
 use crate::value::{Attrs, Value};
@@ -114,15 +115,29 @@ pub fn check_tags(tags: &Expr, what: &str, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Offline checks that need the stack around a resource, run by the parser in the same pass
-/// as every other check: tags within AWS's limits, zones in the stack's region, and CIDR
-/// blocks (VPC and subnet sizes, subnets inside their VPC and apart from each other).
-pub fn check_stack(
-    resources: &[Resource],
-    by_address: &std::collections::HashMap<String, usize>,
-    region: &str,
-    diags: &mut Vec<Diagnostic>,
-) {
+/// The kinds as the language sees them (`stack::Stack::parse`).
+pub fn schemas() -> Vec<&'static dyn Schema> {
+    KINDS.iter().map(|&k| k as &'static dyn Schema).collect()
+}
+
+/// The kind of a resource of a parsed stack.
+pub fn of(r: &Resource) -> &'static dyn Kind {
+    // Invariant: the parser only accepts kinds from `schemas()`, which is `KINDS`.
+    kind(r.kind.name()).expect("a parsed resource's kind is in KINDS")
+}
+
+/// Offline checks of each kind (`Kind::validate`, on resources whose attributes passed the
+/// schema) and those that need the stack around a resource: tags within AWS's limits, zones
+/// in the stack's region, and CIDR blocks (VPC and subnet sizes, subnets inside their VPC
+/// and apart from each other). Run by the load step in the same pass as the language's.
+pub fn check_stack(stack: &crate::stack::Stack, diags: &mut Vec<Diagnostic>) {
+    let (resources, region) = (&stack.resources, stack.region.as_str());
+    if let Some(tags) = &stack.tags_expr {
+        check_tags(tags, "stack.tags", diags);
+    }
+    for r in resources.iter().filter(|r| r.schema_ok) {
+        of(r).validate(r, diags);
+    }
     for r in resources {
         if let Some(tags) = r.attrs.get("tags") {
             check_tags(tags, &format!("{}.tags", r.address), diags);
@@ -141,7 +156,30 @@ pub fn check_stack(
             );
         }
     }
-    cidr::check(resources, by_address, diags);
+    cidr::check(resources, &stack.by_address, diags);
+}
+/// Edges the stack does not write but AWS needs: a node group waits for its cluster's
+/// `vpc-cni` add-on, so the first nodes start with the CNI configuration the stack declares
+/// (prefix delegation changes max-pods, which a node computes once when it joins; existing
+/// nodes change only when replaced: EKS UG `cni-increase-ip-addresses`). `graph` shows them.
+pub fn add_implicit_edges(resources: &mut [Resource]) {
+    let cluster_of = |r: &Resource| r.attrs.get("cluster").and_then(|e| e.as_single_ref()).map(|x| x.address.clone());
+    let cni: Vec<(usize, String)> = resources
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.kind.name() == "eks_addon")
+        .filter(|(_, r)| r.attrs.get("addon").and_then(|e| e.as_literal()).and_then(|v| v.as_str()) == Some("vpc-cni"))
+        .filter_map(|(i, r)| Some((i, cluster_of(r)?)))
+        .collect();
+    for r in resources.iter_mut().filter(|r| r.kind.name() == "node_group") {
+        let Some(cluster) = cluster_of(r) else { continue };
+        for (i, _) in cni.iter().filter(|(_, c)| *c == cluster) {
+            if !r.deps.contains(i) {
+                r.deps.push(*i);
+                r.deps.sort_unstable();
+            }
+        }
+    }
 }
 
 /// `us-west-2a` (or a Local Zone such as `us-west-2-lax-1a`) belongs to `us-west-2`.
@@ -181,7 +219,7 @@ pub struct Create<'a> {
     /// kinds with unique physical names then pick a fresh one.
     pub replacing: bool,
     /// The purchase the approved plan showed (capacity blocks).
-    pub purchase: Option<&'a crate::plan::Purchase>,
+    pub purchase: Option<&'a capacity_block::Purchase>,
     /// Reports a step of a long create ("pulling image 2/3: …") to the progress display.
     pub report: &'a (dyn Fn(&str) + Send + Sync),
 }
@@ -195,14 +233,10 @@ pub enum ReplaceOrder {
 pub type Result<T> = std::result::Result<T, AwsError>;
 
 #[async_trait]
-pub trait Kind: Send + Sync + 'static {
-    /// The name users write: `[vpc.main]`.
-    fn name(&self) -> &'static str;
-    fn attrs(&self) -> &'static [Attr];
+pub trait Kind: Schema {
     /// The AWS API actions this kind calls to plan, apply and destroy (`gpustack policy`).
     /// EC2 tagging (`ec2:CreateTags`, `ec2:DeleteTags`) is added for every EC2 kind.
     fn actions(&self) -> &'static [&'static str];
-    fn outputs(&self) -> &'static [(&'static str, Ty)];
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }
@@ -211,9 +245,6 @@ pub trait Kind: Send + Sync + 'static {
     fn retains_on_delete(&self) -> bool {
         false
     }
-    /// Fills attributes implied by others before checking (a node group's template version
-    /// follows its template).
-    fn complete(&self, _attrs: &mut std::collections::BTreeMap<String, crate::stack::Expr>) {}
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}
     /// Puts resolved inputs into canonical form (sorted sets and the like) so that

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{DomainType, Filter, NatGateway, NatGatewayState, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, s};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, OnChange, Ty};
@@ -21,11 +21,20 @@ const ATTRS: &[Attr] = &[Attr::req("subnet", Ty::Str, OnChange::Replace), TAGS];
 /// A NAT gateway becomes available in a minute or two, and takes as long to delete.
 const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-#[async_trait]
-impl Kind for NatGatewayKind {
+impl Schema for NatGatewayKind {
     fn name(&self) -> &'static str {
         "nat_gateway"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("public_ip", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for NatGatewayKind {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:AllocateAddress",
@@ -35,12 +44,6 @@ impl Kind for NatGatewayKind {
             "ec2:DeleteNatGateway",
             "ec2:DescribeNatGateways",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str), ("public_ip", Ty::Str)]
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {

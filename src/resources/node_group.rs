@@ -14,7 +14,7 @@ use aws_sdk_eks::types::{
 };
 
 use super::launch_template::TAINT;
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i, i32_of, s};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -86,11 +86,36 @@ pub fn require_stack_cluster(r: &Resource, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-#[async_trait]
-impl Kind for NodeGroup {
+impl Schema for NodeGroup {
     fn name(&self) -> &'static str {
         "node_group"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("name", Ty::Str), ("arn", Ty::Str), ("release_version", Ty::Str), ("ami_type", Ty::Str)]
+    }
+
+    /// `launch_template_version` defaults to the referenced template's `version`, so a new
+    /// template version moves the node group to it.
+    fn complete(&self, attrs: &mut BTreeMap<String, Expr>) {
+        if attrs.contains_key("launch_template_version") {
+            return;
+        }
+        let Some(lt) = attrs.get("launch_template") else { return };
+        let Some(r) = lt.as_single_ref().filter(|r| r.address.starts_with("launch_template.") && r.output == "id")
+        else {
+            return;
+        };
+        let version = OutputRef { address: r.address.clone(), output: "version".into(), span: r.span.clone() };
+        let e = Expr { kind: ExprKind::Template(vec![Part::Ref(version)]), span: lt.span.clone(), key_span: None };
+        attrs.insert("launch_template_version".into(), e);
+    }
+}
+
+#[async_trait]
+impl Kind for NodeGroup {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "eks:CreateNodegroup",
@@ -113,31 +138,9 @@ impl Kind for NodeGroup {
             "servicequotas:GetAWSDefaultServiceQuota",
         ]
     }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("name", Ty::Str), ("arn", Ty::Str), ("release_version", Ty::Str), ("ami_type", Ty::Str)]
-    }
     fn replace_order(&self) -> ReplaceOrder {
         // Node group names are unique per cluster.
         ReplaceOrder::DeleteBeforeCreate
-    }
-
-    /// `launch_template_version` defaults to the referenced template's `version`, so a new
-    /// template version moves the node group to it.
-    fn complete(&self, attrs: &mut BTreeMap<String, Expr>) {
-        if attrs.contains_key("launch_template_version") {
-            return;
-        }
-        let Some(lt) = attrs.get("launch_template") else { return };
-        let Some(r) = lt.as_single_ref().filter(|r| r.address.starts_with("launch_template.") && r.output == "id")
-        else {
-            return;
-        };
-        let version = OutputRef { address: r.address.clone(), output: "version".into(), span: r.span.clone() };
-        let e = Expr { kind: ExprKind::Template(vec![Part::Ref(version)]), span: lt.span.clone(), key_span: None };
-        attrs.insert("launch_template_version".into(), e);
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i, i32_of, s};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -20,19 +20,22 @@ const ATTRS: &[Attr] = &[
     TAGS,
 ];
 
-#[async_trait]
-impl Kind for PlacementGroup {
+impl Schema for PlacementGroup {
     fn name(&self) -> &'static str {
         "placement_group"
-    }
-    fn actions(&self) -> &'static [&'static str] {
-        &["ec2:CreatePlacementGroup", "ec2:DeletePlacementGroup", "ec2:DescribePlacementGroups"]
     }
     fn attrs(&self) -> &'static [Attr] {
         ATTRS
     }
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
         &[("name", Ty::Str), ("id", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for PlacementGroup {
+    fn actions(&self) -> &'static [&'static str] {
+        &["ec2:CreatePlacementGroup", "ec2:DeletePlacementGroup", "ec2:DescribePlacementGroups"]
     }
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, b, i32_of, s};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -35,11 +35,20 @@ const ATTRS: &[Attr] = &[
     TAGS,
 ];
 
-#[async_trait]
-impl Kind for SecurityGroup {
+impl Schema for SecurityGroup {
     fn name(&self) -> &'static str {
         "security_group"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("name", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for SecurityGroup {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateSecurityGroup",
@@ -50,12 +59,6 @@ impl Kind for SecurityGroup {
             "ec2:RevokeSecurityGroupIngress",
             "ec2:RevokeSecurityGroupEgress",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str), ("name", Ty::Str)]
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {

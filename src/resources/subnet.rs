@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, b, s};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -27,11 +27,20 @@ const ATTRS: &[Attr] = &[
 /// Tag on a subnet's own route table (its NAT route): the subnet id it serves.
 pub const ROUTES_FOR: &str = "gpustack:routes-for";
 
-#[async_trait]
-impl Kind for Subnet {
+impl Schema for Subnet {
     fn name(&self) -> &'static str {
         "subnet"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str), ("availability_zone", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for Subnet {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateSubnet",
@@ -46,12 +55,6 @@ impl Kind for Subnet {
             "ec2:ReplaceRoute",
             "ec2:DescribeRouteTables",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str), ("availability_zone", Ty::Str)]
     }
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType, VpcAttributeName};
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, b, s};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -23,11 +23,20 @@ const ATTRS: &[Attr] = &[
 /// Tag on the route table that public subnets use.
 pub const PUBLIC_ROUTES: &str = "gpustack:public-routes";
 
-#[async_trait]
-impl Kind for Vpc {
+impl Schema for Vpc {
     fn name(&self) -> &'static str {
         "vpc"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for Vpc {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateVpc",
@@ -46,12 +55,6 @@ impl Kind for Vpc {
             "ec2:DescribeRouteTables",
             "ec2:DisassociateRouteTable",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str)]
     }
     fn normalize(&self, inputs: &mut Attrs) {
         inputs.entry("dns".into()).or_insert(Value::Bool(true));

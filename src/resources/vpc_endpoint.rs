@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, VpcEndpoint, VpcEndpointType};
 
-use super::{Create, Kind, Observed, Recorded, Result, TAGS, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, s};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -52,11 +52,20 @@ fn is_gateway(service: &str) -> bool {
     service == "s3"
 }
 
-#[async_trait]
-impl Kind for VpcEndpointKind {
+impl Schema for VpcEndpointKind {
     fn name(&self) -> &'static str {
         "vpc_endpoint"
     }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("id", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for VpcEndpointKind {
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateVpcEndpoint",
@@ -65,12 +74,6 @@ impl Kind for VpcEndpointKind {
             "ec2:DescribeVpcEndpoints",
             "ec2:DescribeRouteTables",
         ]
-    }
-    fn attrs(&self) -> &'static [Attr] {
-        ATTRS
-    }
-    fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str)]
     }
 
     fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {

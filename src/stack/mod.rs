@@ -1,12 +1,12 @@
 //! The stack language: a TOML stack file parsed into a typed [`Stack`] whose
 //! values keep their source spans. Variables are substituted here; references
-//! to other resources stay as expressions for the planner. No network.
+//! to other resources stay as expressions for the planner. No network, and no
+//! knowledge of AWS: kinds are known only through [`schema::Schema`], and the
+//! AWS rules run in the load step above (`crate::load`).
 
 pub mod backend;
 pub mod diag;
 pub mod expr;
-#[cfg(test)]
-mod mutations;
 mod parse;
 pub mod schema;
 
@@ -16,7 +16,7 @@ use std::path::Path;
 pub use diag::{Diagnostic, Diagnostics, Source};
 pub use expr::{Expr, OutputRef, Span};
 
-use crate::resources::Kind;
+use schema::Schema;
 
 /// A parsed, checked stack file.
 pub struct Stack {
@@ -25,6 +25,8 @@ pub struct Stack {
     pub region: String,
     /// `[stack].tags`, added to every taggable resource.
     pub tags: BTreeMap<String, String>,
+    /// `[stack].tags` as written, for checks that point into it.
+    pub tags_expr: Option<Expr>,
     /// `[stack.backend]`: where state lives when not in a local file.
     pub backend: Option<backend::S3Backend>,
     pub resources: Vec<Resource>,
@@ -32,13 +34,14 @@ pub struct Stack {
     pub outputs: Vec<OutputDecl>,
     /// The variables' final values (after `--var` and `GPUSTACK_VAR_*`).
     pub vars: BTreeMap<String, crate::value::Value>,
+    /// Warnings of the load step, shown by the commands.
     pub warnings: Vec<Diagnostic>,
 }
 
 pub struct Resource {
     /// `kind.name`.
     pub address: String,
-    pub kind: &'static dyn Kind,
+    pub kind: &'static dyn Schema,
     pub name: String,
     pub attrs: BTreeMap<String, Expr>,
     pub prevent_destroy: bool,
@@ -48,6 +51,8 @@ pub struct Resource {
     pub span: Span,
     /// Indices of the resources this one depends on (references and `depends_on`), sorted, unique.
     pub deps: Vec<usize>,
+    /// The attributes passed the kind's schema, so checks of their values may run.
+    pub schema_ok: bool,
 }
 
 pub struct OutputDecl {
@@ -69,48 +74,43 @@ impl VarSources<'_> {
     }
 }
 
+/// Reads a stack file's text. Errors: I/O, or bytes that are not UTF-8, as a located diagnostic.
+pub fn read_source(path: &Path) -> Result<Source, Box<Diagnostics>> {
+    match std::fs::read(path) {
+        Ok(bytes) => source_from_bytes(path, bytes),
+        Err(e) => {
+            let d = Diagnostic::error(format!("cannot read the stack file: {e}"), None)
+                .help("check the path; a stack file is a .toml file with a [stack] table");
+            Err(Box::new(Diagnostics { source: Source::new(path, String::new()), items: vec![d] }))
+        }
+    }
+}
+
+/// A stack file's bytes as text. Text that is not UTF-8 is an error at the first bad byte.
+pub fn source_from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Source, Box<Diagnostics>> {
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Source::new(path, text)),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            // The lossy text keeps the valid prefix, then U+FFFD where the bad bytes were.
+            let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let d = Diagnostic::error("the stack file is not UTF-8 text", Some(at..at + '\u{FFFD}'.len_utf8()))
+                .help("TOML files are UTF-8; re-save the file as UTF-8 (this byte is not part of any character)");
+            Err(Box::new(Diagnostics { source: Source::new(path, text), items: vec![d] }))
+        }
+    }
+}
+
 impl Stack {
-    /// Reads and checks a stack file. Errors: I/O (as a diagnostic without span) or diagnostics.
-    pub fn load(path: &Path, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) => {
-                let d = Diagnostic::error(format!("cannot read the stack file: {e}"), None)
-                    .help("check the path; a stack file is a .toml file with a [stack] table");
-                return Err(Box::new(Diagnostics { source: Source::new(path, String::new()), items: vec![d] }));
-            }
-        };
-        Stack::from_bytes(path, bytes, vars)
-    }
-
-    /// Checks a stack file's bytes. Text that is not UTF-8 is an error at the first bad byte.
-    pub fn from_bytes(path: &Path, bytes: Vec<u8>, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {
-        match String::from_utf8(bytes) {
-            Ok(text) => Stack::parse(Source::new(path, text), vars),
-            Err(e) => {
-                let at = e.utf8_error().valid_up_to();
-                // The lossy text keeps the valid prefix, then U+FFFD where the bad bytes were.
-                let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
-                let d = Diagnostic::error("the stack file is not UTF-8 text", Some(at..at + '\u{FFFD}'.len_utf8()))
-                    .help("TOML files are UTF-8; re-save the file as UTF-8 (this byte is not part of any character)");
-                Err(Box::new(Diagnostics { source: Source::new(path, text), items: vec![d] }))
-            }
-        }
-    }
-
-    pub fn parse(source: Source, vars: &VarSources) -> Result<Stack, Box<Diagnostics>> {
-        let mut stack = parse::parse(source, vars)?;
-        let (errors, warnings): (Vec<_>, Vec<_>) =
-            crate::rules::offline(&stack).into_iter().partition(Diagnostic::is_error);
-        if !errors.is_empty() {
-            let mut items = errors;
-            items.extend(warnings);
-            items.extend(stack.warnings);
-            items.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
-            return Err(Box::new(Diagnostics { source: stack.source, items }));
-        }
-        stack.warnings.extend(warnings);
-        Ok(stack)
+    /// Parses the language: TOML, variables, each resource against its kind's schema,
+    /// references and physical names. Returns the stack with every problem found (errors
+    /// included; the caller decides), or only the diagnostics for text that is not TOML.
+    pub fn parse(
+        source: Source,
+        vars: &VarSources,
+        kinds: &[&'static dyn Schema],
+    ) -> Result<(Stack, Vec<Diagnostic>), Box<Diagnostics>> {
+        parse::parse(source, vars, kinds)
     }
 
     pub fn get(&self, address: &str) -> Option<&Resource> {

@@ -8,9 +8,8 @@ use toml_edit::{Item, Table};
 
 use super::diag::{Diagnostic, Diagnostics, Source, closest};
 use super::expr::{Expr, ExprKind, OutputRef, Part, RawPart, RawRef, Span, parse_template};
-use super::schema::{self, Ty};
+use super::schema::{self, Schema, Ty};
 use super::{OutputDecl, Resource, Stack, VarSources};
-use crate::resources::{self, Kind};
 use crate::value::Value;
 
 const STACK_KEYS: &[&str] = &["name", "region", "tags", "backend"];
@@ -18,6 +17,8 @@ const META_KEYS: &[&str] = &["depends_on", "prevent_destroy"];
 
 struct Parser<'a> {
     src: &'a str,
+    /// The kinds users may write (`crate::resources` passes its registry).
+    kinds: &'a [&'static dyn Schema],
     /// `GPUSTACK_VAR_k`, for variables used without a `[vars]` default.
     env: &'a dyn Fn(&str) -> Option<String>,
     vars: BTreeMap<String, Value>,
@@ -25,7 +26,12 @@ struct Parser<'a> {
     diags: Vec<Diagnostic>,
 }
 
-pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diagnostics>> {
+/// The stack and every problem found in it, or, for text that is not TOML, that one problem.
+pub fn parse(
+    source: Source,
+    var_sources: &VarSources,
+    kinds: &[&'static dyn Schema],
+) -> Result<(Stack, Vec<Diagnostic>), Box<Diagnostics>> {
     let doc = match toml_edit::Document::parse(source.text.as_str()) {
         Ok(d) => d,
         Err(e) => {
@@ -42,6 +48,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
     let root = doc.as_table();
     let mut p = Parser {
         src: &source.text,
+        kinds,
         env: var_sources.env,
         vars: BTreeMap::new(),
         used_vars: Default::default(),
@@ -51,6 +58,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
 
     // [stack]
     let (mut name, mut region, mut tags, mut backend) = (String::new(), String::new(), BTreeMap::new(), None);
+    let mut tags_expr = None;
     match root.get("stack") {
         Some(Item::Table(t)) => {
             let e = p.table_expr(t, None);
@@ -59,7 +67,7 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
                 region = p.stack_string(m, "region", e.span.clone());
                 if let Some(te) = m.get("tags") {
                     schema::check(te, &Ty::Map(&Ty::Str), "stack.tags", &|_| None, &mut p.diags);
-                    resources::check_tags(te, "stack.tags", &mut p.diags);
+                    tags_expr = Some(te.clone());
                     if te.as_single_ref().is_none()
                         && let Value::Table(t) = te.resolve(&|_| Value::Unknown)
                     {
@@ -94,16 +102,16 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         match key {
             "stack" | "vars" => {}
             "output" => outputs = p.outputs(item),
-            _ => match resources::kind(key) {
+            _ => match kinds.iter().copied().find(|k| k.name() == key) {
                 Some(kind) => p.kind_table(kind, item, key_span, &mut resources),
                 None => {
-                    let known = resources::KINDS.iter().map(|k| k.name()).chain(["stack", "vars", "output"]);
+                    let known = kinds.iter().map(|k| k.name()).chain(["stack", "vars", "output"]);
                     let d = Diagnostic::error(format!("unknown resource kind `{key}`"), key_span);
                     p.diags.push(match closest(key, known.clone()) {
                         Some(c) => d.help(format!("did you mean `{c}`?")),
                         None => d.help(format!(
                             "the kinds are: {}",
-                            resources::KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                            kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
                         )),
                     });
                 }
@@ -115,9 +123,6 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         resources.iter().enumerate().map(|(i, r)| (r.address.clone(), i)).collect();
     p.check_references(&mut resources, &by_address, &outputs);
     p.check_physical_names(&resources, &name);
-    resources::check_stack(&resources, &by_address, &region, &mut p.diags);
-    let cycle_diags = crate::graph::cycle_diagnostics(&resources, &source);
-    p.diags.extend(cycle_diags);
 
     let declared: Vec<String> = match root.get("vars") {
         Some(Item::Table(t)) => t.iter().map(|(k, _)| k.to_string()).collect(),
@@ -133,14 +138,21 @@ pub fn parse(source: Source, var_sources: &VarSources) -> Result<Stack, Box<Diag
         }
     }
     let vars = std::mem::take(&mut p.vars);
-    let (errors, warnings): (Vec<_>, Vec<_>) = p.diags.into_iter().partition(Diagnostic::is_error);
-    if !errors.is_empty() {
-        let mut items = errors;
-        items.extend(warnings);
-        items.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
-        return Err(Box::new(Diagnostics { source, items }));
-    }
-    Ok(Stack { source, name, region, tags, backend, resources, by_address, outputs, vars, warnings })
+    let diags = p.diags;
+    let stack = Stack {
+        source,
+        name,
+        region,
+        tags,
+        tags_expr,
+        backend,
+        resources,
+        by_address,
+        outputs,
+        vars,
+        warnings: vec![],
+    };
+    Ok((stack, diags))
 }
 
 fn valid_stack_name(n: &str) -> bool {
@@ -216,7 +228,7 @@ impl Parser<'_> {
         }
     }
 
-    fn kind_table(&mut self, kind: &'static dyn Kind, item: &Item, key_span: Span, out: &mut Vec<Resource>) {
+    fn kind_table(&mut self, kind: &'static dyn Schema, item: &Item, key_span: Span, out: &mut Vec<Resource>) {
         let Some(t) = item.as_table_like() else {
             self.diags.push(
                 Diagnostic::error(format!("`{}` must hold named resources", kind.name()), item.span().or(key_span))
@@ -224,6 +236,7 @@ impl Parser<'_> {
             );
             return;
         };
+        let kinds = self.kinds;
         for (name, ritem) in t.iter() {
             let nspan = t.key(name).and_then(|k| k.span());
             let address = format!("{}.{name}", kind.name());
@@ -275,7 +288,7 @@ impl Parser<'_> {
             kind.complete(&mut schema_attrs);
             let out_ty = |r: &OutputRef| -> Option<Ty> {
                 let (k, _) = r.address.split_once('.')?;
-                let kind = resources::kind(k)?;
+                let kind = kinds.iter().find(|x| x.name() == k)?;
                 kind.outputs().iter().find(|(n, _)| *n == r.output).map(|(_, t)| *t)
             };
             let mut schema_diags = vec![];
@@ -302,10 +315,8 @@ impl Parser<'_> {
                 span,
                 depends_on,
                 deps: vec![],
+                schema_ok: schema_diags.is_empty(),
             };
-            if schema_diags.is_empty() {
-                kind.validate(&res, &mut schema_diags);
-            }
             self.diags.extend(schema_diags);
             out.push(res);
         }
@@ -332,7 +343,7 @@ impl Parser<'_> {
         by_address: &HashMap<String, usize>,
         outputs: &[OutputDecl],
     ) {
-        let kinds_of: Vec<&'static dyn Kind> = resources.iter().map(|r| r.kind).collect();
+        let kinds_of: Vec<&'static dyn Schema> = resources.iter().map(|r| r.kind).collect();
         let check = |r: &OutputRef, diags: &mut Vec<Diagnostic>| -> Option<usize> {
             let Some(&i) = by_address.get(&r.address) else {
                 let d = Diagnostic::error(format!("reference to unknown resource `{}`", r.address), r.span.clone());
@@ -381,7 +392,6 @@ impl Parser<'_> {
                 check(x, &mut self.diags);
             }
         }
-        add_implicit_edges(resources);
     }
 
     /// Two resources of one kind must not get the same explicit physical name.
@@ -546,29 +556,5 @@ fn typed_like(default: &Value, s: &str) -> Value {
             serde_json::from_str(s).map(|j| Value::from_json(&j)).unwrap_or_else(|_| Value::str(s))
         }
         _ => Value::str(s),
-    }
-}
-
-/// Edges the stack does not write but AWS needs: a node group waits for its cluster's
-/// `vpc-cni` add-on, so the first nodes start with the CNI configuration the stack declares
-/// (prefix delegation changes max-pods, which a node computes once when it joins; existing
-/// nodes change only when replaced: EKS UG `cni-increase-ip-addresses`). `graph` shows them.
-fn add_implicit_edges(resources: &mut [Resource]) {
-    let cluster_of = |r: &Resource| r.attrs.get("cluster").and_then(|e| e.as_single_ref()).map(|x| x.address.clone());
-    let cni: Vec<(usize, String)> = resources
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.kind.name() == "eks_addon")
-        .filter(|(_, r)| r.attrs.get("addon").and_then(|e| e.as_literal()).and_then(|v| v.as_str()) == Some("vpc-cni"))
-        .filter_map(|(i, r)| Some((i, cluster_of(r)?)))
-        .collect();
-    for r in resources.iter_mut().filter(|r| r.kind.name() == "node_group") {
-        let Some(cluster) = cluster_of(r) else { continue };
-        for (i, _) in cni.iter().filter(|(_, c)| *c == cluster) {
-            if !r.deps.contains(i) {
-                r.deps.push(*i);
-                r.deps.sort_unstable();
-            }
-        }
     }
 }

@@ -7,6 +7,19 @@ use super::diag::{Diagnostic, closest};
 use super::expr::{Expr, ExprKind};
 use crate::value::Value;
 
+/// What the language knows of a resource kind: the name users write, its attributes and its
+/// outputs. The kinds (`crate::resources`) implement it; the language sees nothing more of
+/// them, so parsing a stack cannot reach AWS (Terraform's `configschema` is the model).
+pub trait Schema: Send + Sync + 'static {
+    /// The name users write: `[vpc.main]`.
+    fn name(&self) -> &'static str;
+    fn attrs(&self) -> &'static [Attr];
+    fn outputs(&self) -> &'static [(&'static str, Ty)];
+    /// Fills attributes implied by others before checking (a node group's template version
+    /// follows its template).
+    fn complete(&self, _attrs: &mut BTreeMap<String, Expr>) {}
+}
+
 /// What a change to an attribute does to the real object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnChange {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Stack, VarSources};
+use crate::stack::{Source, VarSources};
 
 /// Mutated versions per shipped stack file (`MUTATIONS_PER_FILE` overrides it for a longer
 /// run, `MUTATIONS_SEED` starts elsewhere).
@@ -222,7 +222,7 @@ fn mutate(text: &str, addresses: &[String], keys: &[String], rng: &mut Rng) -> (
 fn check(bytes: Vec<u8>) {
     let env = |k: &str| (k == "admin_cidr").then(|| "198.51.100.7/32".to_string());
     let vars = VarSources { cli: &[], env: &env };
-    match Stack::from_bytes(Path::new("m.toml"), bytes, &vars) {
+    match super::from_bytes(Path::new("m.toml"), bytes, &vars) {
         Ok(stack) => {
             for w in &stack.warnings {
                 let _ = stack.source.render(w, false);
@@ -285,7 +285,7 @@ fn mutated_shipped_stacks_never_panic_hang_or_lose_the_location() {
     for (f, t) in files.iter().zip(&texts) {
         let env = |k: &str| (k == "admin_cidr").then(|| "198.51.100.7/32".to_string());
         let vars = VarSources { cli: &[], env: &env };
-        if let Err(d) = Stack::parse(super::Source::new(f, t.clone()), &vars) {
+        if let Err(d) = super::check(Source::new(f, t.clone()), &vars) {
             panic!("a shipped stack must validate:\n{}", d.render(false));
         }
     }
