@@ -21,7 +21,7 @@ use aws_sdk_ec2::types::{
 use super::capacity_reservation::{
     check_time, from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
 };
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -297,15 +297,15 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
         code: Some("InvalidParameterValue".into()),
         detail,
     };
-    let after = parse_time(s(inp, "start_after")).map_err(bad)?;
-    let before = parse_time(s(inp, "start_before")).map_err(bad)?;
-    let hours = i(inp, "duration_hours").unwrap_or(24);
+    let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?;
+    let before = parse_time(str_attr(inp, "start_before")).map_err(bad)?;
+    let hours = int_attr(inp, "duration_hours").unwrap_or(24);
     let latest_end = before + jiff::SignedDuration::from_hours(hours);
     let pages = ctx
         .ec2
         .describe_capacity_block_offerings()
-        .instance_type(s(inp, "instance_type"))
-        .instance_count(i32_of(i(inp, "instance_count").unwrap_or(1)))
+        .instance_type(str_attr(inp, "instance_type"))
+        .instance_count(i32_of(int_attr(inp, "instance_count").unwrap_or(1)))
         .capacity_duration_hours(i32_of(hours))
         .start_date_range(to_sdk_time(after))
         .end_date_range(to_sdk_time(latest_end))
@@ -316,7 +316,7 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
             p.capacity_block_offerings.unwrap_or_default()
         })
         .await?;
-    let zone = s(inp, "availability_zone");
+    let zone = str_attr(inp, "availability_zone");
     out.retain(|o| {
         let start = o.start_date().map(|d| d.secs()).unwrap_or(i64::MAX);
         start >= after.as_second()

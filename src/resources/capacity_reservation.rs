@@ -11,7 +11,7 @@ use aws_sdk_ec2::types::{
     EndDateType, InstanceMatchCriteria, ResourceType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -119,12 +119,12 @@ impl Kind for CapacityReservationKind {
         let mut call = ctx
             .ec2
             .create_capacity_reservation()
-            .instance_type(s(inp, "instance_type"))
-            .instance_platform(CapacityReservationInstancePlatform::from(s(inp, "platform")))
-            .availability_zone(s(inp, "availability_zone"))
-            .tenancy(CapacityReservationTenancy::from(s(inp, "tenancy")))
-            .instance_count(i32_of(i(inp, "instance_count").unwrap_or(1)))
-            .instance_match_criteria(InstanceMatchCriteria::from(s(inp, "match")))
+            .instance_type(str_attr(inp, "instance_type"))
+            .instance_platform(CapacityReservationInstancePlatform::from(str_attr(inp, "platform")))
+            .availability_zone(str_attr(inp, "availability_zone"))
+            .tenancy(CapacityReservationTenancy::from(str_attr(inp, "tenancy")))
+            .instance_count(i32_of(int_attr(inp, "instance_count").unwrap_or(1)))
+            .instance_match_criteria(InstanceMatchCriteria::from(str_attr(inp, "match")))
             // The journal's token: a retried call returns the same reservation.
             .client_token(req.token)
             .tag_specifications(tags::ec2_spec(ctx, ResourceType::CapacityReservation, req.address, inp));
@@ -185,7 +185,7 @@ impl Kind for CapacityReservationKind {
         if has("instance_count") || has("end_date") {
             let mut call = ctx.ec2.modify_capacity_reservation().capacity_reservation_id(id);
             if has("instance_count") {
-                call = call.instance_count(i32_of(i(new, "instance_count").unwrap_or(1)));
+                call = call.instance_count(i32_of(int_attr(new, "instance_count").unwrap_or(1)));
             }
             if has("end_date") {
                 call = match end(new)? {
@@ -201,7 +201,7 @@ impl Kind for CapacityReservationKind {
                 .ec2
                 .modify_capacity_reservation()
                 .capacity_reservation_id(id)
-                .instance_match_criteria(InstanceMatchCriteria::from(s(new, "match")));
+                .instance_match_criteria(InstanceMatchCriteria::from(str_attr(new, "match")));
             let _p = ctx.permit(Service::Ec2).await;
             call.send().await.map_err(err("ModifyCapacityReservation")).map_err(|e| AwsError {
                 detail: format!(

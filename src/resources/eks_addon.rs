@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use aws_sdk_eks::types::{Addon, AddonStatus, ResolveConflicts};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -78,7 +78,7 @@ impl Kind for EksAddon {
         let mut cur = recorded.clone();
         for (k, v) in observed {
             // "default" was resolved once and is not drift.
-            if k == "version" && s(recorded, "version") == "default" {
+            if k == "version" && str_attr(recorded, "version") == "default" {
                 continue;
             }
             cur.insert(k.clone(), v.clone());
@@ -88,8 +88,8 @@ impl Kind for EksAddon {
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
-        let (cluster, addon) = (s(i, "cluster"), s(i, "addon"));
-        let version = match s(i, "version") {
+        let (cluster, addon) = (str_attr(i, "cluster"), str_attr(i, "addon"));
+        let version = match str_attr(i, "version") {
             "default" => default_version(ctx, cluster, addon).await?,
             v => v.to_string(),
         };
@@ -100,8 +100,10 @@ impl Kind for EksAddon {
             .addon_name(addon)
             .addon_version(&version)
             .set_configuration_values(configuration(i))
-            .resolve_conflicts(ResolveConflicts::from(s(i, "resolve_conflicts")))
-            .set_service_account_role_arn(Some(s(i, "service_account_role").to_string()).filter(|x| !x.is_empty()))
+            .resolve_conflicts(ResolveConflicts::from(str_attr(i, "resolve_conflicts")))
+            .set_service_account_role_arn(
+                Some(str_attr(i, "service_account_role").to_string()).filter(|x| !x.is_empty()),
+            )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
         let sent = {
@@ -179,9 +181,9 @@ impl Kind for EksAddon {
         new: &Attrs,
         changed: &[String],
     ) -> Result<Recorded> {
-        let (cluster, addon) = (s(new, "cluster"), s(new, "addon"));
+        let (cluster, addon) = (str_attr(new, "cluster"), str_attr(new, "addon"));
         if changed.iter().any(|c| c != "tags") {
-            let version = match s(new, "version") {
+            let version = match str_attr(new, "version") {
                 "default" => None,
                 v => Some(v.to_string()),
             };
@@ -193,9 +195,9 @@ impl Kind for EksAddon {
                     .addon_name(addon)
                     .set_addon_version(version)
                     .configuration_values(configuration(new).unwrap_or_else(|| "{}".into()))
-                    .resolve_conflicts(ResolveConflicts::from(s(new, "resolve_conflicts")))
+                    .resolve_conflicts(ResolveConflicts::from(str_attr(new, "resolve_conflicts")))
                     .set_service_account_role_arn(
-                        Some(s(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
+                        Some(str_attr(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
                     )
                     .send()
                     .await
@@ -213,7 +215,7 @@ impl Kind for EksAddon {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let (cluster, addon) = (s(inputs, "cluster"), s(inputs, "addon"));
+        let (cluster, addon) = (str_attr(inputs, "cluster"), str_attr(inputs, "addon"));
         let sent = {
             let _p = ctx.permit(Service::Eks).await;
             ctx.eks.delete_addon().cluster_name(cluster).addon_name(addon).send().await.map_err(err("DeleteAddon"))

@@ -11,7 +11,7 @@ use aws_sdk_eks::types::{
     UpdateAccessConfigRequest, UpgradePolicyRequest, VpcConfigRequest,
 };
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -137,7 +137,7 @@ impl Kind for EksCluster {
 
     fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
         let mut out = vec![];
-        let (ov, nv) = (s(old, "version"), s(new, "version"));
+        let (ov, nv) = (str_attr(old, "version"), str_attr(new, "version"));
         if let (Some(o), Some(n)) = (eks::minor(ov), eks::minor(nv))
             && o != n
         {
@@ -157,7 +157,7 @@ impl Kind for EksCluster {
                 ));
             }
         }
-        let pos = |a: &Attrs| AUTH_MODES.iter().position(|m| *m == s(a, "authentication_mode"));
+        let pos = |a: &Attrs| AUTH_MODES.iter().position(|m| *m == str_attr(a, "authentication_mode"));
         if let (Some(o), Some(n)) = (pos(old), pos(new))
             && n < o
         {
@@ -172,22 +172,22 @@ impl Kind for EksCluster {
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
-        let name = s(i, "name");
+        let name = str_attr(i, "name");
         let call = ctx
             .eks
             .create_cluster()
             .name(name)
-            .version(s(i, "version"))
-            .role_arn(s(i, "role"))
+            .version(str_attr(i, "version"))
+            .role_arn(str_attr(i, "role"))
             .resources_vpc_config(vpc_config(i, true))
             .logging(logging(i))
             .access_config(
                 CreateAccessConfigRequest::builder()
-                    .authentication_mode(AuthenticationMode::from(s(i, "authentication_mode")))
+                    .authentication_mode(AuthenticationMode::from(str_attr(i, "authentication_mode")))
                     .build(),
             )
             .upgrade_policy(
-                UpgradePolicyRequest::builder().support_type(SupportType::from(s(i, "support_type"))).build(),
+                UpgradePolicyRequest::builder().support_type(SupportType::from(str_attr(i, "support_type"))).build(),
             )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
@@ -231,13 +231,14 @@ impl Kind for EksCluster {
                 ctx.eks
                     .update_cluster_version()
                     .name(id)
-                    .version(s(new, "version"))
+                    .version(str_attr(new, "version"))
                     .send()
                     .await
                     .map_err(err("UpdateClusterVersion"))?
             };
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
-            eks::wait_update(ctx, &of, &uid, &format!("upgrade of cluster {id} to {}", s(new, "version"))).await?;
+            eks::wait_update(ctx, &of, &uid, &format!("upgrade of cluster {id} to {}", str_attr(new, "version")))
+                .await?;
         }
         if ["endpoint_public_access", "endpoint_private_access", "public_access_cidrs"].iter().any(|k| has(k)) {
             let call = ctx.eks.update_cluster_config().name(id).resources_vpc_config(vpc_config(new, false));
@@ -249,14 +250,14 @@ impl Kind for EksCluster {
         }
         if has("support_type") {
             let call = ctx.eks.update_cluster_config().name(id).upgrade_policy(
-                UpgradePolicyRequest::builder().support_type(SupportType::from(s(new, "support_type"))).build(),
+                UpgradePolicyRequest::builder().support_type(SupportType::from(str_attr(new, "support_type"))).build(),
             );
             config_update(ctx, &of, call, "support type").await?;
         }
         if has("authentication_mode") {
             let call = ctx.eks.update_cluster_config().name(id).access_config(
                 UpdateAccessConfigRequest::builder()
-                    .authentication_mode(AuthenticationMode::from(s(new, "authentication_mode")))
+                    .authentication_mode(AuthenticationMode::from(str_attr(new, "authentication_mode")))
                     .build(),
             );
             config_update(ctx, &of, call, "authentication mode").await?;
@@ -321,10 +322,10 @@ fn vpc_config(i: &Attrs, with_network: bool) -> VpcConfigRequest {
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect()
     };
-    let public = b(i, "endpoint_public_access");
+    let public = bool_attr(i, "endpoint_public_access");
     let mut req = VpcConfigRequest::builder()
         .endpoint_public_access(public)
-        .endpoint_private_access(b(i, "endpoint_private_access"));
+        .endpoint_private_access(bool_attr(i, "endpoint_private_access"));
     if public {
         req = req.set_public_access_cidrs(Some(strings("public_access_cidrs")));
     }

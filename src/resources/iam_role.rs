@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -100,7 +100,7 @@ impl Kind for IamRole {
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let name = s(req.inputs, "name");
+        let name = str_attr(req.inputs, "name");
         let tags: Vec<Tag> = tags::all_tags(ctx, req.address, req.inputs)
             .into_iter()
             .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
@@ -111,7 +111,7 @@ impl Kind for IamRole {
                 .create_role()
                 .role_name(name)
                 .path(path(ctx))
-                .assume_role_policy_document(trust_policy(s(req.inputs, "service")))
+                .assume_role_policy_document(trust_policy(str_attr(req.inputs, "service")))
                 .set_tags(Some(tags))
                 .send()
                 .await
@@ -126,10 +126,10 @@ impl Kind for IamRole {
         };
         let empty = Attrs::new();
         sync_policies(ctx, name, &empty, req.inputs).await?;
-        if b(req.inputs, "instance_profile") {
+        if bool_attr(req.inputs, "instance_profile") {
             add_instance_profile(ctx, name).await?;
         }
-        Ok(recorded(name, &arn, b(req.inputs, "instance_profile")))
+        Ok(recorded(name, &arn, bool_attr(req.inputs, "instance_profile")))
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
@@ -173,7 +173,7 @@ impl Kind for IamRole {
             ctx.iam
                 .update_assume_role_policy()
                 .role_name(id)
-                .policy_document(trust_policy(s(new, "service")))
+                .policy_document(trust_policy(str_attr(new, "service")))
                 .send()
                 .await
                 .map_err(err("UpdateAssumeRolePolicy"))?;
@@ -182,7 +182,7 @@ impl Kind for IamRole {
             sync_policies(ctx, id, old, new).await?;
         }
         if has("instance_profile") {
-            if b(new, "instance_profile") {
+            if bool_attr(new, "instance_profile") {
                 add_instance_profile(ctx, id).await?;
             } else {
                 remove_instance_profiles(ctx, id).await?;
@@ -203,7 +203,7 @@ impl Kind for IamRole {
                 .map(|r| r.arn().to_string())
                 .unwrap_or_default()
         };
-        Ok(recorded(id, &arn, b(new, "instance_profile")))
+        Ok(recorded(id, &arn, bool_attr(new, "instance_profile")))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {

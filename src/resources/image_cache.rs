@@ -18,7 +18,7 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ssm::types::{CommandInvocationStatus, InstanceInformationStringFilter, PingStatus};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -231,13 +231,16 @@ fn at(step: &str) -> impl FnOnce(AwsError) -> AwsError + '_ {
 impl Build<'_> {
     async fn run(&mut self, token: &str) -> Result<Recorded> {
         let (ctx, inp) = (self.ctx, self.inputs);
-        let arch = s(inp, "architecture");
+        let arch = str_attr(inp, "architecture");
         (self.report)("resolving the Bottlerocket AMI");
-        let variant = builder_variant(s(inp, "variant"));
-        let (ami, version) = resolve_ami(ctx, &variant, arch, s(inp, "bottlerocket_version"))
+        let variant = builder_variant(str_attr(inp, "variant"));
+        let (ami, version) = resolve_ami(ctx, &variant, arch, str_attr(inp, "bottlerocket_version"))
             .await
             .map_err(at("resolving the Bottlerocket AMI"))?;
-        (self.report)(&format!("launching the builder ({}, {variant} {version})", s(inp, "builder_instance_type")));
+        (self.report)(&format!(
+            "launching the builder ({}, {variant} {version})",
+            str_attr(inp, "builder_instance_type")
+        ));
         let id = self.launch(&ami, token).await.map_err(at("launching the builder"))?;
         self.instance = Some(id.clone());
         (self.report)(&format!("waiting for {id} to come online in SSM"));
@@ -300,15 +303,15 @@ impl Build<'_> {
             .ec2
             .run_instances()
             .image_id(ami)
-            .instance_type(InstanceType::from(s(inp, "builder_instance_type")))
+            .instance_type(InstanceType::from(str_attr(inp, "builder_instance_type")))
             .min_count(1)
             .max_count(1)
-            .subnet_id(s(inp, "subnet"))
+            .subnet_id(str_attr(inp, "subnet"))
             .iam_instance_profile(
-                IamInstanceProfileSpecification::builder().name(s(inp, "builder_instance_profile")).build(),
+                IamInstanceProfileSpecification::builder().name(str_attr(inp, "builder_instance_profile")).build(),
             )
             .block_device_mappings(disk("/dev/xvda", 10, false))
-            .block_device_mappings(disk("/dev/xvdb", i32_of(i(inp, "volume_size_gib").unwrap_or(50)), true))
+            .block_device_mappings(disk("/dev/xvdb", i32_of(int_attr(inp, "volume_size_gib").unwrap_or(50)), true))
             // The admin container is how commands reach containerd (apiclient exec admin sheltie).
             .user_data(aws_smithy_types::base64::encode("[settings.host-containers.admin]\nenabled = true\n"))
             .metadata_options(InstanceMetadataOptionsRequest::builder().http_tokens(HttpTokensState::Required).build())

@@ -16,7 +16,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateTagSpecificationRequest, MarketType, RequestLaunchTemplateData, ResourceType, Tag, VolumeType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, s, userdata};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, str_attr, userdata};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -252,7 +252,7 @@ impl Kind for LaunchTemplateKind {
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let name = s(req.inputs, "name");
+        let name = str_attr(req.inputs, "name");
         let data = template_data(ctx, req.inputs).await?;
         let call = ctx
             .ec2
@@ -338,7 +338,7 @@ impl Kind for LaunchTemplateKind {
         _changed: &[String],
     ) -> Result<Recorded> {
         let data = template_data(ctx, new).await?;
-        let rec = new_version(ctx, id, data, s(new, "name")).await?;
+        let rec = new_version(ctx, id, data, str_attr(new, "name")).await?;
         tags::sync_ec2(ctx, id, old, new).await?;
         Ok(rec)
     }
@@ -535,7 +535,7 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
             .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)
             .build(),
     );
-    let instance_type = s(i, "instance_type");
+    let instance_type = str_attr(i, "instance_type");
     if !instance_type.is_empty() {
         d = d.instance_type(InstanceType::from(instance_type));
     }
@@ -578,20 +578,20 @@ async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData
             LaunchTemplateBlockDeviceMappingRequest::builder().device_name("/dev/xvdb").ebs(ebs.build()).build(),
         );
     }
-    let cr = s(i, "capacity_reservation");
+    let cr = str_attr(i, "capacity_reservation");
     if !cr.is_empty() {
         d = d.capacity_reservation_specification(
             LaunchTemplateCapacityReservationSpecificationRequest::builder()
                 .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(cr).build())
                 .build(),
         );
-        if s(i, "market") == "capacity-block" {
+        if str_attr(i, "market") == "capacity-block" {
             d = d.instance_market_options(
                 LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build(),
             );
         }
     }
-    let pg = s(i, "placement_group");
+    let pg = str_attr(i, "placement_group");
     if !pg.is_empty() {
         d = d.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
     }

@@ -290,15 +290,17 @@ pub trait Kind: Schema {
 }
 
 /// A string input (the planner has filled defaults and checked types).
-pub fn s<'a>(a: &'a Attrs, k: &str) -> &'a str {
+pub fn str_attr<'a>(a: &'a Attrs, k: &str) -> &'a str {
     a.get(k).and_then(|v| v.as_str()).unwrap_or_default()
 }
 
-pub fn b(a: &Attrs, k: &str) -> bool {
+/// A boolean input; false when absent.
+pub fn bool_attr(a: &Attrs, k: &str) -> bool {
     a.get(k).and_then(|v| v.as_bool()).unwrap_or(false)
 }
 
-pub fn i(a: &Attrs, k: &str) -> Option<i64> {
+/// An integer input; None when absent.
+pub fn int_attr(a: &Attrs, k: &str) -> Option<i64> {
     a.get(k).and_then(|v| v.as_int())
 }
 

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{DomainType, Filter, NatGateway, NatGatewayState, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, OnChange, Ty};
@@ -52,7 +52,7 @@ impl Kind for NatGatewayKind {
             let _p = ctx.permit(Service::Ec2).await;
             ctx.ec2
                 .create_nat_gateway()
-                .subnet_id(s(req.inputs, "subnet"))
+                .subnet_id(str_attr(req.inputs, "subnet"))
                 .allocation_id(&allocation)
                 // Idempotent: a retried create returns the same gateway.
                 .client_token(req.token)

@@ -14,7 +14,7 @@ use aws_sdk_eks::types::{
 };
 
 use super::launch_template::TAINT;
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
@@ -229,7 +229,7 @@ impl Kind for NodeGroup {
             new.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
         let running =
             old.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")).and_then(Value::as_int);
-        (version && s(new, "capacity_type") == "CAPACITY_BLOCK" && running.or(desired).unwrap_or(0) > 0).then(|| {
+        (version && str_attr(new, "capacity_type") == "CAPACITY_BLOCK" && running.or(desired).unwrap_or(0) > 0).then(|| {
             format!(
                 "Capacity Block group: scale to 0, update, scale back to {} (drains every node of the pool; a block has no spare instances for a rolling update)",
                 desired.or(running).unwrap_or(0)
@@ -242,8 +242,8 @@ impl Kind for NodeGroup {
         for (k, v) in observed {
             let keep = match k.as_str() {
                 // Resolved once and pinned: a newer AMI or the template's type is not drift.
-                "ami_type" | "update_strategy" => s(recorded, k) == "auto",
-                "release_version" => s(recorded, k) == "latest",
+                "ami_type" | "update_strategy" => str_attr(recorded, k) == "auto",
+                "release_version" => str_attr(recorded, k) == "latest",
                 "instance_types" => recorded.get(k).and_then(Value::as_list).is_some_and(<[Value]>::is_empty),
                 _ => false,
             };
@@ -263,13 +263,13 @@ impl Kind for NodeGroup {
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let inp = req.inputs;
-        let (cluster, name) = (s(inp, "cluster"), s(inp, "name"));
+        let (cluster, name) = (str_attr(inp, "cluster"), str_attr(inp, "name"));
         let facts = template_facts(ctx, inp).await?;
         let info = match &facts.instance_type {
             Some(t) => ctx.catalog.get(ctx, t).await?,
             None => None,
         };
-        let ami = match s(inp, "ami_type") {
+        let ami = match str_attr(inp, "ami_type") {
             "auto" => auto_ami_type(info.as_ref()),
             a => a.to_string(),
         };
@@ -277,7 +277,7 @@ impl Kind for NodeGroup {
         // "latest" is left to EKS, which picks the newest release it has onboarded for the
         // cluster's version; that release is then pinned (outputs, and updates keep it). The
         // SSM parameter can name a release EKS does not accept yet (amazon-eks-ami#559).
-        let release = match s(inp, "release_version") {
+        let release = match str_attr(inp, "release_version") {
             "latest" => None,
             v => Some(v.to_string()),
         };
@@ -287,18 +287,18 @@ impl Kind for NodeGroup {
             .create_nodegroup()
             .cluster_name(cluster)
             .nodegroup_name(name)
-            .node_role(s(inp, "node_role"))
+            .node_role(str_attr(inp, "node_role"))
             .set_subnets(Some(strings(inp.get("subnets"))))
             .scaling_config(sc)
             .set_instance_types(Some(strings(inp.get("instance_types"))).filter(|v| !v.is_empty()))
             .ami_type(AmiTypes::from(ami.as_str()))
             .set_release_version(release)
-            .capacity_type(CapacityTypes::from(s(inp, "capacity_type")))
+            .capacity_type(CapacityTypes::from(str_attr(inp, "capacity_type")))
             .set_labels(Some(labels(inp)))
             .set_taints(Some(taints(inp)))
             .update_config(
                 NodegroupUpdateConfig::builder()
-                    .max_unavailable(i32_of(i(inp, "max_unavailable").unwrap_or(1)))
+                    .max_unavailable(i32_of(int_attr(inp, "max_unavailable").unwrap_or(1)))
                     .update_strategy(NodegroupUpdateStrategies::from(strategy))
                     .build(),
             )
@@ -355,7 +355,7 @@ impl Kind for NodeGroup {
         new: &Attrs,
         changed: &[String],
     ) -> Result<Recorded> {
-        let (cluster, name) = (s(new, "cluster"), s(new, "name"));
+        let (cluster, name) = (str_attr(new, "cluster"), str_attr(new, "name"));
         let has = |k: &str| changed.iter().any(|c| c == k);
         let of = UpdateOf { cluster, nodegroup: Some(name), addon: None };
         // EKS runs one update at a time per node group: each is awaited before the next.
@@ -394,7 +394,7 @@ impl Kind for NodeGroup {
                 };
                 call = call.update_config(
                     NodegroupUpdateConfig::builder()
-                        .max_unavailable(i32_of(i(new, "max_unavailable").unwrap_or(1)))
+                        .max_unavailable(i32_of(int_attr(new, "max_unavailable").unwrap_or(1)))
                         .update_strategy(NodegroupUpdateStrategies::from(
                             update_strategy(new, info.as_ref(), facts.reserved).0,
                         ))
@@ -412,7 +412,7 @@ impl Kind for NodeGroup {
             // A Capacity Block has no spare instances for a rolling update: EKS wants the desired
             // size at 0 while a CAPACITY_BLOCK group is upgraded (EKS UG `capacity-blocks-mng`).
             // Scale to 0, update, scale back; the plan said so and its approval is the consent.
-            let drained = if s(new, "capacity_type") == "CAPACITY_BLOCK" {
+            let drained = if str_attr(new, "capacity_type") == "CAPACITY_BLOCK" {
                 let running = describe(ctx, cluster, name)
                     .await?
                     .and_then(|n| n.scaling_config().and_then(|c| c.desired_size()))
@@ -430,7 +430,7 @@ impl Kind for NodeGroup {
                 None
             };
             // Without a release EKS would move to the newest AMI: keep the pinned one.
-            let release = match s(new, "release_version") {
+            let release = match str_attr(new, "release_version") {
                 "latest" => describe(ctx, cluster, name).await?.and_then(|n| n.release_version().map(str::to_string)),
                 v => Some(v.to_string()),
             };
@@ -469,7 +469,7 @@ impl Kind for NodeGroup {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let (cluster, name) = (s(inputs, "cluster"), s(inputs, "name"));
+        let (cluster, name) = (str_attr(inputs, "cluster"), str_attr(inputs, "name"));
         let sent = {
             let _p = ctx.permit(Service::Eks).await;
             ctx.eks
@@ -530,11 +530,11 @@ fn taints(i: &Attrs) -> Vec<Taint> {
 }
 
 fn template_spec(inp: &Attrs) -> Option<LaunchTemplateSpecification> {
-    let id = s(inp, "launch_template");
+    let id = str_attr(inp, "launch_template");
     (!id.is_empty()).then(|| {
         LaunchTemplateSpecification::builder()
             .id(id)
-            .set_version(i(inp, "launch_template_version").map(|v| v.to_string()))
+            .set_version(int_attr(inp, "launch_template_version").map(|v| v.to_string()))
             .build()
     })
 }
@@ -548,7 +548,7 @@ struct TemplateFacts {
 
 async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
     let listed = strings(inp.get("instance_types")).into_iter().next();
-    let block = s(inp, "capacity_type") == "CAPACITY_BLOCK";
+    let block = str_attr(inp, "capacity_type") == "CAPACITY_BLOCK";
     let Some(spec) = template_spec(inp) else {
         return Ok(TemplateFacts { instance_type: listed, reserved: block });
     };
@@ -584,7 +584,7 @@ pub fn update_strategy(
     info: Option<&crate::aws::catalog::InstanceInfo>,
     reserved: bool,
 ) -> (&'static str, &'static str) {
-    match s(inp, "update_strategy") {
+    match str_attr(inp, "update_strategy") {
         "MINIMAL" => ("MINIMAL", "as set"),
         "DEFAULT" => ("DEFAULT", "as set"),
         _ if reserved => ("MINIMAL", "the group runs on a reservation with no spare instances to surge into"),

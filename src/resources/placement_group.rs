@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -59,14 +59,14 @@ impl Kind for PlacementGroup {
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let name = s(req.inputs, "name");
+        let name = str_attr(req.inputs, "name");
         let mut call = ctx
             .ec2
             .create_placement_group()
             .group_name(name)
-            .strategy(PlacementStrategy::from(s(req.inputs, "strategy")))
+            .strategy(PlacementStrategy::from(str_attr(req.inputs, "strategy")))
             .tag_specifications(tags::ec2_spec(ctx, ResourceType::PlacementGroup, req.address, req.inputs));
-        if let Some(n) = i(req.inputs, "partition_count") {
+        if let Some(n) = int_attr(req.inputs, "partition_count") {
             call = call.partition_count(i32_of(n));
         }
         let _p = ctx.permit(Service::Ec2).await;
@@ -137,7 +137,7 @@ impl Kind for PlacementGroup {
         _changed: &[String],
     ) -> Result<Recorded> {
         tags::sync_ec2(ctx, id, old, new).await?;
-        Ok(recorded(id.to_string(), s(new, "name").to_string()))
+        Ok(recorded(id.to_string(), str_attr(new, "name").to_string()))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
@@ -145,7 +145,7 @@ impl Kind for PlacementGroup {
         gone_is_ok(
             ctx.ec2
                 .delete_placement_group()
-                .group_name(s(inputs, "name"))
+                .group_name(str_attr(inputs, "name"))
                 .send()
                 .await
                 .map(|_| ())

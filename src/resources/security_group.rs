@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, b, i32_of, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, i32_of, str_attr};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -135,7 +135,7 @@ impl Kind for SecurityGroup {
         self.normalize(&mut cur);
         let efa_rule = canonical_rule(&self_all_traffic());
         let has = |dir: &str, cur: &Attrs| cur.get(dir).and_then(Value::as_list).is_some_and(|l| l.contains(&efa_rule));
-        let efa = b(recorded, "efa") && has("ingress", &cur) && has("egress", &cur);
+        let efa = bool_attr(recorded, "efa") && has("ingress", &cur) && has("egress", &cur);
         if efa {
             for dir in ["ingress", "egress"] {
                 if let Some(Value::List(l)) = cur.get_mut(dir) {
@@ -148,17 +148,17 @@ impl Kind for SecurityGroup {
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let mut name = s(req.inputs, "name").to_string();
+        let mut name = str_attr(req.inputs, "name").to_string();
         if req.replacing {
             name = format!("{name}-{}", &req.token[..8.min(req.token.len())]);
         }
-        let vpc = s(req.inputs, "vpc");
+        let vpc = str_attr(req.inputs, "vpc");
         let created = {
             let _p = ctx.permit(Service::Ec2).await;
             ctx.ec2
                 .create_security_group()
                 .group_name(&name)
-                .description(s(req.inputs, "description"))
+                .description(str_attr(req.inputs, "description"))
                 .vpc_id(vpc)
                 .tag_specifications(tags::ec2_spec(ctx, ResourceType::SecurityGroup, req.address, req.inputs))
                 .send()
@@ -336,7 +336,7 @@ fn canonical_rule(r: &Value) -> Value {
 fn effective(inputs: &Attrs, dir: &str) -> Vec<Value> {
     let mut rules: Vec<Value> =
         inputs.get(dir).and_then(Value::as_list).unwrap_or_default().iter().map(canonical_rule).collect();
-    if b(inputs, "efa") {
+    if bool_attr(inputs, "efa") {
         rules.push(canonical_rule(&self_all_traffic()));
     }
     rules.sort_by_key(|r| r.to_string());

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -61,15 +61,15 @@ impl Kind for Subnet {
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let vpc = s(req.inputs, "vpc");
-        let cidr = s(req.inputs, "cidr_block");
+        let vpc = str_attr(req.inputs, "vpc");
+        let cidr = str_attr(req.inputs, "cidr_block");
         let _p = ctx.permit(Service::Ec2).await;
         let created = ctx
             .ec2
             .create_subnet()
             .vpc_id(vpc)
             .cidr_block(cidr)
-            .availability_zone(s(req.inputs, "availability_zone"))
+            .availability_zone(str_attr(req.inputs, "availability_zone"))
             .tag_specifications(tags::ec2_spec(ctx, ResourceType::Subnet, req.address, req.inputs))
             .send()
             .await
@@ -99,11 +99,11 @@ impl Kind for Subnet {
             }
             Err(e) => return Err(e),
         };
-        let nat = s(req.inputs, "nat_gateway");
+        let nat = str_attr(req.inputs, "nat_gateway");
         if !nat.is_empty() {
             route_through_nat(ctx, req.address, vpc, &id, nat, req.inputs).await?;
         }
-        if b(req.inputs, "public") {
+        if bool_attr(req.inputs, "public") {
             ctx.ec2
                 .modify_subnet_attribute()
                 .subnet_id(&id)
@@ -191,13 +191,13 @@ impl Kind for Subnet {
         changed: &[String],
     ) -> Result<Recorded> {
         if changed.iter().any(|c| c == "nat_gateway") {
-            match s(new, "nat_gateway") {
+            match str_attr(new, "nat_gateway") {
                 "" => remove_own_routes(ctx, id).await?,
-                nat => route_through_nat(ctx, address, s(new, "vpc"), id, nat, new).await?,
+                nat => route_through_nat(ctx, address, str_attr(new, "vpc"), id, nat, new).await?,
             }
         }
         tags::sync_ec2(ctx, id, old, new).await?;
-        Ok(recorded(id.to_string(), s(new, "availability_zone").to_string()))
+        Ok(recorded(id.to_string(), str_attr(new, "availability_zone").to_string()))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {

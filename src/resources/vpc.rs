@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType, VpcAttributeName};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, b, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -65,7 +65,7 @@ impl Kind for Vpc {
             let _p = ctx.permit(Service::Ec2).await;
             ctx.ec2
                 .create_vpc()
-                .cidr_block(s(req.inputs, "cidr_block"))
+                .cidr_block(str_attr(req.inputs, "cidr_block"))
                 .tag_specifications(tags::ec2_spec(ctx, ResourceType::Vpc, req.address, req.inputs))
                 .send()
                 .await
@@ -73,7 +73,7 @@ impl Kind for Vpc {
         };
         let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
         enable_dns(ctx, &id).await?;
-        if b(req.inputs, "internet_gateway") {
+        if bool_attr(req.inputs, "internet_gateway") {
             attach_gateway(ctx, req.address, &id, req.inputs, req.token).await?;
         }
         Ok(recorded(id))
@@ -123,7 +123,7 @@ impl Kind for Vpc {
             enable_dns(ctx, id).await?;
         }
         if changed.iter().any(|c| c == "internet_gateway") {
-            if b(new, "internet_gateway") {
+            if bool_attr(new, "internet_gateway") {
                 attach_gateway(ctx, address, id, new, &uuid::Uuid::new_v4().to_string()).await?;
             } else {
                 remove_gateways(ctx, address, id).await?;

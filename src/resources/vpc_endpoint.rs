@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, VpcEndpoint, VpcEndpointType};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, s};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::wait::{Poll, until};
 use crate::aws::{AwsError, Ctx, Service, err, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -110,8 +110,8 @@ impl Kind for VpcEndpointKind {
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let inp = req.inputs;
-        let service = s(inp, "service");
-        let vpc = s(inp, "vpc");
+        let service = str_attr(inp, "service");
+        let vpc = str_attr(inp, "vpc");
         let mut call = ctx
             .ec2
             .create_vpc_endpoint()
@@ -212,8 +212,8 @@ impl Kind for VpcEndpointKind {
         };
         if has("subnets") || has("security_groups") {
             let mut call = ctx.ec2.modify_vpc_endpoint().vpc_endpoint_id(id);
-            if is_gateway(s(new, "service")) {
-                let vpc = s(new, "vpc");
+            if is_gateway(str_attr(new, "service")) {
+                let vpc = str_attr(new, "vpc");
                 let (o, n) = (
                     route_tables(ctx, vpc, &strings(old, "subnets")).await?,
                     route_tables(ctx, vpc, &strings(new, "subnets")).await?,
