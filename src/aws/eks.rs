@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use aws_sdk_eks::types::UpdateStatus;
 
-use super::wait::{Poll, until};
-use super::{AwsError, Ctx, Service, err, tags};
+use super::wait::{Status, until_status};
+use super::{AwsError, Ctx, Service, tags};
 use crate::value::Attrs;
 
 /// How long EKS work may take before gpustack stops waiting (the work goes on in AWS).
@@ -34,18 +34,12 @@ pub async fn sync_tags(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> Result
     let set: HashMap<String, String> =
         new.iter().filter(|(k, v)| old.get(*k) != Some(v)).map(|(k, v)| (k.clone(), v.clone())).collect();
     if !removed.is_empty() {
-        let _p = ctx.permit(Service::Eks).await;
-        ctx.eks
-            .untag_resource()
-            .resource_arn(arn)
-            .set_tag_keys(Some(removed))
-            .send()
-            .await
-            .map_err(err("UntagResource"))?;
+        let request = ctx.eks.untag_resource().resource_arn(arn).set_tag_keys(Some(removed));
+        ctx.call(Service::Eks, "UntagResource", request.send()).await?;
     }
     if !set.is_empty() {
-        let _p = ctx.permit(Service::Eks).await;
-        ctx.eks.tag_resource().resource_arn(arn).set_tags(Some(set)).send().await.map_err(err("TagResource"))?;
+        ctx.call(Service::Eks, "TagResource", ctx.eks.tag_resource().resource_arn(arn).set_tags(Some(set)).send())
+            .await?;
     }
     Ok(())
 }
@@ -59,35 +53,42 @@ pub struct UpdateOf<'a> {
 
 /// Waits for update `id` to succeed; a failed or cancelled update is an error with EKS's reasons.
 pub async fn wait_update(ctx: &Ctx, of: &UpdateOf<'_>, id: &str, what: &str) -> Result<(), AwsError> {
-    until(what, UPDATE_TIMEOUT, || async {
-        let _p = ctx.permit(Service::Eks).await;
-        let out = ctx
+    let describe = || async {
+        let request = ctx
             .eks
             .describe_update()
             .name(of.cluster)
             .update_id(id)
             .set_nodegroup_name(of.nodegroup.map(str::to_string))
-            .set_addon_name(of.addon.map(str::to_string))
-            .send()
-            .await
-            .map_err(err("DescribeUpdate"))?;
-        let u = out.update();
-        match u.and_then(|u| u.status()) {
-            Some(UpdateStatus::Successful) => Ok(Poll::Done(())),
-            Some(s @ (UpdateStatus::Failed | UpdateStatus::Cancelled)) => Err(AwsError {
-                operation: "DescribeUpdate",
-                code: Some(s.as_str().to_string()),
-                detail: format!(
-                    "{what}: update {id} ended {}: {}",
-                    s.as_str(),
-                    u.map(|u| u.errors().iter().filter_map(|e| e.error_message()).collect::<Vec<_>>().join("; "))
-                        .unwrap_or_default()
-                ),
-            }),
-            other => Ok(Poll::Pending(other.map_or("InProgress", |s| s.as_str()).to_string())),
-        }
+            .set_addon_name(of.addon.map(str::to_string));
+        Ok(ctx.call(Service::Eks, "DescribeUpdate", request.send()).await?.update)
+    };
+    until_status(what, UPDATE_TIMEOUT, describe, |u| match u.as_ref().and_then(|u| u.status()) {
+        Some(UpdateStatus::Successful) => Status::Reached(()),
+        Some(s @ (UpdateStatus::Failed | UpdateStatus::Cancelled)) => Status::Failed(AwsError {
+            operation: "DescribeUpdate",
+            code: Some(s.as_str().to_string()),
+            detail: format!(
+                "{what}: update {id} ended {}: {}",
+                s.as_str(),
+                u.as_ref()
+                    .map(|u| u.errors().iter().filter_map(|e| e.error_message()).collect::<Vec<_>>().join("; "))
+                    .unwrap_or_default()
+            ),
+        }),
+        other => Status::Pending(other.map_or("InProgress", |s| s.as_str()).to_string()),
     })
     .await
+}
+
+/// The error of a wait whose object `what` ("cluster NAME") disappeared, as `operation`
+/// (the describe) found.
+pub fn disappeared(operation: &'static str, what: String) -> AwsError {
+    AwsError {
+        operation,
+        code: Some("ResourceNotFoundException".into()),
+        detail: format!("{what} while gpustack waited for it"),
+    }
 }
 
 /// "1.31" → (1, 31).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 
-use super::{AwsError, Ctx, Service, err};
+use super::{AwsError, Ctx, Service};
 use crate::value::{Attrs, Value};
 
 pub const STACK: &str = "gpustack:stack";
@@ -62,12 +62,11 @@ pub async fn sync_ec2(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<(
         .map(|(k, v)| Tag::builder().key(k.clone()).value(v.clone()).build())
         .collect();
     if !removed.is_empty() {
-        let _p = ctx.permit(Service::Ec2).await;
-        ctx.ec2.delete_tags().resources(id).set_tags(Some(removed)).send().await.map_err(err("DeleteTags"))?;
+        ctx.call(Service::Ec2, "DeleteTags", ctx.ec2.delete_tags().resources(id).set_tags(Some(removed)).send())
+            .await?;
     }
     if !set.is_empty() {
-        let _p = ctx.permit(Service::Ec2).await;
-        ctx.ec2.create_tags().resources(id).set_tags(Some(set)).send().await.map_err(err("CreateTags"))?;
+        ctx.call(Service::Ec2, "CreateTags", ctx.ec2.create_tags().resources(id).set_tags(Some(set)).send()).await?;
     }
     Ok(())
 }

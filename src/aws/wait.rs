@@ -1,6 +1,7 @@
 //! Waiting for AWS to finish long work (an EKS cluster takes ~10 minutes). A wait
 //! holds no concurrency slot: each probe takes one for its call only, so other
-//! resources' calls go on meanwhile.
+//! resources' calls go on meanwhile. [`until_status`] is the usual wait: describe an
+//! object until its status says done; [`until`] is for probes that are not a describe.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -43,4 +44,42 @@ where
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(cap);
     }
+}
+
+/// What a wait makes of one look at the object it waits for.
+pub enum Status<T> {
+    /// Where the wait wanted it: the wait ends with this.
+    Reached(T),
+    /// It will not get there: the wait ends with this error.
+    Failed(AwsError),
+    /// On its way; AWS's word for where it stands (the timeout message names it).
+    Pending(String),
+}
+
+/// Describes an object again and again until `status` says it got where the wait wants it
+/// (running, available, deleted), that it never will, or until `timeout` passes. `describe`
+/// answers None for an object AWS does not know (gone, or not visible yet): `status` says
+/// what that means too. Backs off as [`until`] does and holds no slot between looks.
+pub async fn until_status<T, R, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut describe: F,
+    status: impl Fn(Option<T>) -> Status<R>,
+) -> Result<R, AwsError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, AwsError>>,
+{
+    let status = &status;
+    until(what, timeout, move || {
+        let seen = describe();
+        async move {
+            match status(seen.await?) {
+                Status::Reached(r) => Ok(Poll::Done(r)),
+                Status::Failed(e) => Err(e),
+                Status::Pending(word) => Ok(Poll::Pending(word)),
+            }
+        }
+    })
+    .await
 }
