@@ -22,7 +22,7 @@ use super::capacity_reservation::{
     check_time, from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
 };
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
-use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -204,21 +204,16 @@ impl Kind for CapacityBlock {
             .resource_type(ResourceType::CapacityReservation)
             .set_tags(Some(t))
             .build();
-        let sent = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2
-                .purchase_capacity_block()
-                .capacity_block_offering_id(&planned.offering_id)
-                .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
-                .tag_specifications(spec)
-                // No client token exists, so a retried call could buy twice: one attempt only.
-                .customize()
-                .config_override(aws_sdk_ec2::config::Config::builder().retry_config(RetryConfig::disabled()))
-                .send()
-                .await
-                .map_err(err("PurchaseCapacityBlock"))
-        };
-        match sent {
+        let request = ctx
+            .ec2
+            .purchase_capacity_block()
+            .capacity_block_offering_id(&planned.offering_id)
+            .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
+            .tag_specifications(spec)
+            // No client token exists, so a retried call could buy twice: one attempt only.
+            .customize()
+            .config_override(aws_sdk_ec2::config::Config::builder().retry_config(RetryConfig::disabled()));
+        match ctx.call(Service::Ec2, "PurchaseCapacityBlock", request.send()).await {
             Ok(out) => match out.capacity_reservation() {
                 Some(r) => Ok(recorded(r)),
                 None => find_ours(ctx, req.address).await?.map(|r| recorded(&r)).ok_or_else(|| {
@@ -259,25 +254,16 @@ impl Kind for CapacityBlock {
     /// Retain: a Capacity Block cannot be cancelled. Its gpustack tags give way to
     /// `gpustack:retained-from`, so later runs neither adopt it nor list it as a stray.
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let _p = ctx.permit(Service::Ec2).await;
-        ctx.ec2
-            .create_tags()
-            .resources(id)
-            .tags(Tag::builder().key(RETAINED).value(format!("{} {address}", ctx.stack)).build())
-            .send()
-            .await
-            .map_err(err("CreateTags"))?;
-        let gone = ctx
+        let retained = Tag::builder().key(RETAINED).value(format!("{} {address}", ctx.stack)).build();
+        ctx.call(Service::Ec2, "CreateTags", ctx.ec2.create_tags().resources(id).tags(retained).send()).await?;
+        let request = ctx
             .ec2
             .delete_tags()
             .resources(id)
             .tags(Tag::builder().key(tags::STACK).build())
-            .tags(Tag::builder().key(tags::ADDRESS).build())
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(err("DeleteTags"));
-        crate::aws::gone_is_ok(gone)
+            .tags(Tag::builder().key(tags::ADDRESS).build());
+        ctx.call(Service::Ec2, "DeleteTags", request.send()).await.absent_ok()?;
+        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@ use aws_sdk_ec2::types::{
 };
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
-use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -132,8 +132,7 @@ impl Kind for CapacityReservationKind {
             Some(t) => call.end_date_type(EndDateType::Limited).end_date(t),
             None => call.end_date_type(EndDateType::Unlimited),
         };
-        let _p = ctx.permit(Service::Ec2).await;
-        let out = call.send().await.map_err(err("CreateCapacityReservation"))?;
+        let out = ctx.call(Service::Ec2, "CreateCapacityReservation", call.send()).await?;
         Ok(recorded(out.capacity_reservation()))
     }
 
@@ -193,8 +192,7 @@ impl Kind for CapacityReservationKind {
                     None => call.end_date_type(EndDateType::Unlimited),
                 };
             }
-            let _p = ctx.permit(Service::Ec2).await;
-            call.send().await.map_err(err("ModifyCapacityReservation"))?;
+            ctx.call(Service::Ec2, "ModifyCapacityReservation", call.send()).await?;
         }
         if has("match") {
             let call = ctx
@@ -202,8 +200,7 @@ impl Kind for CapacityReservationKind {
                 .modify_capacity_reservation()
                 .capacity_reservation_id(id)
                 .instance_match_criteria(InstanceMatchCriteria::from(str_attr(new, "match")));
-            let _p = ctx.permit(Service::Ec2).await;
-            call.send().await.map_err(err("ModifyCapacityReservation")).map_err(|e| AwsError {
+            ctx.call(Service::Ec2, "ModifyCapacityReservation", call.send()).await.map_err(|e| AwsError {
                 detail: format!(
                     "{}; changing `match` needs an idle reservation (no instances running in it): scale the node groups using it to 0 first",
                     e.detail
@@ -217,16 +214,9 @@ impl Kind for CapacityReservationKind {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(
-            ctx.ec2
-                .cancel_capacity_reservation()
-                .capacity_reservation_id(id)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("CancelCapacityReservation")),
-        )
+        let request = ctx.ec2.cancel_capacity_reservation().capacity_reservation_id(id);
+        ctx.call(Service::Ec2, "CancelCapacityReservation", request.send()).await.absent_ok()?;
+        Ok(())
     }
 }
 
@@ -278,14 +268,8 @@ pub fn is_type(r: &CapacityReservation, reservation_type: &str) -> bool {
 
 /// One reservation (ODCR or Capacity Block) by id.
 pub async fn read_by_id(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
-        .ec2
-        .describe_capacity_reservations()
-        .capacity_reservation_ids(id)
-        .send()
-        .await
-        .map_err(err("DescribeCapacityReservations"))?;
+    let request = ctx.ec2.describe_capacity_reservations().capacity_reservation_ids(id);
+    let out = ctx.call(Service::Ec2, "DescribeCapacityReservations", request.send()).await?;
     Ok(out.capacity_reservations().first().cloned())
 }
 

@@ -8,8 +8,8 @@ use aws_sdk_eks::types::{Addon, AddonStatus, ResolveConflicts};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::eks::{self, UpdateOf};
-use crate::aws::wait::{Poll, until};
-use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::aws::wait::{Status, until_status};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -106,14 +106,9 @@ impl Kind for EksAddon {
             )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            call.send().await.map_err(err("CreateAddon"))
-        };
-        match sent {
+        match ctx.call(Service::Eks, "CreateAddon", call.send()).await {
             Ok(_) => {}
-            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => match describe(ctx, cluster, addon).await?
-            {
+            Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, cluster, addon).await? {
                 Some(a) if eks::is_ours(ctx, a.tags(), req.address) => {}
                 _ => {
                     return Err(e.taken_by_other(&format!(
@@ -132,11 +127,8 @@ impl Kind for EksAddon {
         for c in ctx.stack_clusters().await? {
             let cluster = c.name().unwrap_or_default().to_string();
             let pages = ctx.eks.list_addons().cluster_name(&cluster).into_paginator().send();
-            let names = match ctx.all_pages(Service::Eks, "ListAddons", pages, |p| p.addons.unwrap_or_default()).await {
-                Ok(n) => n,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e),
-            };
+            let names = ctx.all_pages(Service::Eks, "ListAddons", pages, |p| p.addons.unwrap_or_default());
+            let Some(names) = names.await.absent_ok()? else { continue };
             for name in names {
                 let Some(a) = describe(ctx, &cluster, &name).await? else { continue };
                 let all: std::collections::BTreeMap<String, String> =
@@ -187,22 +179,18 @@ impl Kind for EksAddon {
                 "default" => None,
                 v => Some(v.to_string()),
             };
-            let out = {
-                let _p = ctx.permit(Service::Eks).await;
-                ctx.eks
-                    .update_addon()
-                    .cluster_name(cluster)
-                    .addon_name(addon)
-                    .set_addon_version(version)
-                    .configuration_values(configuration(new).unwrap_or_else(|| "{}".into()))
-                    .resolve_conflicts(ResolveConflicts::from(str_attr(new, "resolve_conflicts")))
-                    .set_service_account_role_arn(
-                        Some(str_attr(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
-                    )
-                    .send()
-                    .await
-                    .map_err(err("UpdateAddon"))?
-            };
+            let request = ctx
+                .eks
+                .update_addon()
+                .cluster_name(cluster)
+                .addon_name(addon)
+                .set_addon_version(version)
+                .configuration_values(configuration(new).unwrap_or_else(|| "{}".into()))
+                .resolve_conflicts(ResolveConflicts::from(str_attr(new, "resolve_conflicts")))
+                .set_service_account_role_arn(
+                    Some(str_attr(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
+                );
+            let out = ctx.call(Service::Eks, "UpdateAddon", request.send()).await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             let of = UpdateOf { cluster, nodegroup: None, addon: Some(addon) };
             eks::wait_update(ctx, &of, &uid, &format!("update of add-on {addon} in {cluster}")).await?;
@@ -216,21 +204,20 @@ impl Kind for EksAddon {
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         let (cluster, addon) = (str_attr(inputs, "cluster"), str_attr(inputs, "addon"));
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            ctx.eks.delete_addon().cluster_name(cluster).addon_name(addon).send().await.map_err(err("DeleteAddon"))
-        };
-        match sent {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+        let request = ctx.eks.delete_addon().cluster_name(cluster).addon_name(addon);
+        if ctx.call(Service::Eks, "DeleteAddon", request.send()).await.absent_ok()?.is_none() {
+            return Ok(());
         }
-        until(&format!("deletion of add-on {addon} in {cluster}"), eks::DELETE_TIMEOUT, || async {
-            Ok(match describe(ctx, cluster, addon).await? {
-                None => Poll::Done(()),
-                Some(a) => Poll::Pending(a.status().map_or("DELETING", |s| s.as_str()).to_string()),
-            })
-        })
+        let what = format!("deletion of add-on {addon} in {cluster}");
+        until_status(
+            &what,
+            eks::DELETE_TIMEOUT,
+            || describe(ctx, cluster, addon),
+            |a| match a {
+                None => Status::Reached(()),
+                Some(a) => Status::Pending(a.status().map_or("DELETING", |s| s.as_str()).to_string()),
+            },
+        )
         .await
     }
 }
@@ -249,16 +236,9 @@ async fn default_version(ctx: &Ctx, cluster: &str, addon: &str) -> Result<String
         .await?
         .and_then(|c| c.version().map(str::to_string))
         .unwrap_or_default();
-    let out = {
-        let _p = ctx.permit(Service::Eks).await;
-        ctx.eks
-            .describe_addon_versions()
-            .addon_name(addon)
-            .kubernetes_version(&k8s)
-            .send()
-            .await
-            .map_err(err("DescribeAddonVersions"))?
-    };
+    // One add-on by name: one page.
+    let request = ctx.eks.describe_addon_versions().addon_name(addon).kubernetes_version(&k8s);
+    let out = ctx.call(Service::Eks, "DescribeAddonVersions", request.send()).await?;
     let versions: Vec<&aws_sdk_eks::types::AddonVersionInfo> =
         out.addons().iter().filter(|a| a.addon_name() == Some(addon)).flat_map(|a| a.addon_versions()).collect();
     let default = versions
@@ -277,41 +257,42 @@ async fn default_version(ctx: &Ctx, cluster: &str, addon: &str) -> Result<String
 }
 
 async fn describe(ctx: &Ctx, cluster: &str, addon: &str) -> Result<Option<Addon>> {
-    let _p = ctx.permit(Service::Eks).await;
-    match ctx.eks.describe_addon().cluster_name(cluster).addon_name(addon).send().await.map_err(err("DescribeAddon")) {
-        Ok(o) => Ok(o.addon),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.eks.describe_addon().cluster_name(cluster).addon_name(addon);
+    Ok(ctx.call(Service::Eks, "DescribeAddon", request.send()).await.absent_ok()?.and_then(|o| o.addon))
 }
 
 /// Waits until the add-on is installed. DEGRADED counts: coredns, for one, stays degraded
 /// until node groups exist to run it.
 async fn wait_installed(ctx: &Ctx, cluster: &str, addon: &str) -> Result<Addon> {
-    until(&format!("add-on {addon} in {cluster}"), eks::CREATE_TIMEOUT, || async {
-        let Some(a) = describe(ctx, cluster, addon).await? else {
-            return Err(AwsError {
-                operation: "DescribeAddon",
-                code: Some("ResourceNotFoundException".into()),
-                detail: format!("add-on {addon} disappeared from {cluster} while gpustack waited for it"),
-            });
-        };
-        match a.status() {
-            Some(AddonStatus::Active | AddonStatus::Degraded) => Ok(Poll::Done(a)),
-            Some(s @ (AddonStatus::CreateFailed | AddonStatus::UpdateFailed)) => Err(AwsError {
-                operation: "CreateAddon",
-                code: Some(s.as_str().to_string()),
-                detail: format!(
-                    "add-on {addon} in {cluster} is {}: {}",
-                    s.as_str(),
-                    a.health()
-                        .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
-                        .unwrap_or_default()
-                ),
-            }),
-            other => Ok(Poll::Pending(other.map_or("CREATING", |s| s.as_str()).to_string())),
-        }
-    })
+    let what = format!("add-on {addon} in {cluster}");
+    until_status(
+        &what,
+        eks::CREATE_TIMEOUT,
+        || describe(ctx, cluster, addon),
+        |a| {
+            let Some(a) = a else {
+                return Status::Failed(eks::disappeared(
+                    "DescribeAddon",
+                    format!("add-on {addon} disappeared from {cluster}"),
+                ));
+            };
+            match a.status() {
+                Some(AddonStatus::Active | AddonStatus::Degraded) => Status::Reached(a),
+                Some(s @ (AddonStatus::CreateFailed | AddonStatus::UpdateFailed)) => Status::Failed(AwsError {
+                    operation: "CreateAddon",
+                    code: Some(s.as_str().to_string()),
+                    detail: format!(
+                        "add-on {addon} in {cluster} is {}: {}",
+                        s.as_str(),
+                        a.health()
+                            .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
+                            .unwrap_or_default()
+                    ),
+                }),
+                other => Status::Pending(other.map_or("CREATING", |s| s.as_str()).to_string()),
+            }
+        },
+    )
     .await
 }
 

@@ -13,8 +13,8 @@ use aws_sdk_eks::types::{
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
-use crate::aws::wait::{Poll, until};
-use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::aws::wait::{Status, until_status};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -191,14 +191,10 @@ impl Kind for EksCluster {
             )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            call.send().await.map_err(err("CreateCluster"))
-        };
-        match sent {
+        match ctx.call(Service::Eks, "CreateCluster", call.send()).await {
             Ok(_) => {}
             // The name is taken: by this very resource (a create that raced a crash) it is adopted.
-            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => match describe(ctx, name).await? {
+            Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, name).await? {
                 Some(c) if eks::is_ours(ctx, c.tags(), req.address) => {}
                 _ => return Err(e.taken_by_other("set `name` to another cluster name")),
             },
@@ -226,16 +222,8 @@ impl Kind for EksCluster {
         // EKS runs one update at a time per cluster: each is awaited before the next.
         if has("version") {
             let _ = wait_active(ctx, id, eks::UPDATE_TIMEOUT).await?;
-            let out = {
-                let _p = ctx.permit(Service::Eks).await;
-                ctx.eks
-                    .update_cluster_version()
-                    .name(id)
-                    .version(str_attr(new, "version"))
-                    .send()
-                    .await
-                    .map_err(err("UpdateClusterVersion"))?
-            };
+            let request = ctx.eks.update_cluster_version().name(id).version(str_attr(new, "version"));
+            let out = ctx.call(Service::Eks, "UpdateClusterVersion", request.send()).await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             eks::wait_update(ctx, &of, &uid, &format!("upgrade of cluster {id} to {}", str_attr(new, "version")))
                 .await?;
@@ -270,30 +258,29 @@ impl Kind for EksCluster {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            ctx.eks.delete_cluster().name(id).send().await.map_err(err("DeleteCluster"))
-        };
-        match sent {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
-                return Err(AwsError {
-                    detail: format!(
-                        "{}; node groups not managed by this stack may still be in the cluster: delete them first",
-                        e.detail
-                    ),
-                    ..e
-                });
+        let sent = ctx.call(Service::Eks, "DeleteCluster", ctx.eks.delete_cluster().name(id).send()).await;
+        let sent = sent.map_err(|e| {
+            if !e.has_code("ResourceInUseException") {
+                return e;
             }
-            Err(e) => return Err(e),
+            let detail = format!(
+                "{}; node groups not managed by this stack may still be in the cluster: delete them first",
+                e.detail
+            );
+            AwsError { detail, ..e }
+        });
+        if sent.absent_ok()?.is_none() {
+            return Ok(());
         }
-        until(&format!("deletion of cluster {id}"), eks::DELETE_TIMEOUT, || async {
-            Ok(match describe(ctx, id).await? {
-                None => Poll::Done(()),
-                Some(c) => Poll::Pending(c.status().map_or("DELETING", |s| s.as_str()).to_string()),
-            })
-        })
+        until_status(
+            &format!("deletion of cluster {id}"),
+            eks::DELETE_TIMEOUT,
+            || describe(ctx, id),
+            |c| match c {
+                None => Status::Reached(()),
+                Some(c) => Status::Pending(c.status().map_or("DELETING", |s| s.as_str()).to_string()),
+            },
+        )
         .await
     }
 }
@@ -305,10 +292,7 @@ async fn config_update(
     what: &str,
 ) -> Result<()> {
     let _ = wait_active(ctx, of.cluster, eks::UPDATE_TIMEOUT).await?;
-    let out = {
-        let _p = ctx.permit(Service::Eks).await;
-        call.send().await.map_err(err("UpdateClusterConfig"))?
-    };
+    let out = ctx.call(Service::Eks, "UpdateClusterConfig", call.send()).await?;
     let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
     eks::wait_update(ctx, of, &uid, &format!("{what} update of cluster {}", of.cluster)).await
 }
@@ -354,38 +338,35 @@ fn logging(i: &Attrs) -> Logging {
 }
 
 pub async fn describe(ctx: &Ctx, name: &str) -> Result<Option<Cluster>> {
-    let _p = ctx.permit(Service::Eks).await;
-    match ctx.eks.describe_cluster().name(name).send().await.map_err(err("DescribeCluster")) {
-        Ok(o) => Ok(o.cluster),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let out = ctx.call(Service::Eks, "DescribeCluster", ctx.eks.describe_cluster().name(name).send()).await;
+    Ok(out.absent_ok()?.and_then(|o| o.cluster))
 }
 
 async fn wait_active(ctx: &Ctx, name: &str, timeout: Duration) -> Result<Cluster> {
-    until(&format!("cluster {name}"), timeout, || async {
-        let Some(c) = describe(ctx, name).await? else {
-            return Err(AwsError {
-                operation: "DescribeCluster",
-                code: Some("ResourceNotFoundException".into()),
-                detail: format!("cluster {name} disappeared while gpustack waited for it"),
-            });
-        };
-        match c.status() {
-            Some(ClusterStatus::Active) => Ok(Poll::Done(c)),
-            Some(ClusterStatus::Failed) => Err(AwsError {
-                operation: "CreateCluster",
-                code: Some("FAILED".into()),
-                detail: format!(
-                    "cluster {name} failed: {}",
-                    c.health()
-                        .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
-                        .unwrap_or_default()
-                ),
-            }),
-            other => Ok(Poll::Pending(other.map_or("CREATING", |s| s.as_str()).to_string())),
-        }
-    })
+    until_status(
+        &format!("cluster {name}"),
+        timeout,
+        || describe(ctx, name),
+        |c| {
+            let Some(c) = c else {
+                return Status::Failed(eks::disappeared("DescribeCluster", format!("cluster {name} disappeared")));
+            };
+            match c.status() {
+                Some(ClusterStatus::Active) => Status::Reached(c),
+                Some(ClusterStatus::Failed) => Status::Failed(AwsError {
+                    operation: "CreateCluster",
+                    code: Some("FAILED".into()),
+                    detail: format!(
+                        "cluster {name} failed: {}",
+                        c.health()
+                            .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
+                            .unwrap_or_default()
+                    ),
+                }),
+                other => Status::Pending(other.map_or("CREATING", |s| s.as_str()).to_string()),
+            }
+        },
+    )
     .await
 }
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
-use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -105,24 +105,18 @@ impl Kind for IamRole {
             .into_iter()
             .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
             .collect();
-        let created = {
-            let _p = ctx.permit(Service::Iam).await;
-            ctx.iam
-                .create_role()
-                .role_name(name)
-                .path(path(ctx))
-                .assume_role_policy_document(trust_policy(str_attr(req.inputs, "service")))
-                .set_tags(Some(tags))
-                .send()
-                .await
-        };
-        let arn = match created {
+        let request = ctx
+            .iam
+            .create_role()
+            .role_name(name)
+            .path(path(ctx))
+            .assume_role_policy_document(trust_policy(str_attr(req.inputs, "service")))
+            .set_tags(Some(tags));
+        let arn = match ctx.call(Service::Iam, "CreateRole", request.send()).await {
             Ok(out) => out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
             // An interrupted earlier run may have created it: adopt it only if it is ours.
-            Err(e) if e.as_service_error().is_some_and(|se| se.is_entity_already_exists_exception()) => {
-                adopt_existing(ctx, name, req.address).await?
-            }
-            Err(e) => return Err(err("CreateRole")(e)),
+            Err(e) if e.has_code(ALREADY_EXISTS) => adopt_existing(ctx, name, req.address).await?,
+            Err(e) => return Err(e),
         };
         let empty = Attrs::new();
         sync_policies(ctx, name, &empty, req.inputs).await?;
@@ -133,27 +127,22 @@ impl Kind for IamRole {
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let pages = ctx.iam.list_roles().path_prefix(path(ctx)).into_paginator().send();
+        let roles = ctx.all_pages(Service::Iam, "ListRoles", pages, |p| p.roles).await?;
         let mut found = vec![];
-        let mut pages = ctx.iam.list_roles().path_prefix(path(ctx)).into_paginator().send();
-        while let Some(page) = {
-            let _p = ctx.permit(Service::Iam).await;
-            pages.next().await
-        } {
-            for r in page.map_err(err("ListRoles"))?.roles() {
-                let name = r.role_name().to_string();
-                let address = match name.strip_prefix(&format!("{}-", ctx.stack)) {
-                    Some(rest) => Some(format!("iam_role.{rest}")),
-                    None => address_tag(ctx, &name).await?,
-                };
-                let mut attrs = Attrs::new();
-                if let Some(svc) = r.assume_role_policy_document().and_then(trusted_service) {
-                    attrs.insert("service".into(), Value::str(svc));
-                }
-                attrs.insert("name".into(), Value::str(name.clone()));
-                let outputs =
-                    Attrs::from([("arn".into(), Value::str(r.arn())), ("name".into(), Value::str(name.clone()))]);
-                found.push(Observed { address, id: name, attrs, outputs, retained: false });
+        for r in roles {
+            let name = r.role_name().to_string();
+            let address = match name.strip_prefix(&format!("{}-", ctx.stack)) {
+                Some(rest) => Some(format!("iam_role.{rest}")),
+                None => address_tag(ctx, &name).await?,
+            };
+            let mut attrs = Attrs::new();
+            if let Some(svc) = r.assume_role_policy_document().and_then(trusted_service) {
+                attrs.insert("service".into(), Value::str(svc));
             }
+            attrs.insert("name".into(), Value::str(name.clone()));
+            let outputs = Attrs::from([("arn".into(), Value::str(r.arn())), ("name".into(), Value::str(name.clone()))]);
+            found.push(Observed { address, id: name, attrs, outputs, retained: false });
         }
         Ok(found)
     }
@@ -169,14 +158,12 @@ impl Kind for IamRole {
     ) -> Result<Recorded> {
         let has = |f: &str| changed.iter().any(|c| c == f);
         if has("service") {
-            let _p = ctx.permit(Service::Iam).await;
-            ctx.iam
+            let request = ctx
+                .iam
                 .update_assume_role_policy()
                 .role_name(id)
-                .policy_document(trust_policy(str_attr(new, "service")))
-                .send()
-                .await
-                .map_err(err("UpdateAssumeRolePolicy"))?;
+                .policy_document(trust_policy(str_attr(new, "service")));
+            ctx.call(Service::Iam, "UpdateAssumeRolePolicy", request.send()).await?;
         }
         if has("managed_policies") || has("inline_policies") {
             sync_policies(ctx, id, old, new).await?;
@@ -191,63 +178,35 @@ impl Kind for IamRole {
         if has("tags") {
             sync_tags(ctx, id, old, new).await?;
         }
-        let arn = {
-            let _p = ctx.permit(Service::Iam).await;
-            ctx.iam
-                .get_role()
-                .role_name(id)
-                .send()
-                .await
-                .map_err(err("GetRole"))?
-                .role()
-                .map(|r| r.arn().to_string())
-                .unwrap_or_default()
-        };
+        let role = ctx.call(Service::Iam, "GetRole", ctx.iam.get_role().role_name(id).send()).await?;
+        let arn = role.role().map(|r| r.arn().to_string()).unwrap_or_default();
         Ok(recorded(id, &arn, bool_attr(new, "instance_profile")))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        match remove_instance_profiles(ctx, id).await {
-            Err(e) if e.is_not_found() => return Ok(()),
-            other => other?,
+        if remove_instance_profiles(ctx, id).await.absent_ok()?.is_none() {
+            return Ok(());
         }
-        let _p = ctx.permit(Service::Iam).await;
+        let pages = ctx.iam.list_attached_role_policies().role_name(id).into_paginator().send();
         let attached =
-            ctx.iam.list_attached_role_policies().role_name(id).send().await.map_err(err("ListAttachedRolePolicies"));
-        let attached = match attached {
-            Err(e) if e.is_not_found() => return Ok(()),
-            other => other?,
-        };
-        for p in attached.attached_policies() {
-            if let Some(arn) = p.policy_arn() {
-                gone_is_ok(
-                    ctx.iam
-                        .detach_role_policy()
-                        .role_name(id)
-                        .policy_arn(arn)
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(err("DetachRolePolicy")),
-                )?;
-            }
+            ctx.all_pages(Service::Iam, "ListAttachedRolePolicies", pages, |p| p.attached_policies.unwrap_or_default());
+        let Some(attached) = attached.await.absent_ok()? else { return Ok(()) };
+        for arn in attached.iter().filter_map(|p| p.policy_arn()) {
+            let request = ctx.iam.detach_role_policy().role_name(id).policy_arn(arn);
+            ctx.call(Service::Iam, "DetachRolePolicy", request.send()).await.absent_ok()?;
         }
-        let inline = ctx.iam.list_role_policies().role_name(id).send().await.map_err(err("ListRolePolicies"))?;
-        for p in inline.policy_names() {
-            gone_is_ok(
-                ctx.iam
-                    .delete_role_policy()
-                    .role_name(id)
-                    .policy_name(p)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("DeleteRolePolicy")),
-            )?;
+        let pages = ctx.iam.list_role_policies().role_name(id).into_paginator().send();
+        for name in ctx.all_pages(Service::Iam, "ListRolePolicies", pages, |p| p.policy_names).await? {
+            let request = ctx.iam.delete_role_policy().role_name(id).policy_name(name);
+            ctx.call(Service::Iam, "DeleteRolePolicy", request.send()).await.absent_ok()?;
         }
-        gone_is_ok(ctx.iam.delete_role().role_name(id).send().await.map(|_| ()).map_err(err("DeleteRole")))
+        ctx.call(Service::Iam, "DeleteRole", ctx.iam.delete_role().role_name(id).send()).await.absent_ok()?;
+        Ok(())
     }
 }
+
+/// IAM's answer when a name is taken.
+const ALREADY_EXISTS: &str = "EntityAlreadyExists";
 
 fn path(ctx: &Ctx) -> String {
     format!("/gpustack/{}/", ctx.stack)
@@ -287,15 +246,14 @@ fn recorded(name: &str, arn: &str, profile: bool) -> Recorded {
 }
 
 async fn address_tag(ctx: &Ctx, role: &str) -> Result<Option<String>> {
-    let _p = ctx.permit(Service::Iam).await;
-    let out = ctx.iam.list_role_tags().role_name(role).send().await.map_err(err("ListRoleTags"))?;
-    Ok(out.tags().iter().find(|t| t.key() == tags::ADDRESS).map(|t| t.value().to_string()))
+    let pages = ctx.iam.list_role_tags().role_name(role).into_paginator().send();
+    let all = ctx.all_pages(Service::Iam, "ListRoleTags", pages, |p| p.tags).await?;
+    Ok(all.iter().find(|t| t.key() == tags::ADDRESS).map(|t| t.value().to_string()))
 }
 
 /// An existing role of that name: ours (tagged with this stack and address) is reused.
 async fn adopt_existing(ctx: &Ctx, name: &str, address: &str) -> Result<String> {
-    let _p = ctx.permit(Service::Iam).await;
-    let role = ctx.iam.get_role().role_name(name).send().await.map_err(err("GetRole"))?;
+    let role = ctx.call(Service::Iam, "GetRole", ctx.iam.get_role().role_name(name).send()).await?;
     let r = role.role();
     let tagged = |k: &str, v: &str| r.is_some_and(|r| r.tags().iter().any(|t| t.key() == k && t.value() == v));
     if tagged(tags::STACK, &ctx.stack) && tagged(tags::ADDRESS, address) {
@@ -329,55 +287,33 @@ fn inline_map(a: &Attrs) -> std::collections::BTreeMap<String, String> {
 }
 
 async fn sync_policies(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Result<()> {
-    let _p = ctx.permit(Service::Iam).await;
     let (o, n) = (policy_list(old), policy_list(new));
     for arn in o.iter().filter(|p| !n.contains(p)) {
-        gone_is_ok(
-            ctx.iam
-                .detach_role_policy()
-                .role_name(role)
-                .policy_arn(arn)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("DetachRolePolicy")),
-        )?;
+        let request = ctx.iam.detach_role_policy().role_name(role).policy_arn(arn);
+        ctx.call(Service::Iam, "DetachRolePolicy", request.send()).await.absent_ok()?;
     }
     for arn in n.iter().filter(|p| !o.contains(p)) {
-        ctx.iam.attach_role_policy().role_name(role).policy_arn(arn).send().await.map_err(err("AttachRolePolicy"))?;
+        let request = ctx.iam.attach_role_policy().role_name(role).policy_arn(arn);
+        ctx.call(Service::Iam, "AttachRolePolicy", request.send()).await?;
     }
     let (o, n) = (inline_map(old), inline_map(new));
     for name in o.keys().filter(|k| !n.contains_key(*k)) {
-        gone_is_ok(
-            ctx.iam
-                .delete_role_policy()
-                .role_name(role)
-                .policy_name(name)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("DeleteRolePolicy")),
-        )?;
+        let request = ctx.iam.delete_role_policy().role_name(role).policy_name(name);
+        ctx.call(Service::Iam, "DeleteRolePolicy", request.send()).await.absent_ok()?;
     }
     for (name, doc) in n.iter().filter(|(k, v)| o.get(*k) != Some(v)) {
-        ctx.iam
-            .put_role_policy()
-            .role_name(role)
-            .policy_name(name)
-            .policy_document(doc)
-            .send()
-            .await
-            .map_err(err("PutRolePolicy"))?;
+        let request = ctx.iam.put_role_policy().role_name(role).policy_name(name).policy_document(doc);
+        ctx.call(Service::Iam, "PutRolePolicy", request.send()).await?;
     }
     Ok(())
 }
 
 async fn sync_tags(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Result<()> {
     let (o, n) = (tags::user_tags(old), tags::user_tags(new));
-    let _p = ctx.permit(Service::Iam).await;
     let removed: Vec<String> = o.keys().filter(|k| !n.contains_key(*k)).cloned().collect();
     if !removed.is_empty() {
-        ctx.iam.untag_role().role_name(role).set_tag_keys(Some(removed)).send().await.map_err(err("UntagRole"))?;
+        let request = ctx.iam.untag_role().role_name(role).set_tag_keys(Some(removed));
+        ctx.call(Service::Iam, "UntagRole", request.send()).await?;
     }
     let set: Vec<Tag> = n
         .iter()
@@ -385,7 +321,7 @@ async fn sync_tags(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Result<()
         .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
         .collect();
     if !set.is_empty() {
-        ctx.iam.tag_role().role_name(role).set_tags(Some(set)).send().await.map_err(err("TagRole"))?;
+        ctx.call(Service::Iam, "TagRole", ctx.iam.tag_role().role_name(role).set_tags(Some(set)).send()).await?;
     }
     Ok(())
 }
@@ -393,55 +329,29 @@ async fn sync_tags(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Result<()
 /// Creates the instance profile of the role's name and adds the role; both steps
 /// tolerate an earlier interrupted attempt.
 async fn add_instance_profile(ctx: &Ctx, role: &str) -> Result<()> {
-    let _p = ctx.permit(Service::Iam).await;
-    match ctx.iam.create_instance_profile().instance_profile_name(role).path(path(ctx)).send().await {
-        Ok(_) => {}
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_entity_already_exists_exception()) => {}
-        Err(e) => return Err(err("CreateInstanceProfile")(e)),
+    let request = ctx.iam.create_instance_profile().instance_profile_name(role).path(path(ctx));
+    match ctx.call(Service::Iam, "CreateInstanceProfile", request.send()).await {
+        Err(e) if !e.has_code(ALREADY_EXISTS) => return Err(e),
+        _ => {}
     }
-    match ctx.iam.add_role_to_instance_profile().instance_profile_name(role).role_name(role).send().await {
-        Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|se| se.is_limit_exceeded_exception() || se.is_entity_already_exists_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(err("AddRoleToInstanceProfile")(e)),
+    let request = ctx.iam.add_role_to_instance_profile().instance_profile_name(role).role_name(role);
+    match ctx.call(Service::Iam, "AddRoleToInstanceProfile", request.send()).await {
+        // A profile holds one role: LimitExceeded means it has one already.
+        Err(e) if !e.has_code("LimitExceeded") && !e.has_code(ALREADY_EXISTS) => Err(e),
+        _ => Ok(()),
     }
 }
 
 async fn remove_instance_profiles(ctx: &Ctx, role: &str) -> Result<()> {
-    let _p = ctx.permit(Service::Iam).await;
-    let out = ctx
-        .iam
-        .list_instance_profiles_for_role()
-        .role_name(role)
-        .send()
-        .await
-        .map_err(err("ListInstanceProfilesForRole"))?;
-    for ip in out.instance_profiles() {
+    let pages = ctx.iam.list_instance_profiles_for_role().role_name(role).into_paginator().send();
+    let profiles = ctx.all_pages(Service::Iam, "ListInstanceProfilesForRole", pages, |p| p.instance_profiles).await?;
+    for ip in profiles {
         let name = ip.instance_profile_name();
-        gone_is_ok(
-            ctx.iam
-                .remove_role_from_instance_profile()
-                .instance_profile_name(name)
-                .role_name(role)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("RemoveRoleFromInstanceProfile")),
-        )?;
+        let request = ctx.iam.remove_role_from_instance_profile().instance_profile_name(name).role_name(role);
+        ctx.call(Service::Iam, "RemoveRoleFromInstanceProfile", request.send()).await.absent_ok()?;
         if name == role {
-            gone_is_ok(
-                ctx.iam
-                    .delete_instance_profile()
-                    .instance_profile_name(name)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("DeleteInstanceProfile")),
-            )?;
+            let request = ctx.iam.delete_instance_profile().instance_profile_name(name);
+            ctx.call(Service::Iam, "DeleteInstanceProfile", request.send()).await.absent_ok()?;
         }
     }
     Ok(())

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{DomainType, Filter, NatGateway, NatGatewayState, ResourceType};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
-use crate::aws::wait::{Poll, until};
-use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::wait::{Poll, Status, until, until_status};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, OnChange, Ty};
 use crate::value::{Attrs, Value};
 
@@ -48,33 +48,32 @@ impl Kind for NatGatewayKind {
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let allocation = elastic_ip(ctx, req).await?;
-        let out = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2
-                .create_nat_gateway()
-                .subnet_id(str_attr(req.inputs, "subnet"))
-                .allocation_id(&allocation)
-                // Idempotent: a retried create returns the same gateway.
-                .client_token(req.token)
-                .tag_specifications(tags::ec2_spec(ctx, ResourceType::Natgateway, req.address, req.inputs))
-                .send()
-                .await
-                .map_err(err("CreateNatGateway"))?
-        };
+        let request = ctx
+            .ec2
+            .create_nat_gateway()
+            .subnet_id(str_attr(req.inputs, "subnet"))
+            .allocation_id(&allocation)
+            // Idempotent: a retried create returns the same gateway.
+            .client_token(req.token)
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::Natgateway, req.address, req.inputs));
+        let out = ctx.call(Service::Ec2, "CreateNatGateway", request.send()).await?;
         let id = out.nat_gateway().and_then(|n| n.nat_gateway_id()).unwrap_or_default().to_string();
-        let gw = until(&format!("NAT gateway {id}"), TIMEOUT, || async {
-            match describe(ctx, &id).await? {
-                Some(n) if n.state() == Some(&NatGatewayState::Available) => Ok(Poll::Done(n)),
-                Some(n) if n.state() == Some(&NatGatewayState::Failed) => Err(AwsError {
+        let gw = until_status(
+            &format!("NAT gateway {id}"),
+            TIMEOUT,
+            || describe(ctx, &id),
+            |n| match n {
+                Some(n) if n.state() == Some(&NatGatewayState::Available) => Status::Reached(n),
+                Some(n) if n.state() == Some(&NatGatewayState::Failed) => Status::Failed(AwsError {
                     operation: "CreateNatGateway",
                     code: n.failure_code().map(str::to_string),
                     detail: format!("NAT gateway {id} failed: {}", n.failure_message().unwrap_or("no reason given")),
                 }),
-                n => Ok(Poll::Pending(
+                n => Status::Pending(
                     n.and_then(|n| n.state().map(|s| s.as_str().to_string())).unwrap_or("pending".into()),
-                )),
-            }
-        })
+                ),
+            },
+        )
         .await?;
         Ok(recorded(&gw))
     }
@@ -125,19 +124,19 @@ impl Kind for NatGatewayKind {
             .await?
             .map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
             .unwrap_or_default();
-        let sent = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2.delete_nat_gateway().nat_gateway_id(id).send().await.map(|_| ()).map_err(err("DeleteNatGateway"))
-        };
-        gone_is_ok(sent)?;
+        let request = ctx.ec2.delete_nat_gateway().nat_gateway_id(id);
+        ctx.call(Service::Ec2, "DeleteNatGateway", request.send()).await.absent_ok()?;
         // The Elastic IP stays associated until the gateway is deleted.
-        until(&format!("deletion of NAT gateway {id}"), TIMEOUT, || async {
-            Ok(match describe(ctx, id).await? {
-                None => Poll::Done(()),
-                Some(n) if n.state() == Some(&NatGatewayState::Deleted) => Poll::Done(()),
-                Some(n) => Poll::Pending(n.state().map_or("deleting", |s| s.as_str()).to_string()),
-            })
-        })
+        until_status(
+            &format!("deletion of NAT gateway {id}"),
+            TIMEOUT,
+            || describe(ctx, id),
+            |n| match n {
+                None => Status::Reached(()),
+                Some(n) if n.state() == Some(&NatGatewayState::Deleted) => Status::Reached(()),
+                Some(n) => Status::Pending(n.state().map_or("deleting", |s| s.as_str()).to_string()),
+            },
+        )
         .await?;
         let leftovers = tagged_addresses(ctx, address).await?.into_iter().filter(|a| a.free).map(|a| a.allocation);
         let mut release: Vec<String> = own;
@@ -148,18 +147,9 @@ impl Kind for NatGatewayKind {
             // EC2 can still count the address as in use for a moment after the gateway reads
             // `deleted`: retry that refusal briefly rather than leak a billed address.
             until(&format!("release of Elastic IP {allocation}"), std::time::Duration::from_secs(120), || async {
-                let sent = {
-                    let _p = ctx.permit(Service::Ec2).await;
-                    ctx.ec2
-                        .release_address()
-                        .allocation_id(&allocation)
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(err("ReleaseAddress"))
-                };
-                match gone_is_ok(sent) {
-                    Ok(()) => Ok(Poll::Done(())),
+                let request = ctx.ec2.release_address().allocation_id(&allocation);
+                match ctx.call(Service::Ec2, "ReleaseAddress", request.send()).await.absent_ok() {
+                    Ok(_) => Ok(Poll::Done(())),
                     Err(e) if matches!(e.code.as_deref(), Some("AuthFailure" | "InvalidIPAddress.InUse")) => {
                         Ok(Poll::Pending("in use".into()))
                     }
@@ -179,15 +169,13 @@ async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
     if let Some(found) = tagged_addresses(ctx, req.address).await?.into_iter().find(|a| a.free).map(|a| a.allocation) {
         return Ok(found);
     }
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
-        .ec2
-        .allocate_address()
-        .domain(DomainType::Vpc)
-        .tag_specifications(tags::ec2_spec(ctx, ResourceType::ElasticIp, req.address, req.inputs))
-        .send()
-        .await
-        .map_err(err("AllocateAddress"))?;
+    let request = ctx.ec2.allocate_address().domain(DomainType::Vpc).tag_specifications(tags::ec2_spec(
+        ctx,
+        ResourceType::ElasticIp,
+        req.address,
+        req.inputs,
+    ));
+    let out = ctx.call(Service::Ec2, "AllocateAddress", request.send()).await?;
     out.allocation_id().map(str::to_string).ok_or_else(|| AwsError {
         operation: "AllocateAddress",
         code: None,
@@ -204,15 +192,13 @@ struct TaggedAddress {
 
 /// This stack's Elastic IPs tagged for `address`.
 async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<TaggedAddress>> {
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
+    // DescribeAddresses is not paginated: one call returns every match.
+    let request = ctx
         .ec2
         .describe_addresses()
         .filters(tags::stack_filter(ctx))
-        .filters(Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build())
-        .send()
-        .await
-        .map_err(err("DescribeAddresses"))?;
+        .filters(Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build());
+    let out = ctx.call(Service::Ec2, "DescribeAddresses", request.send()).await?;
     Ok(out
         .addresses()
         .iter()
@@ -223,12 +209,9 @@ async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<TaggedAddress>
 }
 
 async fn describe(ctx: &Ctx, id: &str) -> Result<Option<NatGateway>> {
-    let _p = ctx.permit(Service::Ec2).await;
-    match ctx.ec2.describe_nat_gateways().nat_gateway_ids(id).send().await.map_err(err("DescribeNatGateways")) {
-        Ok(o) => Ok(o.nat_gateways().first().cloned()),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.ec2.describe_nat_gateways().nat_gateway_ids(id);
+    let out = ctx.call(Service::Ec2, "DescribeNatGateways", request.send()).await.absent_ok()?;
+    Ok(out.and_then(|o| o.nat_gateways().first().cloned()))
 }
 
 fn recorded(n: &NatGateway) -> Recorded {

@@ -16,8 +16,8 @@ use aws_sdk_eks::types::{
 use super::launch_template::TAINT;
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
-use crate::aws::wait::{Poll, until};
-use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::aws::wait::{Status, until_status};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::expr::{ExprKind, OutputRef, Part};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Expr, Resource};
@@ -305,18 +305,12 @@ impl Kind for NodeGroup {
             .set_launch_template(template_spec(inp))
             .set_tags(Some(eks::tag_map(ctx, req.address, inp)))
             .client_request_token(req.token);
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            call.send().await.map_err(err("CreateNodegroup"))
-        };
-        match sent {
+        match ctx.call(Service::Eks, "CreateNodegroup", call.send()).await {
             Ok(_) => {}
-            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
-                match describe(ctx, cluster, name).await? {
-                    Some(n) if eks::is_ours(ctx, n.tags(), req.address) => {}
-                    _ => return Err(e.taken_by_other("set `name` to another node group name")),
-                }
-            }
+            Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, cluster, name).await? {
+                Some(n) if eks::is_ours(ctx, n.tags(), req.address) => {}
+                _ => return Err(e.taken_by_other("set `name` to another node group name")),
+            },
             Err(e) => return Err(e),
         }
         Ok(recorded(&wait_active(ctx, cluster, name).await?))
@@ -327,14 +321,8 @@ impl Kind for NodeGroup {
         for c in ctx.stack_clusters().await? {
             let cluster = c.name().unwrap_or_default().to_string();
             let pages = ctx.eks.list_nodegroups().cluster_name(&cluster).into_paginator().send();
-            let names = match ctx
-                .all_pages(Service::Eks, "ListNodegroups", pages, |p| p.nodegroups.unwrap_or_default())
-                .await
-            {
-                Ok(n) => n,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e),
-            };
+            let names = ctx.all_pages(Service::Eks, "ListNodegroups", pages, |p| p.nodegroups.unwrap_or_default());
+            let Some(names) = names.await.absent_ok()? else { continue };
             for name in names {
                 let Some(n) = describe(ctx, &cluster, &name).await? else { continue };
                 let all: BTreeMap<String, String> = n.tags().cloned().unwrap_or_default().into_iter().collect();
@@ -401,10 +389,7 @@ impl Kind for NodeGroup {
                         .build(),
                 );
             }
-            let out = {
-                let _p = ctx.permit(Service::Eks).await;
-                call.send().await.map_err(err("UpdateNodegroupConfig"))?
-            };
+            let out = ctx.call(Service::Eks, "UpdateNodegroupConfig", call.send()).await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             eks::wait_update(ctx, &of, &uid, &format!("configuration update of node group {name}")).await?;
         }
@@ -434,18 +419,14 @@ impl Kind for NodeGroup {
                 "latest" => describe(ctx, cluster, name).await?.and_then(|n| n.release_version().map(str::to_string)),
                 v => Some(v.to_string()),
             };
-            let out = {
-                let _p = ctx.permit(Service::Eks).await;
-                ctx.eks
-                    .update_nodegroup_version()
-                    .cluster_name(cluster)
-                    .nodegroup_name(name)
-                    .set_launch_template(template_spec(new))
-                    .set_release_version(release)
-                    .send()
-                    .await
-                    .map_err(err("UpdateNodegroupVersion"))?
-            };
+            let request = ctx
+                .eks
+                .update_nodegroup_version()
+                .cluster_name(cluster)
+                .nodegroup_name(name)
+                .set_launch_template(template_spec(new))
+                .set_release_version(release);
+            let out = ctx.call(Service::Eks, "UpdateNodegroupVersion", request.send()).await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             eks::wait_update(ctx, &of, &uid, &format!("version update of node group {name}")).await?;
             if let Some(running) = drained.filter(|n| *n > 0) {
@@ -470,27 +451,20 @@ impl Kind for NodeGroup {
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         let (cluster, name) = (str_attr(inputs, "cluster"), str_attr(inputs, "name"));
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            ctx.eks
-                .delete_nodegroup()
-                .cluster_name(cluster)
-                .nodegroup_name(name)
-                .send()
-                .await
-                .map_err(err("DeleteNodegroup"))
-        };
-        match sent {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+        let request = ctx.eks.delete_nodegroup().cluster_name(cluster).nodegroup_name(name);
+        if ctx.call(Service::Eks, "DeleteNodegroup", request.send()).await.absent_ok()?.is_none() {
+            return Ok(());
         }
-        until(&format!("deletion of node group {name}"), eks::DELETE_TIMEOUT, || async {
-            Ok(match describe(ctx, cluster, name).await? {
-                None => Poll::Done(()),
-                Some(n) => Poll::Pending(n.status().map_or("DELETING", |s| s.as_str()).to_string()),
-            })
-        })
+        let what = format!("deletion of node group {name}");
+        until_status(
+            &what,
+            eks::DELETE_TIMEOUT,
+            || describe(ctx, cluster, name),
+            |n| match n {
+                None => Status::Reached(()),
+                Some(n) => Status::Pending(n.status().map_or("DELETING", |s| s.as_str()).to_string()),
+            },
+        )
         .await
     }
 }
@@ -552,15 +526,12 @@ async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
     let Some(spec) = template_spec(inp) else {
         return Ok(TemplateFacts { instance_type: listed, reserved: block });
     };
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
+    let request = ctx
         .ec2
         .describe_launch_template_versions()
         .launch_template_id(spec.id().unwrap_or_default())
-        .versions(spec.version().unwrap_or("$Default"))
-        .send()
-        .await
-        .map_err(err("DescribeLaunchTemplateVersions"))?;
+        .versions(spec.version().unwrap_or("$Default"));
+    let out = ctx.call(Service::Ec2, "DescribeLaunchTemplateVersions", request.send()).await?;
     let data = out.launch_template_versions().first().and_then(|v| v.launch_template_data());
     let targeted = data
         .and_then(|d| d.capacity_reservation_specification())
@@ -602,69 +573,54 @@ pub fn auto_ami_type(info: Option<&crate::aws::catalog::InstanceInfo>) -> String
 
 /// One `UpdateNodegroupConfig` of the scaling, awaited.
 async fn config_update(ctx: &Ctx, of: &UpdateOf<'_>, sc: NodegroupScalingConfig, what: &str) -> Result<()> {
-    let out = {
-        let _p = ctx.permit(Service::Eks).await;
-        ctx.eks
-            .update_nodegroup_config()
-            .cluster_name(of.cluster)
-            .nodegroup_name(of.nodegroup.unwrap_or_default())
-            .scaling_config(sc)
-            .send()
-            .await
-            .map_err(err("UpdateNodegroupConfig"))?
-    };
+    let request = ctx
+        .eks
+        .update_nodegroup_config()
+        .cluster_name(of.cluster)
+        .nodegroup_name(of.nodegroup.unwrap_or_default())
+        .scaling_config(sc);
+    let out = ctx.call(Service::Eks, "UpdateNodegroupConfig", request.send()).await?;
     let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
     eks::wait_update(ctx, of, &uid, what).await
 }
 
 async fn describe(ctx: &Ctx, cluster: &str, name: &str) -> Result<Option<Nodegroup>> {
-    let _p = ctx.permit(Service::Eks).await;
-    match ctx
-        .eks
-        .describe_nodegroup()
-        .cluster_name(cluster)
-        .nodegroup_name(name)
-        .send()
-        .await
-        .map_err(err("DescribeNodegroup"))
-    {
-        Ok(o) => Ok(o.nodegroup),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.eks.describe_nodegroup().cluster_name(cluster).nodegroup_name(name);
+    Ok(ctx.call(Service::Eks, "DescribeNodegroup", request.send()).await.absent_ok()?.and_then(|o| o.nodegroup))
 }
 
 async fn wait_active(ctx: &Ctx, cluster: &str, name: &str) -> Result<Nodegroup> {
-    until(&format!("node group {name}"), eks::CREATE_TIMEOUT, || async {
-        let Some(n) = describe(ctx, cluster, name).await? else {
-            return Err(AwsError {
-                operation: "DescribeNodegroup",
-                code: Some("ResourceNotFoundException".into()),
-                detail: format!("node group {name} disappeared while gpustack waited for it"),
-            });
-        };
-        match n.status() {
-            Some(NodegroupStatus::Active) => Ok(Poll::Done(n)),
-            // Before its block starts a CAPACITY_BLOCK group cannot launch ("ASG scaling
-            // activities will have launch errors until the Capacity Block becomes active", EKS UG
-            // `capacity-blocks-mng`): DEGRADED then is expected, and the nodes come with the block.
-            Some(NodegroupStatus::Degraded) if n.capacity_type() == Some(&CapacityTypes::CapacityBlock) => {
-                Ok(Poll::Done(n))
+    until_status(
+        &format!("node group {name}"),
+        eks::CREATE_TIMEOUT,
+        || describe(ctx, cluster, name),
+        |n| {
+            let Some(n) = n else {
+                return Status::Failed(eks::disappeared("DescribeNodegroup", format!("node group {name} disappeared")));
+            };
+            match n.status() {
+                Some(NodegroupStatus::Active) => Status::Reached(n),
+                // Before its block starts a CAPACITY_BLOCK group cannot launch ("ASG scaling
+                // activities will have launch errors until the Capacity Block becomes active", EKS UG
+                // `capacity-blocks-mng`): DEGRADED then is expected, and the nodes come with the block.
+                Some(NodegroupStatus::Degraded) if n.capacity_type() == Some(&CapacityTypes::CapacityBlock) => {
+                    Status::Reached(n)
+                }
+                Some(s @ (NodegroupStatus::CreateFailed | NodegroupStatus::Degraded)) => Status::Failed(AwsError {
+                    operation: "CreateNodegroup",
+                    code: Some(s.as_str().to_string()),
+                    detail: format!(
+                        "node group {name} is {}: {}",
+                        s.as_str(),
+                        n.health()
+                            .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
+                            .unwrap_or_default()
+                    ),
+                }),
+                other => Status::Pending(other.map_or("CREATING", |s| s.as_str()).to_string()),
             }
-            Some(s @ (NodegroupStatus::CreateFailed | NodegroupStatus::Degraded)) => Err(AwsError {
-                operation: "CreateNodegroup",
-                code: Some(s.as_str().to_string()),
-                detail: format!(
-                    "node group {name} is {}: {}",
-                    s.as_str(),
-                    n.health()
-                        .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
-                        .unwrap_or_default()
-                ),
-            }),
-            other => Ok(Poll::Pending(other.map_or("CREATING", |s| s.as_str()).to_string())),
-        }
-    })
+        },
+    )
     .await
 }
 

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
-use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -69,18 +69,12 @@ impl Kind for PlacementGroup {
         if let Some(n) = int_attr(req.inputs, "partition_count") {
             call = call.partition_count(i32_of(n));
         }
-        let _p = ctx.permit(Service::Ec2).await;
-        let id = match call.send().await.map_err(err("CreatePlacementGroup")) {
+        let id = match ctx.call(Service::Ec2, "CreatePlacementGroup", call.send()).await {
             Ok(out) => out.placement_group().and_then(|g| g.group_id()).unwrap_or_default().to_string(),
             // The name is taken: by this very resource (a create that raced a crash) it is adopted.
-            Err(e) if e.code.as_deref() == Some("InvalidPlacementGroup.Duplicate") => {
-                let found = ctx
-                    .ec2
-                    .describe_placement_groups()
-                    .group_names(name)
-                    .send()
-                    .await
-                    .map_err(err("DescribePlacementGroups"))?;
+            Err(e) if e.has_code("InvalidPlacementGroup.Duplicate") => {
+                let request = ctx.ec2.describe_placement_groups().group_names(name);
+                let found = ctx.call(Service::Ec2, "DescribePlacementGroups", request.send()).await?;
                 match found.placement_groups().iter().find(|g| tags::is_ours(ctx, g.tags(), req.address)) {
                     Some(g) => g.group_id().unwrap_or_default().to_string(),
                     None => return Err(e.taken_by_other("set `name` to another name")),
@@ -93,14 +87,8 @@ impl Kind for PlacementGroup {
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
         // DescribePlacementGroups is not paginated: one call returns every match.
-        let _p = ctx.permit(Service::Ec2).await;
-        let out = ctx
-            .ec2
-            .describe_placement_groups()
-            .filters(tags::stack_filter(ctx))
-            .send()
-            .await
-            .map_err(err("DescribePlacementGroups"))?;
+        let request = ctx.ec2.describe_placement_groups().filters(tags::stack_filter(ctx));
+        let out = ctx.call(Service::Ec2, "DescribePlacementGroups", request.send()).await?;
         Ok(out
             .placement_groups()
             .iter()
@@ -141,16 +129,9 @@ impl Kind for PlacementGroup {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(
-            ctx.ec2
-                .delete_placement_group()
-                .group_name(str_attr(inputs, "name"))
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("DeletePlacementGroup")),
-        )
+        let request = ctx.ec2.delete_placement_group().group_name(str_attr(inputs, "name"));
+        ctx.call(Service::Ec2, "DeletePlacementGroup", request.send()).await.absent_ok()?;
+        Ok(())
     }
 }
 

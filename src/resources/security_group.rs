@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, i32_of, str_attr};
-use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -153,18 +153,14 @@ impl Kind for SecurityGroup {
             name = format!("{name}-{}", &req.token[..8.min(req.token.len())]);
         }
         let vpc = str_attr(req.inputs, "vpc");
-        let created = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2
-                .create_security_group()
-                .group_name(&name)
-                .description(str_attr(req.inputs, "description"))
-                .vpc_id(vpc)
-                .tag_specifications(tags::ec2_spec(ctx, ResourceType::SecurityGroup, req.address, req.inputs))
-                .send()
-                .await
-                .map_err(err("CreateSecurityGroup"))
-        };
+        let request = ctx
+            .ec2
+            .create_security_group()
+            .group_name(&name)
+            .description(str_attr(req.inputs, "description"))
+            .vpc_id(vpc)
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::SecurityGroup, req.address, req.inputs));
+        let created = ctx.call(Service::Ec2, "CreateSecurityGroup", request.send()).await;
         // A new VPC group starts with AWS's allow-all egress; declared rules are the whole set.
         let mut current = Attrs::from([
             ("ingress".into(), Value::List(vec![])),
@@ -174,16 +170,13 @@ impl Kind for SecurityGroup {
             Ok(out) => out.group_id().unwrap_or_default().to_string(),
             // The name is taken: by this very resource (a create that raced a crash) it is
             // adopted, with whatever rules it has now as the starting point.
-            Err(e) if e.code.as_deref() == Some("InvalidGroup.Duplicate") => {
-                let _p = ctx.permit(Service::Ec2).await;
-                let found = ctx
+            Err(e) if e.has_code("InvalidGroup.Duplicate") => {
+                let request = ctx
                     .ec2
                     .describe_security_groups()
                     .filters(aws_sdk_ec2::types::Filter::builder().name("group-name").values(&name).build())
-                    .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(vpc).build())
-                    .send()
-                    .await
-                    .map_err(err("DescribeSecurityGroups"))?;
+                    .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(vpc).build());
+                let found = ctx.call(Service::Ec2, "DescribeSecurityGroups", request.send()).await?;
                 let Some(g) = found.security_groups().iter().find(|g| tags::is_ours(ctx, g.tags(), req.address)) else {
                     return Err(e.taken_by_other("set `name` to another name"));
                 };
@@ -199,13 +192,13 @@ impl Kind for SecurityGroup {
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
-        let mut found = vec![];
-        let mut pages = ctx.ec2.describe_security_groups().filters(tags::stack_filter(ctx)).into_paginator().send();
-        while let Some(page) = {
-            let _p = ctx.permit(Service::Ec2).await;
-            pages.next().await
-        } {
-            for g in page.map_err(err("DescribeSecurityGroups"))?.security_groups() {
+        let pages = ctx.ec2.describe_security_groups().filters(tags::stack_filter(ctx)).into_paginator().send();
+        let groups = ctx
+            .all_pages(Service::Ec2, "DescribeSecurityGroups", pages, |p| p.security_groups.unwrap_or_default())
+            .await?;
+        Ok(groups
+            .iter()
+            .map(|g| {
                 let all = tags::ec2_map(g.tags());
                 let id = g.group_id().unwrap_or_default().to_string();
                 let attrs = Attrs::from([
@@ -216,16 +209,15 @@ impl Kind for SecurityGroup {
                     ("tags".into(), tags::observed(&all)),
                 ]);
                 let name = g.group_name().unwrap_or_default().to_string();
-                found.push(Observed {
+                Observed {
                     address: all.get(tags::ADDRESS).cloned(),
                     id: id.clone(),
                     attrs,
                     outputs: recorded(id, name).outputs,
                     retained: false,
-                });
-            }
-        }
-        Ok(found)
+                }
+            })
+            .collect())
     }
 
     async fn update(
@@ -247,10 +239,9 @@ impl Kind for SecurityGroup {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(
-            ctx.ec2.delete_security_group().group_id(id).send().await.map(|_| ()).map_err(err("DeleteSecurityGroup")),
-        )
+        let request = ctx.ec2.delete_security_group().group_id(id);
+        ctx.call(Service::Ec2, "DeleteSecurityGroup", request.send()).await.absent_ok()?;
+        Ok(())
     }
 }
 
@@ -350,46 +341,25 @@ async fn sync_rules(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<()>
         let (o, n) = (effective(old, dir), effective(new, dir));
         let revoke: Vec<IpPermission> = o.iter().filter(|r| !n.contains(r)).map(|r| permission(r, id)).collect();
         let grant: Vec<IpPermission> = n.iter().filter(|r| !o.contains(r)).map(|r| permission(r, id)).collect();
-        let _p = ctx.permit(Service::Ec2).await;
         match (dir, revoke.is_empty()) {
             ("ingress", false) => {
-                ctx.ec2
-                    .revoke_security_group_ingress()
-                    .group_id(id)
-                    .set_ip_permissions(Some(revoke))
-                    .send()
-                    .await
-                    .map_err(err("RevokeSecurityGroupIngress"))?;
+                let request = ctx.ec2.revoke_security_group_ingress().group_id(id).set_ip_permissions(Some(revoke));
+                ctx.call(Service::Ec2, "RevokeSecurityGroupIngress", request.send()).await?;
             }
             ("egress", false) => {
-                ctx.ec2
-                    .revoke_security_group_egress()
-                    .group_id(id)
-                    .set_ip_permissions(Some(revoke))
-                    .send()
-                    .await
-                    .map_err(err("RevokeSecurityGroupEgress"))?;
+                let request = ctx.ec2.revoke_security_group_egress().group_id(id).set_ip_permissions(Some(revoke));
+                ctx.call(Service::Ec2, "RevokeSecurityGroupEgress", request.send()).await?;
             }
             _ => {}
         }
         match (dir, grant.is_empty()) {
             ("ingress", false) => {
-                ctx.ec2
-                    .authorize_security_group_ingress()
-                    .group_id(id)
-                    .set_ip_permissions(Some(grant))
-                    .send()
-                    .await
-                    .map_err(err("AuthorizeSecurityGroupIngress"))?;
+                let request = ctx.ec2.authorize_security_group_ingress().group_id(id).set_ip_permissions(Some(grant));
+                ctx.call(Service::Ec2, "AuthorizeSecurityGroupIngress", request.send()).await?;
             }
             ("egress", false) => {
-                ctx.ec2
-                    .authorize_security_group_egress()
-                    .group_id(id)
-                    .set_ip_permissions(Some(grant))
-                    .send()
-                    .await
-                    .map_err(err("AuthorizeSecurityGroupEgress"))?;
+                let request = ctx.ec2.authorize_security_group_egress().group_id(id).set_ip_permissions(Some(grant));
+                ctx.call(Service::Ec2, "AuthorizeSecurityGroupEgress", request.send()).await?;
             }
             _ => {}
         }

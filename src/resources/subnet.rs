@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
-use crate::aws::{AwsError, Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
 
@@ -63,18 +63,14 @@ impl Kind for Subnet {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let vpc = str_attr(req.inputs, "vpc");
         let cidr = str_attr(req.inputs, "cidr_block");
-        let _p = ctx.permit(Service::Ec2).await;
-        let created = ctx
+        let request = ctx
             .ec2
             .create_subnet()
             .vpc_id(vpc)
             .cidr_block(cidr)
             .availability_zone(str_attr(req.inputs, "availability_zone"))
-            .tag_specifications(tags::ec2_spec(ctx, ResourceType::Subnet, req.address, req.inputs))
-            .send()
-            .await
-            .map_err(err("CreateSubnet"));
-        let (id, az) = match created {
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::Subnet, req.address, req.inputs));
+        let (id, az) = match ctx.call(Service::Ec2, "CreateSubnet", request.send()).await {
             Ok(out) => {
                 let sub = out.subnet();
                 (
@@ -83,15 +79,13 @@ impl Kind for Subnet {
                 )
             }
             // The CIDR is taken: by this very resource (a create that raced a crash) it is adopted.
-            Err(e) if e.code.as_deref() == Some("InvalidSubnet.Conflict") => {
-                let found = ctx
+            Err(e) if e.has_code("InvalidSubnet.Conflict") => {
+                let request = ctx
                     .ec2
                     .describe_subnets()
                     .filters(Filter::builder().name("vpc-id").values(vpc).build())
-                    .filters(Filter::builder().name("cidr-block").values(cidr).build())
-                    .send()
-                    .await
-                    .map_err(err("DescribeSubnets"))?;
+                    .filters(Filter::builder().name("cidr-block").values(cidr).build());
+                let found = ctx.call(Service::Ec2, "DescribeSubnets", request.send()).await?;
                 let Some(sn) = found.subnets().iter().find(|sn| tags::is_ours(ctx, sn.tags(), req.address)) else {
                     return Err(e.taken_by_other("choose a CIDR no other subnet of the VPC uses"));
                 };
@@ -104,13 +98,12 @@ impl Kind for Subnet {
             route_through_nat(ctx, req.address, vpc, &id, nat, req.inputs).await?;
         }
         if bool_attr(req.inputs, "public") {
-            ctx.ec2
+            let request = ctx
+                .ec2
                 .modify_subnet_attribute()
                 .subnet_id(&id)
-                .map_public_ip_on_launch(AttributeBooleanValue::builder().value(true).build())
-                .send()
-                .await
-                .map_err(err("ModifySubnetAttribute"))?;
+                .map_public_ip_on_launch(AttributeBooleanValue::builder().value(true).build());
+            ctx.call(Service::Ec2, "ModifySubnetAttribute", request.send()).await?;
             let rts = super::vpc::public_route_tables(ctx, vpc).await?;
             let Some(rt) = rts.first().and_then(|r| r.route_table_id()) else {
                 return Err(AwsError {
@@ -121,13 +114,8 @@ impl Kind for Subnet {
             };
             let associated = rts.iter().flat_map(|r| r.associations()).any(|a| a.subnet_id() == Some(id.as_str()));
             if !associated {
-                ctx.ec2
-                    .associate_route_table()
-                    .route_table_id(rt)
-                    .subnet_id(&id)
-                    .send()
-                    .await
-                    .map_err(err("AssociateRouteTable"))?;
+                let request = ctx.ec2.associate_route_table().route_table_id(rt).subnet_id(&id);
+                ctx.call(Service::Ec2, "AssociateRouteTable", request.send()).await?;
             }
         }
         Ok(recorded(id, az))
@@ -148,37 +136,33 @@ impl Kind for Subnet {
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
         let nat_routes = stack_nat_routes(ctx).await?;
-        let mut found = vec![];
-        let mut pages = ctx.ec2.describe_subnets().filters(tags::stack_filter(ctx)).into_paginator().send();
-        while let Some(page) = {
-            let _p = ctx.permit(Service::Ec2).await;
-            pages.next().await
-        } {
-            for sn in page.map_err(err("DescribeSubnets"))?.subnets() {
+        let pages = ctx.ec2.describe_subnets().filters(tags::stack_filter(ctx)).into_paginator().send();
+        let subnets = ctx.all_pages(Service::Ec2, "DescribeSubnets", pages, |p| p.subnets.unwrap_or_default()).await?;
+        Ok(subnets
+            .iter()
+            .map(|sn| {
                 let all = tags::ec2_map(sn.tags());
                 let id = sn.subnet_id().unwrap_or_default().to_string();
                 let az = sn.availability_zone().unwrap_or_default().to_string();
-                let attrs = Attrs::from([
+                let mut attrs = Attrs::from([
                     ("vpc".into(), Value::str(sn.vpc_id().unwrap_or_default())),
                     ("cidr_block".into(), Value::str(sn.cidr_block().unwrap_or_default())),
                     ("availability_zone".into(), Value::str(az.clone())),
                     ("public".into(), Value::Bool(sn.map_public_ip_on_launch().unwrap_or(false))),
                     ("tags".into(), tags::observed(&all)),
                 ]);
-                let mut attrs = attrs;
                 if let Some(nat) = nat_routes.iter().find(|r| r.subnet == id).and_then(|r| r.nat.clone()) {
                     attrs.insert("nat_gateway".into(), Value::str(nat));
                 }
-                found.push(Observed {
+                Observed {
                     address: all.get(tags::ADDRESS).cloned(),
                     id: id.clone(),
                     attrs,
                     outputs: recorded(id, az).outputs,
                     retained: false,
-                });
-            }
-        }
-        Ok(found)
+                }
+            })
+            .collect())
     }
 
     async fn update(
@@ -202,8 +186,8 @@ impl Kind for Subnet {
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         remove_own_routes(ctx, id).await?;
-        let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(ctx.ec2.delete_subnet().subnet_id(id).send().await.map(|_| ()).map_err(err("DeleteSubnet")))
+        ctx.call(Service::Ec2, "DeleteSubnet", ctx.ec2.delete_subnet().subnet_id(id).send()).await.absent_ok()?;
+        Ok(())
     }
 }
 
@@ -258,22 +242,21 @@ async fn stack_nat_routes(ctx: &Ctx) -> Result<Vec<OwnRoutes>> {
 
 /// The route tables made for `subnet`.
 async fn routes_of(ctx: &Ctx, subnet: &str) -> Result<Vec<OwnRoutes>> {
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
+    let pages = ctx
         .ec2
         .describe_route_tables()
         .filters(Filter::builder().name(format!("tag:{ROUTES_FOR}")).values(subnet).build())
-        .send()
-        .await
-        .map_err(err("DescribeRouteTables"))?;
-    Ok(out.route_tables().iter().filter_map(own_routes).collect())
+        .into_paginator()
+        .send();
+    let tables =
+        ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await?;
+    Ok(tables.iter().filter_map(own_routes).collect())
 }
 
 /// Gives the subnet its own route table with 0.0.0.0/0 through `nat`, or points the one it
 /// has at `nat`. Idempotent: a table left by an interrupted run is found by its tag.
 async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, nat: &str, inputs: &Attrs) -> Result<()> {
     let existing = routes_of(ctx, subnet).await?.into_iter().next();
-    let _p = ctx.permit(Service::Ec2).await;
     let own = match existing {
         Some(own) => own,
         None => {
@@ -281,14 +264,8 @@ async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, na
             spec.tags
                 .get_or_insert_with(Vec::new)
                 .push(aws_sdk_ec2::types::Tag::builder().key(ROUTES_FOR).value(subnet).build());
-            let rt = ctx
-                .ec2
-                .create_route_table()
-                .vpc_id(vpc)
-                .tag_specifications(spec)
-                .send()
-                .await
-                .map_err(err("CreateRouteTable"))?;
+            let request = ctx.ec2.create_route_table().vpc_id(vpc).tag_specifications(spec);
+            let rt = ctx.call(Service::Ec2, "CreateRouteTable", request.send()).await?;
             let table = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default().to_string();
             OwnRoutes { table, subnet: subnet.to_string(), nat: None, associations: vec![] }
         }
@@ -296,34 +273,27 @@ async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, na
     match own.nat.as_deref() {
         Some(n) if n == nat => {}
         Some(_) => {
-            ctx.ec2
+            let request = ctx
+                .ec2
                 .replace_route()
                 .route_table_id(&own.table)
                 .destination_cidr_block("0.0.0.0/0")
-                .nat_gateway_id(nat)
-                .send()
-                .await
-                .map_err(err("ReplaceRoute"))?;
+                .nat_gateway_id(nat);
+            ctx.call(Service::Ec2, "ReplaceRoute", request.send()).await?;
         }
         None => {
-            ctx.ec2
+            let request = ctx
+                .ec2
                 .create_route()
                 .route_table_id(&own.table)
                 .destination_cidr_block("0.0.0.0/0")
-                .nat_gateway_id(nat)
-                .send()
-                .await
-                .map_err(err("CreateRoute"))?;
+                .nat_gateway_id(nat);
+            ctx.call(Service::Ec2, "CreateRoute", request.send()).await?;
         }
     }
     if own.associations.is_empty() {
-        ctx.ec2
-            .associate_route_table()
-            .route_table_id(&own.table)
-            .subnet_id(subnet)
-            .send()
-            .await
-            .map_err(err("AssociateRouteTable"))?;
+        let request = ctx.ec2.associate_route_table().route_table_id(&own.table).subnet_id(subnet);
+        ctx.call(Service::Ec2, "AssociateRouteTable", request.send()).await?;
     }
     Ok(())
 }
@@ -331,27 +301,12 @@ async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, na
 /// Removes the subnet's own route tables (the subnet falls back to the VPC's main table).
 async fn remove_own_routes(ctx: &Ctx, subnet: &str) -> Result<()> {
     for own in routes_of(ctx, subnet).await? {
-        let _p = ctx.permit(Service::Ec2).await;
         for a in &own.associations {
-            gone_is_ok(
-                ctx.ec2
-                    .disassociate_route_table()
-                    .association_id(a)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("DisassociateRouteTable")),
-            )?;
+            let request = ctx.ec2.disassociate_route_table().association_id(a);
+            ctx.call(Service::Ec2, "DisassociateRouteTable", request.send()).await.absent_ok()?;
         }
-        gone_is_ok(
-            ctx.ec2
-                .delete_route_table()
-                .route_table_id(&own.table)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("DeleteRouteTable")),
-        )?;
+        let request = ctx.ec2.delete_route_table().route_table_id(&own.table);
+        ctx.call(Service::Ec2, "DeleteRouteTable", request.send()).await.absent_ok()?;
     }
     Ok(())
 }

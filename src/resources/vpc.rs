@@ -3,10 +3,10 @@
 //! subnets associate with.
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType, VpcAttributeName};
+use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, InternetGateway, ResourceType, RouteTable, VpcAttributeName};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, str_attr};
-use crate::aws::{Ctx, Service, err, gone_is_ok, tags};
+use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
 
@@ -61,16 +61,12 @@ impl Kind for Vpc {
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let out = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2
-                .create_vpc()
-                .cidr_block(str_attr(req.inputs, "cidr_block"))
-                .tag_specifications(tags::ec2_spec(ctx, ResourceType::Vpc, req.address, req.inputs))
-                .send()
-                .await
-                .map_err(err("CreateVpc"))?
-        };
+        let request = ctx
+            .ec2
+            .create_vpc()
+            .cidr_block(str_attr(req.inputs, "cidr_block"))
+            .tag_specifications(tags::ec2_spec(ctx, ResourceType::Vpc, req.address, req.inputs));
+        let out = ctx.call(Service::Ec2, "CreateVpc", request.send()).await?;
         let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
         enable_dns(ctx, &id).await?;
         if bool_attr(req.inputs, "internet_gateway") {
@@ -137,8 +133,8 @@ impl Kind for Vpc {
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         remove_gateways(ctx, address, id).await?;
-        let _p = ctx.permit(Service::Ec2).await;
-        gone_is_ok(ctx.ec2.delete_vpc().vpc_id(id).send().await.map(|_| ()).map_err(err("DeleteVpc")))
+        ctx.call(Service::Ec2, "DeleteVpc", ctx.ec2.delete_vpc().vpc_id(id).send()).await.absent_ok()?;
+        Ok(())
     }
 }
 
@@ -151,8 +147,7 @@ async fn enable_dns(ctx: &Ctx, vpc: &str) -> Result<()> {
     for hostnames in [false, true] {
         let call = ctx.ec2.modify_vpc_attribute().vpc_id(vpc);
         let call = if hostnames { call.enable_dns_hostnames(on()) } else { call.enable_dns_support(on()) };
-        let _p = ctx.permit(Service::Ec2).await;
-        call.send().await.map_err(err("ModifyVpcAttribute"))?;
+        ctx.call(Service::Ec2, "ModifyVpcAttribute", call.send()).await?;
     }
     Ok(())
 }
@@ -185,15 +180,8 @@ async fn stack_vpcs(ctx: &Ctx) -> Result<Vec<Observed>> {
 /// Both DNS attributes on (read together).
 async fn dns_enabled(ctx: &Ctx, vpc: &str) -> Result<bool> {
     let read = |attribute: VpcAttributeName| async move {
-        let _p = ctx.permit(Service::Ec2).await;
-        let out = ctx
-            .ec2
-            .describe_vpc_attribute()
-            .vpc_id(vpc)
-            .attribute(attribute.clone())
-            .send()
-            .await
-            .map_err(err("DescribeVpcAttribute"))?;
+        let request = ctx.ec2.describe_vpc_attribute().vpc_id(vpc).attribute(attribute.clone());
+        let out = ctx.call(Service::Ec2, "DescribeVpcAttribute", request.send()).await?;
         Ok(match attribute {
             VpcAttributeName::EnableDnsSupport => out.enable_dns_support().and_then(|v| v.value()),
             _ => out.enable_dns_hostnames().and_then(|v| v.value()),
@@ -211,41 +199,25 @@ fn recorded(id: String) -> Recorded {
 /// Gives the VPC an attached, tagged internet gateway and the public route table.
 /// Idempotent: a gateway or table left by an interrupted run is found by its tags and reused.
 async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs, token: &str) -> Result<()> {
-    let _p = ctx.permit(Service::Ec2).await;
-    let mine = ctx
-        .ec2
-        .describe_internet_gateways()
-        .filters(tags::stack_filter(ctx))
-        .filters(Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build())
-        .send()
-        .await
-        .map_err(err("DescribeInternetGateways"))?;
-    let existing = mine
-        .internet_gateways()
-        .iter()
-        .find(|g| g.attachments().is_empty() || g.attachments().iter().any(|a| a.vpc_id() == Some(vpc)));
+    let mine = gateways(ctx, vec![tags::stack_filter(ctx), address_filter(address)]).await?;
+    let existing =
+        mine.iter().find(|g| g.attachments().is_empty() || g.attachments().iter().any(|a| a.vpc_id() == Some(vpc)));
     let igw_id = match existing {
         Some(g) => g.internet_gateway_id().unwrap_or_default().to_string(),
-        None => ctx
-            .ec2
-            .create_internet_gateway()
-            .tag_specifications(tags::ec2_spec(ctx, ResourceType::InternetGateway, address, inputs))
-            .send()
-            .await
-            .map_err(err("CreateInternetGateway"))?
-            .internet_gateway()
-            .and_then(|g| g.internet_gateway_id())
-            .unwrap_or_default()
-            .to_string(),
+        None => {
+            let request = ctx.ec2.create_internet_gateway().tag_specifications(tags::ec2_spec(
+                ctx,
+                ResourceType::InternetGateway,
+                address,
+                inputs,
+            ));
+            let out = ctx.call(Service::Ec2, "CreateInternetGateway", request.send()).await?;
+            out.internet_gateway().and_then(|g| g.internet_gateway_id()).unwrap_or_default().to_string()
+        }
     };
     if !existing.is_some_and(|g| g.attachments().iter().any(|a| a.vpc_id() == Some(vpc))) {
-        ctx.ec2
-            .attach_internet_gateway()
-            .internet_gateway_id(&igw_id)
-            .vpc_id(vpc)
-            .send()
-            .await
-            .map_err(err("AttachInternetGateway"))?;
+        let request = ctx.ec2.attach_internet_gateway().internet_gateway_id(&igw_id).vpc_id(vpc);
+        ctx.call(Service::Ec2, "AttachInternetGateway", request.send()).await?;
     }
     if !public_route_tables(ctx, vpc).await?.is_empty() {
         return Ok(());
@@ -254,153 +226,97 @@ async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs, tok
     spec.tags
         .get_or_insert_with(Vec::new)
         .push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
-    let rt = ctx
-        .ec2
-        .create_route_table()
-        .vpc_id(vpc)
-        .client_token(token)
-        .tag_specifications(spec)
-        .send()
-        .await
-        .map_err(err("CreateRouteTable"))?;
+    let request = ctx.ec2.create_route_table().vpc_id(vpc).client_token(token).tag_specifications(spec);
+    let rt = ctx.call(Service::Ec2, "CreateRouteTable", request.send()).await?;
     let rt_id = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default();
-    ctx.ec2
-        .create_route()
-        .route_table_id(rt_id)
-        .destination_cidr_block("0.0.0.0/0")
-        .gateway_id(&igw_id)
-        .send()
-        .await
-        .map_err(err("CreateRoute"))?;
+    let request = ctx.ec2.create_route().route_table_id(rt_id).destination_cidr_block("0.0.0.0/0").gateway_id(&igw_id);
+    ctx.call(Service::Ec2, "CreateRoute", request.send()).await?;
     Ok(())
 }
 
+fn address_filter(address: &str) -> Filter {
+    Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build()
+}
+
+/// The internet gateways that match every filter.
+async fn gateways(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<InternetGateway>> {
+    let pages = ctx.ec2.describe_internet_gateways().set_filters(Some(filters)).into_paginator().send();
+    ctx.all_pages(Service::Ec2, "DescribeInternetGateways", pages, |p| p.internet_gateways.unwrap_or_default()).await
+}
+
 /// The VPC's public route tables (those gpustack made for its internet gateway).
-pub async fn public_route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<aws_sdk_ec2::types::RouteTable>> {
-    let out = ctx
+pub async fn public_route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<RouteTable>> {
+    let pages = ctx
         .ec2
         .describe_route_tables()
         .filters(Filter::builder().name("vpc-id").values(vpc).build())
         .filters(Filter::builder().name(format!("tag:{PUBLIC_ROUTES}")).values("true").build())
-        .send()
-        .await
-        .map_err(err("DescribeRouteTables"))?;
-    Ok(out.route_tables().to_vec())
+        .into_paginator()
+        .send();
+    ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await
 }
 
 /// Removes the VPC's public route tables and its gateways: those attached to it and
 /// any unattached one tagged with its address (left by an interrupted create).
 async fn remove_gateways(ctx: &Ctx, address: &str, vpc: &str) -> Result<()> {
-    let _p = ctx.permit(Service::Ec2).await;
     for rt in public_route_tables(ctx, vpc).await? {
         for a in rt.associations().iter().filter(|a| !a.main().unwrap_or(false)) {
             if let Some(aid) = a.route_table_association_id() {
-                gone_is_ok(
-                    ctx.ec2
-                        .disassociate_route_table()
-                        .association_id(aid)
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(err("DisassociateRouteTable")),
-                )?;
+                let request = ctx.ec2.disassociate_route_table().association_id(aid);
+                ctx.call(Service::Ec2, "DisassociateRouteTable", request.send()).await.absent_ok()?;
             }
         }
         if let Some(id) = rt.route_table_id() {
-            gone_is_ok(
-                ctx.ec2
-                    .delete_route_table()
-                    .route_table_id(id)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("DeleteRouteTable")),
-            )?;
+            let request = ctx.ec2.delete_route_table().route_table_id(id);
+            ctx.call(Service::Ec2, "DeleteRouteTable", request.send()).await.absent_ok()?;
         }
     }
-    let mut gateways = vec![];
-    for filter in [
-        Filter::builder().name("attachment.vpc-id").values(vpc).build(),
-        Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build(),
-    ] {
-        let out = ctx
-            .ec2
-            .describe_internet_gateways()
-            .filters(filter)
-            .filters(tags::stack_filter(ctx))
-            .send()
-            .await
-            .map_err(err("DescribeInternetGateways"))?;
-        for g in out.internet_gateways() {
+    let mut found: Vec<InternetGateway> = vec![];
+    for filter in [Filter::builder().name("attachment.vpc-id").values(vpc).build(), address_filter(address)] {
+        for g in gateways(ctx, vec![filter, tags::stack_filter(ctx)]).await? {
             let attached_elsewhere = g.attachments().iter().any(|a| a.vpc_id().is_some_and(|v| v != vpc));
-            if !attached_elsewhere
-                && !gateways
-                    .iter()
-                    .any(|x: &aws_sdk_ec2::types::InternetGateway| x.internet_gateway_id() == g.internet_gateway_id())
-            {
-                gateways.push(g.clone());
+            if !attached_elsewhere && !found.iter().any(|x| x.internet_gateway_id() == g.internet_gateway_id()) {
+                found.push(g);
             }
         }
     }
-    for g in gateways {
+    for g in found {
         let Some(gid) = g.internet_gateway_id() else { continue };
         if !g.attachments().is_empty() {
-            gone_is_ok(
-                ctx.ec2
-                    .detach_internet_gateway()
-                    .internet_gateway_id(gid)
-                    .vpc_id(vpc)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("DetachInternetGateway")),
-            )?;
+            let request = ctx.ec2.detach_internet_gateway().internet_gateway_id(gid).vpc_id(vpc);
+            ctx.call(Service::Ec2, "DetachInternetGateway", request.send()).await.absent_ok()?;
         }
-        gone_is_ok(
-            ctx.ec2
-                .delete_internet_gateway()
-                .internet_gateway_id(gid)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(err("DeleteInternetGateway")),
-        )?;
+        let request = ctx.ec2.delete_internet_gateway().internet_gateway_id(gid);
+        ctx.call(Service::Ec2, "DeleteInternetGateway", request.send()).await.absent_ok()?;
     }
     Ok(())
 }
 
 /// This stack's internet gateways: (gateway id, attached VPC).
 async fn stack_gateways(ctx: &Ctx) -> Result<Vec<(String, Option<String>)>> {
-    let mut out = vec![];
-    let mut pages = ctx.ec2.describe_internet_gateways().filters(tags::stack_filter(ctx)).into_paginator().send();
-    while let Some(page) = {
-        let _p = ctx.permit(Service::Ec2).await;
-        pages.next().await
-    } {
-        for g in page.map_err(err("DescribeInternetGateways"))?.internet_gateways() {
+    let pages = ctx.ec2.describe_internet_gateways().filters(tags::stack_filter(ctx)).into_paginator().send();
+    let all = ctx
+        .all_pages(Service::Ec2, "DescribeInternetGateways", pages, |p| p.internet_gateways.unwrap_or_default())
+        .await?;
+    Ok(all
+        .iter()
+        .map(|g| {
             let vpc = g.attachments().first().and_then(|a| a.vpc_id()).map(str::to_string);
-            out.push((g.internet_gateway_id().unwrap_or_default().to_string(), vpc));
-        }
-    }
-    Ok(out)
+            (g.internet_gateway_id().unwrap_or_default().to_string(), vpc)
+        })
+        .collect())
 }
 
 /// VPCs of this stack that have a public route table.
 async fn stack_public_route_vpcs(ctx: &Ctx) -> Result<Vec<String>> {
-    let mut out = vec![];
-    let mut pages = ctx
+    let pages = ctx
         .ec2
         .describe_route_tables()
         .filters(tags::stack_filter(ctx))
         .filters(Filter::builder().name(format!("tag:{PUBLIC_ROUTES}")).values("true").build())
         .into_paginator()
         .send();
-    while let Some(page) = {
-        let _p = ctx.permit(Service::Ec2).await;
-        pages.next().await
-    } {
-        let page = page.map_err(err("DescribeRouteTables"))?;
-        out.extend(page.route_tables().iter().filter_map(|r| r.vpc_id().map(str::to_string)));
-    }
-    Ok(out)
+    let tables =
+        ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await?;
+    Ok(tables.iter().filter_map(|r| r.vpc_id().map(str::to_string)).collect())
 }

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, VpcEndpoint, VpcEndpointType};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
-use crate::aws::wait::{Poll, until};
-use crate::aws::{AwsError, Ctx, Service, err, tags};
+use crate::aws::wait::{Status, until_status};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
 
@@ -130,15 +130,15 @@ impl Kind for VpcEndpointKind {
                 .set_security_group_ids(Some(strings(inp, "security_groups")).filter(|g| !g.is_empty()))
                 .private_dns_enabled(true);
         }
-        let out = {
-            let _p = ctx.permit(Service::Ec2).await;
-            call.send().await.map_err(err("CreateVpcEndpoint"))?
-        };
+        let out = ctx.call(Service::Ec2, "CreateVpcEndpoint", call.send()).await?;
         let id = out.vpc_endpoint().and_then(|e| e.vpc_endpoint_id()).unwrap_or_default().to_string();
-        let ep = until(&format!("VPC endpoint {id}"), TIMEOUT, || async {
-            match describe(ctx, &id).await? {
-                Some(e) if state_is(&e, &["available"]) => Ok(Poll::Done(e)),
-                Some(e) if state_is(&e, &["failed", "rejected"]) => Err(AwsError {
+        let ep = until_status(
+            &format!("VPC endpoint {id}"),
+            TIMEOUT,
+            || describe(ctx, &id),
+            |e| match e {
+                Some(e) if state_is(&e, &["available"]) => Status::Reached(e),
+                Some(e) if state_is(&e, &["failed", "rejected"]) => Status::Failed(AwsError {
                     operation: "CreateVpcEndpoint",
                     code: e.last_error().and_then(|l| l.code()).map(str::to_string),
                     detail: format!(
@@ -147,9 +147,9 @@ impl Kind for VpcEndpointKind {
                         e.last_error().and_then(|l| l.message()).unwrap_or("no reason given")
                     ),
                 }),
-                e => Ok(Poll::Pending(e.and_then(|e| e.state().map(|s| s.as_str().to_string())).unwrap_or_default())),
-            }
-        })
+                e => Status::Pending(e.and_then(|e| e.state().map(|s| s.as_str().to_string())).unwrap_or_default()),
+            },
+        )
         .await?;
         Ok(recorded(&ep))
     }
@@ -227,8 +227,7 @@ impl Kind for VpcEndpointKind {
                 let (add, remove) = diff("security_groups");
                 call = call.set_add_security_group_ids(Some(add)).set_remove_security_group_ids(Some(remove));
             }
-            let _p = ctx.permit(Service::Ec2).await;
-            call.send().await.map_err(err("ModifyVpcEndpoint"))?;
+            ctx.call(Service::Ec2, "ModifyVpcEndpoint", call.send()).await?;
         }
         tags::sync_ec2(ctx, id, old, new).await?;
         let ep = describe(ctx, id).await?;
@@ -236,35 +235,32 @@ impl Kind for VpcEndpointKind {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let out = {
-            let _p = ctx.permit(Service::Ec2).await;
-            ctx.ec2.delete_vpc_endpoints().vpc_endpoint_ids(id).send().await.map_err(err("DeleteVpcEndpoints"))
+        let request = ctx.ec2.delete_vpc_endpoints().vpc_endpoint_ids(id);
+        let Some(out) = ctx.call(Service::Ec2, "DeleteVpcEndpoints", request.send()).await.absent_ok()? else {
+            return Ok(());
         };
-        match out {
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
-            // DeleteVpcEndpoints reports failures per endpoint instead of failing the call.
-            Ok(o) => {
-                if let Some(u) = o.unsuccessful().iter().find(|u| u.resource_id() == Some(id)) {
-                    let e = u.error();
-                    let code = e.and_then(|e| e.code()).map(str::to_string);
-                    if !code.as_deref().is_some_and(|c| c.contains("NotFound")) {
-                        return Err(AwsError {
-                            operation: "DeleteVpcEndpoints",
-                            detail: format!("{id}: {}", e.and_then(|e| e.message()).unwrap_or("not deleted")),
-                            code,
-                        });
-                    }
-                }
+        // DeleteVpcEndpoints reports failures per endpoint instead of failing the call.
+        if let Some(u) = out.unsuccessful().iter().find(|u| u.resource_id() == Some(id)) {
+            let e = u.error();
+            let code = e.and_then(|e| e.code()).map(str::to_string);
+            if !code.as_deref().is_some_and(|c| c.contains("NotFound")) {
+                return Err(AwsError {
+                    operation: "DeleteVpcEndpoints",
+                    detail: format!("{id}: {}", e.and_then(|e| e.message()).unwrap_or("not deleted")),
+                    code,
+                });
             }
         }
-        until(&format!("deletion of VPC endpoint {id}"), TIMEOUT, || async {
-            Ok(match describe(ctx, id).await? {
-                None => Poll::Done(()),
-                Some(e) if state_is(&e, &["deleted"]) => Poll::Done(()),
-                Some(e) => Poll::Pending(e.state().map_or("deleting", |s| s.as_str()).to_string()),
-            })
-        })
+        until_status(
+            &format!("deletion of VPC endpoint {id}"),
+            TIMEOUT,
+            || describe(ctx, id),
+            |e| match e {
+                None => Status::Reached(()),
+                Some(e) if state_is(&e, &["deleted"]) => Status::Reached(()),
+                Some(e) => Status::Pending(e.state().map_or("deleting", |s| s.as_str()).to_string()),
+            },
+        )
         .await
     }
 }
@@ -293,16 +289,11 @@ fn strings(a: &Attrs, k: &str) -> Vec<String> {
 
 /// The route tables `subnets` use: each one's associated table, else the VPC's main table.
 async fn route_tables(ctx: &Ctx, vpc: &str, subnets: &[String]) -> Result<Vec<String>> {
-    let out = {
-        let _p = ctx.permit(Service::Ec2).await;
-        ctx.ec2
-            .describe_route_tables()
-            .filters(Filter::builder().name("vpc-id").values(vpc).build())
-            .send()
-            .await
-            .map_err(err("DescribeRouteTables"))?
-    };
-    let tables = out.route_tables();
+    let pages =
+        ctx.ec2.describe_route_tables().filters(Filter::builder().name("vpc-id").values(vpc).build()).into_paginator();
+    let tables = ctx
+        .all_pages(Service::Ec2, "DescribeRouteTables", pages.send(), |p| p.route_tables.unwrap_or_default())
+        .await?;
     let main = tables
         .iter()
         .find(|t| t.associations().iter().any(|a| a.main() == Some(true)))
@@ -323,12 +314,9 @@ async fn route_tables(ctx: &Ctx, vpc: &str, subnets: &[String]) -> Result<Vec<St
 }
 
 async fn describe(ctx: &Ctx, id: &str) -> Result<Option<VpcEndpoint>> {
-    let _p = ctx.permit(Service::Ec2).await;
-    match ctx.ec2.describe_vpc_endpoints().vpc_endpoint_ids(id).send().await.map_err(err("DescribeVpcEndpoints")) {
-        Ok(o) => Ok(o.vpc_endpoints().first().cloned()),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.ec2.describe_vpc_endpoints().vpc_endpoint_ids(id);
+    let out = ctx.call(Service::Ec2, "DescribeVpcEndpoints", request.send()).await.absent_ok()?;
+    Ok(out.and_then(|o| o.vpc_endpoints().first().cloned()))
 }
 
 fn recorded(e: &VpcEndpoint) -> Recorded {
