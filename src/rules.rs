@@ -648,11 +648,10 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
                         )
                         .help(format!("set interfaces = {} or \"max\"", i.max_efa_interfaces)),
                     );
-                } else {
-                    let cards = i.efa_layout(asked.as_int().map(|n| n.max(1) as u32));
-                    let n = cards.len();
+                } else if let Ok(efa) = i.efa_interfaces(asked.as_int()) {
+                    let n = efa.efa_count();
                     note.push_str(&format!("; {n} EFA interface{}", if n == 1 { "" } else { "s" }));
-                    if cards.first().is_some_and(|c| *c != 0) {
+                    if efa.ena_primary() {
                         note.push_str(" (card 0 is ENA-only: an ENA primary plus efa-only on the EFA cards)");
                     }
                 }

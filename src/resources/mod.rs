@@ -14,7 +14,6 @@ pub mod node_group;
 mod placement_group;
 mod security_group;
 mod subnet;
-mod userdata;
 mod vpc;
 mod vpc_endpoint;
 

@@ -10,7 +10,11 @@ use std::sync::OnceLock;
 use aws_sdk_ec2::types::{InstanceType, InstanceTypeInfo, NetworkCardInterfaceType};
 use tokio::sync::Mutex;
 
-use super::{AwsError, Ctx, Service, err};
+mod efa;
+
+pub use efa::{EfaLayout, EfaRefusal, InterfaceKind, NetworkInterface};
+
+use super::{AwsError, Ctx, Service};
 
 /// Types whose GPU count `DescribeInstanceTypes` reports as 0 in both `LogicalGpuCount` and
 /// `Count` (karpenter-provider-aws#8368): their real count.
@@ -179,17 +183,6 @@ impl InstanceInfo {
         MIG_MODELS.iter().find(|m| m.gpu.eq_ignore_ascii_case(name) && m.memory_mib.contains(&self.gpu_memory_mib))
     }
 
-    /// The network cards that get an EFA interface when `wanted` are asked for (None: every
-    /// one the type has), from `NetworkInfo.NetworkCards[].InterfaceTypes` (EC2 UG
-    /// `efa-acc-inst-types`: "If the network card index 0 supports EFA…", so card 0 may not).
-    /// The one place that answers "how many EFA interfaces, on which cards".
-    pub fn efa_layout(&self, wanted: Option<u32>) -> Vec<u32> {
-        let cards: Vec<u32> =
-            if self.efa_cards.is_empty() { (0..self.max_efa_interfaces).collect() } else { self.efa_cards.clone() };
-        let n = wanted.unwrap_or(self.max_efa_interfaces).min(self.max_efa_interfaces) as usize;
-        cards.into_iter().take(n).collect()
-    }
-
     /// "8× H100 80 GiB, 192 vCPUs, 32 EFA": for plans and errors.
     pub fn summary(&self) -> String {
         let mut parts = vec![];
@@ -285,7 +278,7 @@ impl Embedded {
     }
 }
 
-const EMBEDDED_JSON: &str = include_str!("instance_catalog.json");
+const EMBEDDED_JSON: &str = include_str!("../instance_catalog.json");
 
 /// The embedded catalog, parsed once.
 pub fn embedded() -> &'static Embedded {
@@ -404,14 +397,9 @@ pub fn differences(embedded: &InstanceInfo, live: &InstanceInfo) -> Vec<String> 
 }
 
 async fn describe(ctx: &Ctx, types: &[String]) -> Result<Vec<InstanceInfo>, AwsError> {
-    let _p = ctx.permit(Service::Ec2).await;
-    let out = ctx
-        .ec2
-        .describe_instance_types()
-        .set_instance_types(Some(types.iter().map(|t| InstanceType::from(t.as_str())).collect()))
-        .send()
-        .await
-        .map_err(err("DescribeInstanceTypes"))?;
+    let names = types.iter().map(|t| InstanceType::from(t.as_str())).collect();
+    let request = ctx.ec2.describe_instance_types().set_instance_types(Some(names));
+    let out = ctx.call(Service::Ec2, "DescribeInstanceTypes", request.send()).await?;
     Ok(out.instance_types().iter().map(InstanceInfo::from_sdk).collect())
 }
 
@@ -450,7 +438,7 @@ mod tests {
         assert_eq!(c.generated.len(), 10, "a date: {}", c.generated);
         let p5 = c.get("p5.48xlarge").unwrap();
         assert_eq!((p5.vcpus, p5.gpus, p5.max_efa_interfaces), (192, 8, 32));
-        assert!(p5.mig_capable() && p5.efa_layout(None).len() == 32);
+        assert!(p5.mig_capable() && p5.efa_interfaces(None).unwrap().efa_count() == 32);
         let l4 = c.get("g6.xlarge").unwrap();
         assert!(l4.is_nvidia() && !l4.mig_capable() && l4.max_efa_interfaces == 0);
         // The fractional L4 reports Count 0 and LogicalGpuCount 1.

@@ -1,0 +1,108 @@
+//! What a launch template version holds (`RequestLaunchTemplateData`): IMDSv2, the instance
+//! type, the network (EFA interfaces or plain security groups), the data volume
+//! `/dev/xvdb`, the reservation and market, the placement group, the Bottlerocket user data
+//! and the tags of what it launches.
+
+use aws_sdk_ec2::types::{
+    CapacityReservationTarget, InstanceType, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplatePlacementRequest, LaunchTemplateTagSpecificationRequest, MarketType, RequestLaunchTemplateData,
+    ResourceType, Tag, VolumeType,
+};
+
+use super::network;
+use crate::aws::{Ctx, tags};
+use crate::resources::{Result, i32_of, str_attr};
+use crate::value::{Attrs, Value};
+
+/// The template data for the inputs `i`.
+pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplateData> {
+    let mut d = RequestLaunchTemplateData::builder().metadata_options(
+        LaunchTemplateInstanceMetadataOptionsRequest::builder()
+            .http_tokens(LaunchTemplateHttpTokensState::Required)
+            .http_put_response_hop_limit(i32_of(i.get("imds_hop_limit").and_then(Value::as_int).unwrap_or(1)))
+            .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)
+            .build(),
+    );
+    let instance_type = str_attr(i, "instance_type");
+    if !instance_type.is_empty() {
+        d = d.instance_type(InstanceType::from(instance_type));
+    }
+    let groups = strings(i.get("security_groups"));
+    match i.get("efa") {
+        Some(Value::Table(efa)) => {
+            let mut all = strings(efa.get("security_groups"));
+            all.extend(groups.iter().cloned());
+            all.sort();
+            all.dedup();
+            d = d.set_network_interfaces(Some(network::efa_interfaces(ctx, instance_type, efa, &all).await?));
+        }
+        _ if !groups.is_empty() => d = d.set_security_group_ids(Some(groups)),
+        _ => {}
+    }
+    if let Some(Value::Table(v)) = i.get("data_volume") {
+        d = d.block_device_mappings(data_volume(v));
+    }
+    let cr = str_attr(i, "capacity_reservation");
+    if !cr.is_empty() {
+        d = d.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(cr).build())
+                .build(),
+        );
+        if str_attr(i, "market") == "capacity-block" {
+            d = d.instance_market_options(
+                LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build(),
+            );
+        }
+    }
+    let pg = str_attr(i, "placement_group");
+    if !pg.is_empty() {
+        d = d.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
+    }
+    if let Some(ud) = i.get("user_data").and_then(Value::as_str).filter(|u| !u.is_empty()) {
+        d = d.user_data(aws_smithy_types::base64::encode(ud));
+    }
+    // Instances and their volumes carry the stack's tags (not the address: they are EKS's).
+    let mut t: Vec<Tag> = vec![Tag::builder().key(tags::STACK).value(ctx.stack.clone()).build()];
+    t.extend(tags::user_tags(i).into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()));
+    for rt in [ResourceType::Instance, ResourceType::Volume, ResourceType::NetworkInterface] {
+        d = d.tag_specifications(
+            LaunchTemplateTagSpecificationRequest::builder().resource_type(rt).set_tags(Some(t.clone())).build(),
+        );
+    }
+    Ok(d.build())
+}
+
+/// `/dev/xvdb`, encrypted gp3, from the `data_volume` table (optionally from a snapshot,
+/// hydrated at `initialization_rate_mibps`).
+fn data_volume(v: &Attrs) -> LaunchTemplateBlockDeviceMappingRequest {
+    let mut ebs = LaunchTemplateEbsBlockDeviceRequest::builder()
+        .volume_type(VolumeType::Gp3)
+        .encrypted(true)
+        .delete_on_termination(true);
+    if let Some(n) = v.get("size_gib").and_then(Value::as_int) {
+        ebs = ebs.volume_size(i32_of(n));
+    }
+    if let Some(snap) = v.get("snapshot").and_then(Value::as_str) {
+        ebs = ebs.snapshot_id(snap);
+        // Only with a snapshot: "supported only for volumes created from snapshots" (EC2 API
+        // reference, LaunchTemplateEbsBlockDeviceRequest.VolumeInitializationRate).
+        if let Some(rate) = v.get("initialization_rate_mibps").and_then(Value::as_int) {
+            ebs = ebs.volume_initialization_rate(i32_of(rate));
+        }
+    }
+    if let Some(n) = v.get("iops").and_then(Value::as_int) {
+        ebs = ebs.iops(i32_of(n));
+    }
+    if let Some(n) = v.get("throughput").and_then(Value::as_int) {
+        ebs = ebs.throughput(i32_of(n));
+    }
+    LaunchTemplateBlockDeviceMappingRequest::builder().device_name("/dev/xvdb").ebs(ebs.build()).build()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_list).unwrap_or_default().iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
+}

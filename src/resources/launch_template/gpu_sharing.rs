@@ -1,0 +1,127 @@
+//! Offline checks of a launch template's `gpu_sharing` table: the strategy, its replicas,
+//! and MIG profiles against the GPUs Bottlerocket's MIG manager knows (the catalog-backed
+//! checks, which need the instance type, are in the GPU rules).
+
+use crate::stack::expr::ExprKind;
+use crate::stack::{Diagnostic, Expr};
+use crate::value::Value;
+
+/// Offline checks of `gpu_sharing`.
+pub fn check(e: &Expr, diags: &mut Vec<Diagnostic>) {
+    let ExprKind::Table(t) = &e.kind else { return };
+    let strategy = t.get("strategy").and_then(|x| x.as_literal()).and_then(Value::as_str).unwrap_or("none");
+    let replicas = t.get("replicas");
+    let n = replicas.and_then(|x| x.as_literal()).and_then(Value::as_int);
+    match strategy {
+        "time-slicing" | "mps" => {
+            let (lo, hi) = if strategy == "mps" { (2, 48) } else { (2, i64::MAX) };
+            match n {
+                None if replicas.is_none() => diags.push(
+                    Diagnostic::error(format!("gpu_sharing strategy \"{strategy}\" needs `replicas`"), e.span.clone())
+                        .help("replicas = how many pods share each GPU, at least 2, e.g. replicas = 4"),
+                ),
+                Some(n) if n < lo || n > hi => diags.push(
+                    Diagnostic::error(
+                        if strategy == "mps" {
+                            format!("MPS replicas must be 2 to 48, found {n}")
+                        } else {
+                            format!("time-slicing replicas must be at least 2, found {n}")
+                        },
+                        replicas.and_then(|r| r.span.clone()),
+                    )
+                    .help("with 1 replica nothing is shared: use strategy = \"none\""),
+                ),
+                _ => {}
+            }
+            if let Some(p) = t.get("mig_profile") {
+                diags.push(
+                    Diagnostic::error(
+                        format!(
+                            "`mig_profile` does not go with strategy \"{strategy}\": MIG and {strategy} are exclusive"
+                        ),
+                        p.span.clone(),
+                    )
+                    .help("pick one: strategy = \"mig\" with mig_profile, or time-slicing/mps with replicas"),
+                );
+            }
+        }
+        "mig" => {
+            if t.get("mig_profile").is_none() {
+                diags.push(
+                    Diagnostic::error("gpu_sharing strategy \"mig\" needs `mig_profile`", e.span.clone())
+                        .help("e.g. mig_profile = { \"h100.80gb\" = \"1g.10gb\" } (keyed by GPU model and memory)"),
+                );
+            }
+            if let Some(r) = replicas {
+                diags.push(
+                    Diagnostic::error(
+                        "`replicas` does not apply to MIG: MIG with sharing on top is not offered",
+                        r.span.clone(),
+                    )
+                    .help("remove replicas; the MIG profile decides how many slices each GPU has"),
+                );
+            }
+            // Bottlerocket's `mig.profile` values are quoted strings: a partition count ("4") or a
+            // profile ("1g.10gb"); an integer is rejected and the node never configures
+            // (nvidia-migmanager README; Bottlerocket settings reference, kubelet-device-plugins).
+            if let Some(ExprKind::Table(p)) = t.get("mig_profile").map(|p| &p.kind) {
+                let models = crate::aws::catalog::MIG_MODELS;
+                for (k, v) in p {
+                    match v.as_literal() {
+                        Some(Value::Str(_)) | None => {}
+                        Some(Value::Int(n)) => diags.push(
+                            Diagnostic::error(
+                                format!(
+                                    "mig_profile \"{k}\" = {n} is an integer; Bottlerocket takes only strings here"
+                                ),
+                                v.span.clone(),
+                            )
+                            .help(format!(
+                                "quote it: \"{k}\" = \"{n}\" (a partition count) or a profile such as \"1g.10gb\""
+                            )),
+                        ),
+                        Some(_) => diags.push(
+                            Diagnostic::error(format!("mig_profile \"{k}\" must be a string"), v.span.clone())
+                                .help("a partition count such as \"4\" or a profile such as \"1g.10gb\""),
+                        ),
+                    }
+                    match models.iter().find(|m| m.key == k.as_str()) {
+                        None => diags.push(
+                            Diagnostic::error(
+                                format!("mig_profile key \"{k}\" is not a GPU Bottlerocket's MIG manager knows"),
+                                v.key_span.clone().or(v.span.clone()),
+                            )
+                            .help(format!("keys are {}", models.iter().map(|m| m.key).collect::<Vec<_>>().join(", "))),
+                        ),
+                        Some(m) => {
+                            if let Some(Value::Str(s)) = v.as_literal()
+                                && !m.accepts(s)
+                            {
+                                diags.push(
+                                    Diagnostic::error(
+                                        format!("mig_profile \"{k}\" = \"{s}\" is not a layout of {k}"),
+                                        v.span.clone(),
+                                    )
+                                    .help(format!("the choices are {}", m.choices())),
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            for k in ["replicas", "mig_profile"] {
+                if let Some(x) = t.get(k) {
+                    diags.push(
+                        Diagnostic::error(
+                            format!("`{k}` needs a sharing strategy, but strategy is \"none\""),
+                            x.span.clone(),
+                        )
+                        .help("set strategy = \"time-slicing\", \"mps\" or \"mig\", or remove it"),
+                    );
+                }
+            }
+        }
+    }
+}
