@@ -152,9 +152,3 @@ impl<T> Absent<T> for Result<T, AwsError> {
         }
     }
 }
-
-/// `Ok(())` for a delete whose object is already gone. Superseded by [`Absent::absent_ok`];
-/// kept until every kind uses it.
-pub fn gone_is_ok(r: Result<(), AwsError>) -> Result<(), AwsError> {
-    r.absent_ok().map(drop)
-}

@@ -22,7 +22,7 @@ use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-pub use error::{Absent, AwsError, err, gone_is_ok};
+pub use error::{Absent, AwsError, err};
 
 /// A paginated call's pages, as the SDK's paginators stream them.
 pub type Pages<O, E> =
