@@ -1,7 +1,8 @@
-//! EKS mechanics the EKS kinds share: tags (a map, set by ARN) and waiting for an
-//! update (`DescribeUpdate`) to finish.
+//! EKS mechanics the EKS kinds share: tags (a map, set by ARN), waiting for an update
+//! (`DescribeUpdate`) to finish and for a deleted object to be gone.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_eks::types::UpdateStatus;
@@ -79,6 +80,36 @@ pub async fn wait_update(ctx: &Ctx, of: &UpdateOf<'_>, id: &str, what: &str) -> 
         other => Status::Pending(other.map_or("InProgress", |s| s.as_str()).to_string()),
     })
     .await
+}
+
+/// Waits until a deleted EKS object (cluster, add-on, node group) is gone: `describe`
+/// answers None once EKS no longer knows it; until then the wait shows its status.
+pub async fn wait_deleted<T, F, Fut>(
+    what: &str,
+    describe: F,
+    status: impl Fn(&T) -> Option<&str>,
+) -> Result<(), AwsError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, AwsError>>,
+{
+    until_status(what, DELETE_TIMEOUT, describe, |seen| match seen {
+        None => Status::Reached(()),
+        Some(x) => Status::Pending(status(&x).unwrap_or("DELETING").to_string()),
+    })
+    .await
+}
+
+/// The error of an EKS object that ended in a failed status: `detail` says which and how
+/// ("node group gpu is CREATE_FAILED"), followed by EKS's health issues.
+pub fn failed<'a>(
+    operation: &'static str,
+    code: &str,
+    detail: String,
+    issues: impl IntoIterator<Item = Option<&'a str>>,
+) -> AwsError {
+    let issues: Vec<&str> = issues.into_iter().flatten().collect();
+    AwsError { operation, code: Some(code.to_string()), detail: format!("{detail}: {}", issues.join("; ")) }
 }
 
 /// The error of a wait whose object `what` ("cluster NAME") disappeared, as `operation`

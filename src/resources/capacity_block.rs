@@ -248,7 +248,7 @@ impl Kind for CapacityBlock {
     ) -> Result<Recorded> {
         tags::sync_ec2(ctx, id, old, new).await?;
         let found = read_by_id(ctx, id).await?;
-        Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+        Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
 
     /// Retain: a Capacity Block cannot be cancelled. Its gpustack tags give way to
@@ -423,7 +423,7 @@ fn observe(r: &CapacityReservation) -> Observed {
         ("tags".into(), tags::observed(&all)),
     ]);
     let rec = recorded(r);
-    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs, retained: false }
+    Observed::tagged(&all, rec, attrs)
 }
 
 fn recorded(r: &CapacityReservation) -> Recorded {

@@ -157,13 +157,7 @@ impl Kind for CapacityReservationKind {
                     attrs.insert("end_date".into(), Value::str(from_sdk_time(e)));
                 }
                 let rec = recorded(Some(r));
-                Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: rec.id,
-                    attrs,
-                    outputs: rec.outputs,
-                    retained: false,
-                }
+                Observed::tagged(&all, rec, attrs)
             })
             .collect())
     }

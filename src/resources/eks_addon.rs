@@ -152,13 +152,7 @@ impl Kind for EksAddon {
                     attrs.insert("service_account_role".into(), Value::str(r));
                 }
                 let rec = recorded(&a);
-                out.push(Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: rec.id,
-                    attrs,
-                    outputs: rec.outputs,
-                    retained: false,
-                });
+                out.push(Observed::tagged(&all, rec, attrs));
             }
         }
         Ok(out)
@@ -209,16 +203,7 @@ impl Kind for EksAddon {
             return Ok(());
         }
         let what = format!("deletion of add-on {addon} in {cluster}");
-        until_status(
-            &what,
-            eks::DELETE_TIMEOUT,
-            || describe(ctx, cluster, addon),
-            |a| match a {
-                None => Status::Reached(()),
-                Some(a) => Status::Pending(a.status().map_or("DELETING", |s| s.as_str()).to_string()),
-            },
-        )
-        .await
+        eks::wait_deleted(&what, || describe(ctx, cluster, addon), |a| a.status().map(|s| s.as_str())).await
     }
 }
 
@@ -278,17 +263,11 @@ async fn wait_installed(ctx: &Ctx, cluster: &str, addon: &str) -> Result<Addon> 
             };
             match a.status() {
                 Some(AddonStatus::Active | AddonStatus::Degraded) => Status::Reached(a),
-                Some(s @ (AddonStatus::CreateFailed | AddonStatus::UpdateFailed)) => Status::Failed(AwsError {
-                    operation: "CreateAddon",
-                    code: Some(s.as_str().to_string()),
-                    detail: format!(
-                        "add-on {addon} in {cluster} is {}: {}",
-                        s.as_str(),
-                        a.health()
-                            .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
-                            .unwrap_or_default()
-                    ),
-                }),
+                Some(s @ (AddonStatus::CreateFailed | AddonStatus::UpdateFailed)) => {
+                    let issues = a.health().map(|h| h.issues()).unwrap_or_default().iter().map(|i| i.message());
+                    let detail = format!("add-on {addon} in {cluster} is {}", s.as_str());
+                    Status::Failed(eks::failed("CreateAddon", s.as_str(), detail, issues))
+                }
                 other => Status::Pending(other.map_or("CREATING", |s| s.as_str()).to_string()),
             }
         },

@@ -272,16 +272,8 @@ impl Kind for EksCluster {
         if sent.absent_ok()?.is_none() {
             return Ok(());
         }
-        until_status(
-            &format!("deletion of cluster {id}"),
-            eks::DELETE_TIMEOUT,
-            || describe(ctx, id),
-            |c| match c {
-                None => Status::Reached(()),
-                Some(c) => Status::Pending(c.status().map_or("DELETING", |s| s.as_str()).to_string()),
-            },
-        )
-        .await
+        let what = format!("deletion of cluster {id}");
+        eks::wait_deleted(&what, || describe(ctx, id), |c| c.status().map(|s| s.as_str())).await
     }
 }
 
@@ -353,16 +345,10 @@ async fn wait_active(ctx: &Ctx, name: &str, timeout: Duration) -> Result<Cluster
             };
             match c.status() {
                 Some(ClusterStatus::Active) => Status::Reached(c),
-                Some(ClusterStatus::Failed) => Status::Failed(AwsError {
-                    operation: "CreateCluster",
-                    code: Some("FAILED".into()),
-                    detail: format!(
-                        "cluster {name} failed: {}",
-                        c.health()
-                            .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
-                            .unwrap_or_default()
-                    ),
-                }),
+                Some(ClusterStatus::Failed) => {
+                    let issues = c.health().map(|h| h.issues()).unwrap_or_default().iter().map(|i| i.message());
+                    Status::Failed(eks::failed("CreateCluster", "FAILED", format!("cluster {name} failed"), issues))
+                }
                 other => Status::Pending(other.map_or("CREATING", |s| s.as_str()).to_string()),
             }
         },
@@ -402,7 +388,7 @@ fn observe(c: &Cluster) -> Observed {
     }
     EksCluster.normalize(&mut attrs);
     let rec = recorded(c);
-    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs, retained: false }
+    Observed::tagged(&all, rec, attrs)
 }
 
 fn recorded(c: &Cluster) -> Recorded {

@@ -288,6 +288,23 @@ pub trait Kind: Schema {
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, inputs: &Attrs, outputs: &Attrs) -> Result<()>;
 }
 
+impl Observed {
+    /// An object found by its tags (`all`, every tag it has): the `gpustack:address` tag
+    /// says which resource it is; `recorded` gives its id and outputs.
+    pub fn tagged(all: &std::collections::BTreeMap<String, String>, recorded: Recorded, attrs: Attrs) -> Observed {
+        let address = all.get(crate::aws::tags::ADDRESS).cloned();
+        Observed { address, id: recorded.id, attrs, outputs: recorded.outputs, retained: false }
+    }
+}
+
+impl Recorded {
+    /// An object whose outputs could not be read back after an update (it is gone): the
+    /// id alone, and the next refresh says what became of it.
+    pub fn id_only(id: &str) -> Recorded {
+        Recorded { id: id.to_string(), outputs: Attrs::new() }
+    }
+}
+
 /// A string input (the planner has filled defaults and checked types).
 pub fn str_attr<'a>(a: &'a Attrs, k: &str) -> &'a str {
     a.get(k).and_then(|v| v.as_str()).unwrap_or_default()

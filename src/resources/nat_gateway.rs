@@ -89,16 +89,14 @@ impl Kind for NatGatewayKind {
             .map(|n| {
                 let all = tags::ec2_map(n.tags());
                 let rec = recorded(n);
-                Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: rec.id,
-                    attrs: Attrs::from([
+                Observed::tagged(
+                    &all,
+                    rec,
+                    Attrs::from([
                         ("subnet".into(), Value::str(n.subnet_id().unwrap_or_default())),
                         ("tags".into(), tags::observed(&all)),
                     ]),
-                    outputs: rec.outputs,
-                    retained: false,
-                }
+                )
             })
             .collect())
     }
@@ -114,7 +112,7 @@ impl Kind for NatGatewayKind {
     ) -> Result<Recorded> {
         tags::sync_ec2(ctx, id, old, new).await?;
         let gw = describe(ctx, id).await?;
-        Ok(gw.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+        Ok(gw.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {

@@ -17,7 +17,7 @@ use super::launch_template::TAINT;
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
-use crate::aws::{Absent, AwsError, Ctx, Service, tags};
+use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::expr::{ExprKind, OutputRef, Part};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Expr, Resource};
@@ -456,16 +456,7 @@ impl Kind for NodeGroup {
             return Ok(());
         }
         let what = format!("deletion of node group {name}");
-        until_status(
-            &what,
-            eks::DELETE_TIMEOUT,
-            || describe(ctx, cluster, name),
-            |n| match n {
-                None => Status::Reached(()),
-                Some(n) => Status::Pending(n.status().map_or("DELETING", |s| s.as_str()).to_string()),
-            },
-        )
-        .await
+        eks::wait_deleted(&what, || describe(ctx, cluster, name), |n| n.status().map(|s| s.as_str())).await
     }
 }
 
@@ -606,17 +597,11 @@ async fn wait_active(ctx: &Ctx, cluster: &str, name: &str) -> Result<Nodegroup> 
                 Some(NodegroupStatus::Degraded) if n.capacity_type() == Some(&CapacityTypes::CapacityBlock) => {
                     Status::Reached(n)
                 }
-                Some(s @ (NodegroupStatus::CreateFailed | NodegroupStatus::Degraded)) => Status::Failed(AwsError {
-                    operation: "CreateNodegroup",
-                    code: Some(s.as_str().to_string()),
-                    detail: format!(
-                        "node group {name} is {}: {}",
-                        s.as_str(),
-                        n.health()
-                            .map(|h| h.issues().iter().filter_map(|i| i.message()).collect::<Vec<_>>().join("; "))
-                            .unwrap_or_default()
-                    ),
-                }),
+                Some(s @ (NodegroupStatus::CreateFailed | NodegroupStatus::Degraded)) => {
+                    let issues = n.health().map(|h| h.issues()).unwrap_or_default().iter().map(|i| i.message());
+                    let detail = format!("node group {name} is {}", s.as_str());
+                    Status::Failed(eks::failed("CreateNodegroup", s.as_str(), detail, issues))
+                }
                 other => Status::Pending(other.map_or("CREATING", |s| s.as_str()).to_string()),
             }
         },
@@ -682,7 +667,7 @@ fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
     }
     NodeGroup.normalize(&mut attrs);
     let rec = recorded(n);
-    Observed { address: all.get(tags::ADDRESS).cloned(), id: rec.id, attrs, outputs: rec.outputs, retained: false }
+    Observed::tagged(all, rec, attrs)
 }
 
 fn recorded(n: &Nodegroup) -> Recorded {

@@ -104,13 +104,7 @@ impl Kind for PlacementGroup {
                 if let Some(n) = g.partition_count().filter(|n| *n > 0) {
                     attrs.insert("partition_count".into(), Value::Int(n.into()));
                 }
-                Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: id.clone(),
-                    attrs,
-                    outputs: recorded(id, name).outputs,
-                    retained: false,
-                }
+                Observed::tagged(&all, recorded(id, name), attrs)
             })
             .collect())
     }

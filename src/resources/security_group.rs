@@ -209,13 +209,7 @@ impl Kind for SecurityGroup {
                     ("tags".into(), tags::observed(&all)),
                 ]);
                 let name = g.group_name().unwrap_or_default().to_string();
-                Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: id.clone(),
-                    attrs,
-                    outputs: recorded(id, name).outputs,
-                    retained: false,
-                }
+                Observed::tagged(&all, recorded(id, name), attrs)
             })
             .collect())
     }

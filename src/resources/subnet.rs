@@ -154,13 +154,7 @@ impl Kind for Subnet {
                 if let Some(nat) = nat_routes.iter().find(|r| r.subnet == id).and_then(|r| r.nat.clone()) {
                     attrs.insert("nat_gateway".into(), Value::str(nat));
                 }
-                Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: id.clone(),
-                    attrs,
-                    outputs: recorded(id, az).outputs,
-                    retained: false,
-                }
+                Observed::tagged(&all, recorded(id, az), attrs)
             })
             .collect())
     }

@@ -166,13 +166,7 @@ async fn stack_vpcs(ctx: &Ctx) -> Result<Vec<Observed>> {
                 ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
                 ("tags".into(), tags::observed(&all)),
             ]);
-            Observed {
-                address: all.get(tags::ADDRESS).cloned(),
-                id: id.clone(),
-                attrs,
-                outputs: recorded(id).outputs,
-                retained: false,
-            }
+            Observed::tagged(&all, recorded(id), attrs)
         })
         .collect())
 }

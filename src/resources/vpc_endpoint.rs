@@ -183,13 +183,7 @@ impl Kind for VpcEndpointKind {
                 }
                 self.normalize(&mut attrs);
                 let rec = recorded(e);
-                Observed {
-                    address: all.get(tags::ADDRESS).cloned(),
-                    id: rec.id,
-                    attrs,
-                    outputs: rec.outputs,
-                    retained: false,
-                }
+                Observed::tagged(&all, rec, attrs)
             })
             .collect())
     }
@@ -231,7 +225,7 @@ impl Kind for VpcEndpointKind {
         }
         tags::sync_ec2(ctx, id, old, new).await?;
         let ep = describe(ctx, id).await?;
-        Ok(ep.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+        Ok(ep.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {

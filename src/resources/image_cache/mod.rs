@@ -161,13 +161,7 @@ impl Kind for ImageCache {
             }
             let all = tags::ec2_map(snap.tags());
             let rec = recorded(snap);
-            out.push(Observed {
-                address: all.get(tags::ADDRESS).cloned(),
-                id: rec.id,
-                attrs: Attrs::from([("tags".into(), tags::observed(&all))]),
-                outputs: rec.outputs,
-                retained: false,
-            });
+            out.push(Observed::tagged(&all, rec, Attrs::from([("tags".into(), tags::observed(&all))])));
         }
         Ok(out)
     }
@@ -184,7 +178,7 @@ impl Kind for ImageCache {
         // Builder settings only matter for the next build; tags go to the snapshot.
         tags::sync_ec2(ctx, id, old, new).await?;
         let snap = describe_snapshot(ctx, id).await?;
-        Ok(snap.as_ref().map(recorded).unwrap_or_else(|| Recorded { id: id.to_string(), outputs: Attrs::new() }))
+        Ok(snap.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {

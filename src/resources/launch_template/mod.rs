@@ -302,13 +302,7 @@ impl Kind for LaunchTemplateKind {
                     .unwrap_or_default();
                 attrs.insert("user_data".into(), Value::str(text));
             }
-            out.push(Observed {
-                address: all.get(tags::ADDRESS).cloned(),
-                id,
-                attrs,
-                outputs: recorded(Some(&t)).outputs,
-                retained: false,
-            });
+            out.push(Observed::tagged(&all, recorded(Some(&t)), attrs));
         }
         Ok(out)
     }
