@@ -2,20 +2,25 @@
 //! `ami_type = "auto"` picks the Bottlerocket AMI type for the instance type (NVIDIA
 //! for GPU types); `release_version = "latest"` lets EKS pick its newest onboarded release
 //! at create, which is then pinned, so a new AMI release is not drift. Scaling, labels, taints,
-//! update policy, template version and release update in place; role, subnets,
-//! capacity type, AMI type and instance types replace.
+//! update policy, template version and release update in place (`update`); role, subnets,
+//! capacity type, AMI type and instance types replace. What `auto` resolves to is in `auto`.
 
 use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
     AmiTypes, CapacityTypes, LaunchTemplateSpecification, Nodegroup, NodegroupScalingConfig, NodegroupStatus,
-    NodegroupUpdateConfig, NodegroupUpdateStrategies, Taint, TaintEffect, UpdateLabelsPayload, UpdateTaintsPayload,
+    NodegroupUpdateConfig, NodegroupUpdateStrategies, Taint, TaintEffect,
 };
 
+mod auto;
+mod update;
+
+use self::auto::template_facts;
+pub use self::auto::{auto_ami_type, update_strategy};
 use super::launch_template::TAINT;
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
-use crate::aws::eks::{self, UpdateOf};
+use crate::aws::eks;
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::expr::{ExprKind, OutputRef, Part};
@@ -343,110 +348,7 @@ impl Kind for NodeGroup {
         new: &Attrs,
         changed: &[String],
     ) -> Result<Recorded> {
-        let (cluster, name) = (str_attr(new, "cluster"), str_attr(new, "name"));
-        let has = |k: &str| changed.iter().any(|c| c == k);
-        let of = UpdateOf { cluster, nodegroup: Some(name), addon: None };
-        // EKS runs one update at a time per node group: each is awaited before the next.
-        if ["scaling", "labels", "taints", "max_unavailable", "update_strategy"].iter().any(|k| has(k)) {
-            let mut call = ctx.eks.update_nodegroup_config().cluster_name(cluster).nodegroup_name(name);
-            if has("scaling") {
-                call = call.scaling_config(scaling(new));
-            }
-            if has("labels") {
-                let (o, n) = (labels(old), labels(new));
-                let removed: Vec<String> = o.keys().filter(|k| !n.contains_key(*k)).cloned().collect();
-                let set: HashMap<String, String> = n.into_iter().filter(|(k, v)| o.get(k) != Some(v)).collect();
-                call = call.labels(
-                    UpdateLabelsPayload::builder()
-                        .set_add_or_update_labels(Some(set).filter(|m| !m.is_empty()))
-                        .set_remove_labels(Some(removed).filter(|r| !r.is_empty()))
-                        .build(),
-                );
-            }
-            if has("taints") {
-                let (o, n) = (taints(old), taints(new));
-                let removed: Vec<Taint> = o.iter().filter(|t| !n.iter().any(|x| x.key() == t.key())).cloned().collect();
-                let set: Vec<Taint> = n.iter().filter(|t| !o.contains(t)).cloned().collect();
-                call = call.taints(
-                    UpdateTaintsPayload::builder()
-                        .set_add_or_update_taints(Some(set).filter(|v| !v.is_empty()))
-                        .set_remove_taints(Some(removed).filter(|v| !v.is_empty()))
-                        .build(),
-                );
-            }
-            if has("max_unavailable") || has("update_strategy") {
-                let facts = template_facts(ctx, new).await?;
-                let info = match &facts.instance_type {
-                    Some(t) => ctx.catalog.get(ctx, t).await?,
-                    None => None,
-                };
-                call = call.update_config(
-                    NodegroupUpdateConfig::builder()
-                        .max_unavailable(i32_of(int_attr(new, "max_unavailable").unwrap_or(1)))
-                        .update_strategy(NodegroupUpdateStrategies::from(
-                            update_strategy(new, info.as_ref(), facts.reserved).0,
-                        ))
-                        .build(),
-                );
-            }
-            let out = ctx.call(Service::Eks, "UpdateNodegroupConfig", call.send()).await?;
-            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
-            eks::wait_update(ctx, &of, &uid, &format!("configuration update of node group {name}")).await?;
-        }
-        if has("launch_template_version") || has("release_version") {
-            // A Capacity Block has no spare instances for a rolling update: EKS wants the desired
-            // size at 0 while a CAPACITY_BLOCK group is upgraded (EKS UG `capacity-blocks-mng`).
-            // Scale to 0, update, scale back; the plan said so and its approval is the consent.
-            let drained = if str_attr(new, "capacity_type") == "CAPACITY_BLOCK" {
-                let running = describe(ctx, cluster, name)
-                    .await?
-                    .and_then(|n| n.scaling_config().and_then(|c| c.desired_size()))
-                    .unwrap_or(0);
-                if running > 0 {
-                    let zero = NodegroupScalingConfig::builder()
-                        .min_size(0)
-                        .desired_size(0)
-                        .max_size(scaling(new).max_size().unwrap_or(1))
-                        .build();
-                    config_update(ctx, &of, zero, &format!("scaling node group {name} to 0 for its update")).await?;
-                }
-                Some(running)
-            } else {
-                None
-            };
-            // Without a release EKS would move to the newest AMI: keep the pinned one.
-            let release = match str_attr(new, "release_version") {
-                "latest" => describe(ctx, cluster, name).await?.and_then(|n| n.release_version().map(str::to_string)),
-                v => Some(v.to_string()),
-            };
-            let request = ctx
-                .eks
-                .update_nodegroup_version()
-                .cluster_name(cluster)
-                .nodegroup_name(name)
-                .set_launch_template(template_spec(new))
-                .set_release_version(release);
-            let out = ctx.call(Service::Eks, "UpdateNodegroupVersion", request.send()).await?;
-            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
-            eks::wait_update(ctx, &of, &uid, &format!("version update of node group {name}")).await?;
-            if let Some(running) = drained.filter(|n| *n > 0) {
-                // Back to what ran before, unless this plan changed the scaling itself.
-                let mut back = scaling(new);
-                if !has("scaling") {
-                    back = NodegroupScalingConfig::builder()
-                        .set_min_size(back.min_size())
-                        .desired_size(running)
-                        .set_max_size(back.max_size())
-                        .build();
-                }
-                config_update(ctx, &of, back, &format!("scaling node group {name} back after its update")).await?;
-            }
-        }
-        let n = wait_active(ctx, cluster, name).await?;
-        if has("tags") {
-            eks::sync_tags(ctx, n.nodegroup_arn().unwrap_or_default(), old, new).await?;
-        }
-        Ok(recorded(&n))
+        update::update(ctx, old, new, changed).await
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
@@ -502,77 +404,6 @@ fn template_spec(inp: &Attrs) -> Option<LaunchTemplateSpecification> {
             .set_version(int_attr(inp, "launch_template_version").map(|v| v.to_string()))
             .build()
     })
-}
-
-/// What a node group's launch template decides: the instance type it runs (the first of
-/// `instance_types`, else the template's) and whether it launches into a reservation.
-struct TemplateFacts {
-    instance_type: Option<String>,
-    reserved: bool,
-}
-
-async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
-    let listed = strings(inp.get("instance_types")).into_iter().next();
-    let block = str_attr(inp, "capacity_type") == "CAPACITY_BLOCK";
-    let Some(spec) = template_spec(inp) else {
-        return Ok(TemplateFacts { instance_type: listed, reserved: block });
-    };
-    let request = ctx
-        .ec2
-        .describe_launch_template_versions()
-        .launch_template_id(spec.id().unwrap_or_default())
-        .versions(spec.version().unwrap_or("$Default"));
-    let out = ctx.call(Service::Ec2, "DescribeLaunchTemplateVersions", request.send()).await?;
-    let data = out.launch_template_versions().first().and_then(|v| v.launch_template_data());
-    let targeted = data
-        .and_then(|d| d.capacity_reservation_specification())
-        .and_then(|c| c.capacity_reservation_target())
-        .is_some_and(|t| {
-            t.capacity_reservation_id().is_some() || t.capacity_reservation_resource_group_arn().is_some()
-        });
-    Ok(TemplateFacts {
-        instance_type: listed.or_else(|| data.and_then(|d| d.instance_type()).map(|t| t.as_str().to_string())),
-        reserved: block || targeted,
-    })
-}
-
-/// The update strategy to send, and why (for the plan): `update_strategy = "auto"` is MINIMAL
-/// where there is no spare capacity to surge into — GPU types, and groups on a reservation
-/// sized to the pool (a surge there fails with NodeCreationFailure; EKS UG
-/// `managed-node-update-behavior`) — and DEFAULT otherwise. MINIMAL "terminates the old
-/// instances before launching the new instances" (EKS API reference, NodegroupUpdateConfig).
-pub fn update_strategy(
-    inp: &Attrs,
-    info: Option<&crate::aws::catalog::InstanceInfo>,
-    reserved: bool,
-) -> (&'static str, &'static str) {
-    match str_attr(inp, "update_strategy") {
-        "MINIMAL" => ("MINIMAL", "as set"),
-        "DEFAULT" => ("DEFAULT", "as set"),
-        _ if reserved => ("MINIMAL", "the group runs on a reservation with no spare instances to surge into"),
-        _ if info.is_some_and(|i| i.gpus > 0) => ("MINIMAL", "GPU type: no surge where there are no spare GPUs"),
-        _ => ("DEFAULT", "surge new nodes first"),
-    }
-}
-
-/// `ami_type = "auto"`: Bottlerocket, NVIDIA for NVIDIA GPU types, for the type's architecture.
-pub fn auto_ami_type(info: Option<&crate::aws::catalog::InstanceInfo>) -> String {
-    let arch = if info.is_some_and(|i| i.arch() == "arm64") { "ARM_64" } else { "x86_64" };
-    let nvidia = if info.is_some_and(|i| i.is_nvidia()) { "_NVIDIA" } else { "" };
-    format!("BOTTLEROCKET_{arch}{nvidia}")
-}
-
-/// One `UpdateNodegroupConfig` of the scaling, awaited.
-async fn config_update(ctx: &Ctx, of: &UpdateOf<'_>, sc: NodegroupScalingConfig, what: &str) -> Result<()> {
-    let request = ctx
-        .eks
-        .update_nodegroup_config()
-        .cluster_name(of.cluster)
-        .nodegroup_name(of.nodegroup.unwrap_or_default())
-        .scaling_config(sc);
-    let out = ctx.call(Service::Eks, "UpdateNodegroupConfig", request.send()).await?;
-    let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
-    eks::wait_update(ctx, of, &uid, what).await
 }
 
 async fn describe(ctx: &Ctx, cluster: &str, name: &str) -> Result<Option<Nodegroup>> {

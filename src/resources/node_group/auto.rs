@@ -1,0 +1,63 @@
+//! What `auto` resolves to for a node group: the AMI type and the update strategy, from
+//! the instance catalog and what the launch template says (the instance type it runs, and
+//! whether it launches into a reservation). The GPU rules show the same choice in the plan.
+
+use super::{strings, template_spec};
+use crate::aws::catalog::InstanceInfo;
+use crate::aws::{Ctx, Service};
+use crate::resources::{Result, str_attr};
+use crate::value::Attrs;
+
+/// What a node group's launch template decides: the instance type it runs (the first of
+/// `instance_types`, else the template's) and whether it launches into a reservation.
+pub struct TemplateFacts {
+    pub instance_type: Option<String>,
+    pub reserved: bool,
+}
+
+pub async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
+    let listed = strings(inp.get("instance_types")).into_iter().next();
+    let block = str_attr(inp, "capacity_type") == "CAPACITY_BLOCK";
+    let Some(spec) = template_spec(inp) else {
+        return Ok(TemplateFacts { instance_type: listed, reserved: block });
+    };
+    let request = ctx
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(spec.id().unwrap_or_default())
+        .versions(spec.version().unwrap_or("$Default"));
+    let out = ctx.call(Service::Ec2, "DescribeLaunchTemplateVersions", request.send()).await?;
+    let data = out.launch_template_versions().first().and_then(|v| v.launch_template_data());
+    let targeted = data
+        .and_then(|d| d.capacity_reservation_specification())
+        .and_then(|c| c.capacity_reservation_target())
+        .is_some_and(|t| {
+            t.capacity_reservation_id().is_some() || t.capacity_reservation_resource_group_arn().is_some()
+        });
+    Ok(TemplateFacts {
+        instance_type: listed.or_else(|| data.and_then(|d| d.instance_type()).map(|t| t.as_str().to_string())),
+        reserved: block || targeted,
+    })
+}
+
+/// The update strategy to send, and why (for the plan): `update_strategy = "auto"` is MINIMAL
+/// where there is no spare capacity to surge into — GPU types, and groups on a reservation
+/// sized to the pool (a surge there fails with NodeCreationFailure; EKS UG
+/// `managed-node-update-behavior`) — and DEFAULT otherwise. MINIMAL "terminates the old
+/// instances before launching the new instances" (EKS API reference, NodegroupUpdateConfig).
+pub fn update_strategy(inp: &Attrs, info: Option<&InstanceInfo>, reserved: bool) -> (&'static str, &'static str) {
+    match str_attr(inp, "update_strategy") {
+        "MINIMAL" => ("MINIMAL", "as set"),
+        "DEFAULT" => ("DEFAULT", "as set"),
+        _ if reserved => ("MINIMAL", "the group runs on a reservation with no spare instances to surge into"),
+        _ if info.is_some_and(|i| i.gpus > 0) => ("MINIMAL", "GPU type: no surge where there are no spare GPUs"),
+        _ => ("DEFAULT", "surge new nodes first"),
+    }
+}
+
+/// `ami_type = "auto"`: Bottlerocket, NVIDIA for NVIDIA GPU types, for the type's architecture.
+pub fn auto_ami_type(info: Option<&InstanceInfo>) -> String {
+    let arch = if info.is_some_and(|i| i.arch() == "arm64") { "ARM_64" } else { "x86_64" };
+    let nvidia = if info.is_some_and(|i| i.is_nvidia()) { "_NVIDIA" } else { "" };
+    format!("BOTTLEROCKET_{arch}{nvidia}")
+}
