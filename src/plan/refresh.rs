@@ -77,7 +77,7 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         let observed = res.with_context(|| format!("refreshing {} objects of stack {}", kind.name(), ctx.stack))?;
         found.push((kind, observed));
     }
-    found.sort_by_key(|(k, _)| crate::plan::kind_rank(k.name()));
+    found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     Ok(merge(stack, state, found))
 }
 

@@ -29,7 +29,7 @@ use crate::value::{Attrs, Value};
 
 /// Every kind, in dependency order: a kind comes after the kinds it can refer to. Objects
 /// found by their tags (strays) have no recorded dependencies and are deleted in reverse
-/// of this order (`plan::kind_rank`).
+/// of this order ([`rank`]). Nothing else depends on the order.
 pub static KINDS: &[&'static dyn Kind] = &[
     &vpc::Vpc,
     &subnet::Subnet,
@@ -46,6 +46,12 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
 ];
+
+/// Position in [`KINDS`]: a kind may depend on kinds of lower rank, so objects with no
+/// recorded dependencies (found by their tags) are deleted from the highest rank down.
+pub fn rank(name: &str) -> usize {
+    KINDS.iter().position(|k| k.name() == name).unwrap_or(0)
+}
 
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.name() == name)
@@ -243,6 +249,11 @@ pub trait Kind: Schema {
     /// True when deleting cannot undo the object (a Capacity Block runs until its end
     /// date): removing it *retains* it, and a change that would replace it is refused.
     fn retains_on_delete(&self) -> bool {
+        false
+    }
+    /// True when creating spends non-refundable money (a Capacity Block): the plan shows it
+    /// as a purchase with its price, and only `--approve-purchases` runs it.
+    fn buys(&self) -> bool {
         false
     }
     /// Offline checks beyond the schema.
