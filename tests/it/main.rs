@@ -18,4 +18,5 @@ mod offline;
 mod refresh;
 mod robustness;
 mod s3_state;
+mod snapshots;
 mod validate;
