@@ -143,3 +143,6 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -
     }
     Ok(d)
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,8 @@
 
 mod catalog;
 mod egress;
+#[cfg(test)]
+mod tests;
 
 pub use catalog::{Preflight, catalog_types, preflight, preflight_offline};
 

@@ -1,0 +1,1 @@
+//! Unit tests of offering choice and the price guard.

@@ -1,0 +1,1 @@
+//! Unit tests of the GPU rules, one stack text per rule.
