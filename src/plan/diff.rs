@@ -376,3 +376,179 @@ fn target_scope(stack: &Stack, st: &State, opts: &Options) -> Result<Option<Hash
     }
     if errors.is_empty() { Ok(Some(scope)) } else { Err(errors) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::{Source, VarSources};
+
+    const STACK: &str = r#"
+[stack]
+name = "t"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block = "10.0.0.0/16"
+
+[subnet.a]
+vpc = "${vpc.main.id}"
+cidr_block = "10.0.0.0/20"
+availability_zone = "us-west-2a"
+
+[security_group.efa]
+vpc = "${vpc.main.id}"
+efa = true
+
+[capacity_block.train]
+instance_type = "p5.48xlarge"
+instance_count = 2
+duration_hours = 48
+start_after = "AFTER"
+start_before = "BEFORE"
+max_upfront_usd = 8000
+"#;
+
+    /// The block's window starts a week from now (blocks start at most 8 weeks out).
+    fn load(text: &str) -> Stack {
+        static NOW: std::sync::OnceLock<jiff::Timestamp> = std::sync::OnceLock::new();
+        let now = *NOW.get_or_init(jiff::Timestamp::now);
+        let day = |n: i64| (now + jiff::SignedDuration::from_hours(24 * n)).to_string();
+        let text = text.replace("AFTER", &day(7)).replace("BEFORE", &day(14));
+        let none = |_: &str| None;
+        crate::load::check(Source::new("t.toml", text), &VarSources { cli: &[], env: &none })
+            .unwrap_or_else(|d| panic!("{}", d.render(false)))
+    }
+
+    /// A state in which every resource of `stack` was applied as written: id `<name>-id`,
+    /// outputs `id` (and `name`) known.
+    fn applied(stack: &Stack) -> State {
+        let mut st = State::new(&stack.name, &stack.region);
+        for idx in crate::graph::topo_order(&stack.resources) {
+            let r = &stack.resources[idx];
+            let outputs_of = |a: &str| st.resources.get(a).map(|e| attrs_from_json(&e.outputs));
+            let inputs = desired_inputs(stack, idx, &outputs_of);
+            let id = format!("{}-id", r.name);
+            let outputs = Attrs::from([("id".to_string(), Value::str(id.clone()))]);
+            let entry = ResourceState {
+                kind: r.kind.name().into(),
+                id,
+                inputs: attrs_to_json(&inputs),
+                outputs: attrs_to_json(&outputs),
+                deps: r.deps.iter().map(|&d| stack.resources[d].address.clone()).collect(),
+                prevent_destroy: false,
+            };
+            st.resources.insert(r.address.clone(), entry);
+        }
+        st
+    }
+
+    fn plan(stack: &Stack, st: Option<&State>, destroy: bool, targets: &[String]) -> Result<Plan, Vec<Diagnostic>> {
+        diff(stack, st, &Refreshed::default(), &Options { destroy, targets })
+    }
+
+    fn actions(p: &Plan) -> Vec<(String, &'static str)> {
+        p.changes.iter().map(|c| (c.address.clone(), c.action.name())).collect()
+    }
+
+    #[test]
+    fn an_empty_state_creates_everything_in_dependency_order_and_buys_the_block() {
+        let s = load(STACK);
+        let p = plan(&s, None, false, &[]).unwrap();
+        let order: Vec<&str> = p.changes.iter().map(|c| c.address.as_str()).collect();
+        let at = |a: &str| order.iter().position(|x| *x == a).unwrap();
+        assert!(at("vpc.main") < at("subnet.a") && at("vpc.main") < at("security_group.efa"), "{order:?}");
+        let block = p.changes.iter().find(|c| c.address == "capacity_block.train").unwrap();
+        assert_eq!(block.action, Action::Purchase(Offer::NotSearched));
+        assert_eq!(p.count(|a| *a == Action::Create), 3);
+        // A reference to an object not yet made is unknown, never a guess.
+        let subnet = p.changes.iter().find(|c| c.address == "subnet.a").unwrap();
+        let vpc = subnet.fields.iter().find(|f| f.path == "vpc").unwrap();
+        assert_eq!(vpc.new, Some(Value::Unknown));
+    }
+
+    #[test]
+    fn a_state_that_matches_has_no_changes() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let p = plan(&s, Some(&st), false, &[]).unwrap();
+        assert!(!p.has_changes(), "{:?}", actions(&p));
+        assert_eq!(p.unchanged, 4);
+    }
+
+    #[test]
+    fn a_tag_updates_in_place_key_by_key() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let s2 = load(&STACK.replace("efa = true", "efa = true\ntags = { team = \"ml\" }"));
+        let p = plan(&s2, Some(&st), false, &[]).unwrap();
+        assert_eq!(actions(&p), vec![("security_group.efa".to_string(), "update")]);
+        let f = &p.changes[0].fields[0];
+        assert_eq!((f.path.as_str(), &f.old, &f.new), ("tags.team", &None, &Some(Value::str("ml"))));
+        assert!(!f.forces_replace);
+    }
+
+    #[test]
+    fn a_new_subnet_cidr_replaces_it_in_the_kinds_order() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let p = plan(&load(&STACK.replace("10.0.0.0/20", "10.0.16.0/20")), Some(&st), false, &[]).unwrap();
+        assert_eq!(actions(&p), vec![("subnet.a".to_string(), "replace")]);
+        // Subnet CIDRs must be free before the new one: delete first.
+        assert_eq!(p.changes[0].action, Action::DeleteThenCreate);
+        assert!(p.changes[0].fields.iter().any(|f| f.path == "cidr_block" && f.forces_replace));
+    }
+
+    #[test]
+    fn removed_resources_are_deleted_and_a_bought_block_is_retained() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let fewer = STACK.split("[security_group.efa]").next().unwrap();
+        let p = plan(&load(fewer), Some(&st), false, &[]).unwrap();
+        let mut got = actions(&p);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![("capacity_block.train".to_string(), "retain"), ("security_group.efa".to_string(), "delete")]
+        );
+    }
+
+    #[test]
+    fn a_bought_block_cannot_change() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let errors = plan(&load(&STACK.replace("instance_count = 2", "instance_count = 4")), Some(&st), false, &[])
+            .err()
+            .expect("a change to a bought block is refused");
+        assert!(errors[0].message.contains("was bought and cannot change: instance_count"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn prevent_destroy_refuses_a_delete_and_a_replace() {
+        let guarded = STACK.replace("[subnet.a]", "[subnet.a]\nprevent_destroy = true");
+        let s = load(&guarded);
+        let st = applied(&s);
+        let errors = plan(&s, Some(&st), true, &[]).err().expect("destroy is refused");
+        assert!(errors[0].message.contains("`subnet.a` has prevent_destroy = true, but this plan would delete it"));
+        let moved = guarded.replace("10.0.0.0/20", "10.0.16.0/20");
+        let errors = plan(&load(&moved), Some(&st), false, &[]).err().expect("replace is refused");
+        assert!(errors[0].message.contains("would replace it"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn destroy_deletes_dependents_first_and_targets_take_what_they_need() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let p = plan(&s, Some(&st), true, &[]).unwrap();
+        let order: Vec<&str> = p.changes.iter().map(|c| c.address.as_str()).collect();
+        let at = |a: &str| order.iter().position(|x| *x == a).unwrap();
+        assert!(at("subnet.a") < at("vpc.main") && at("security_group.efa") < at("vpc.main"), "{order:?}");
+
+        let p = plan(&s, None, false, &["subnet.a".to_string()]).unwrap();
+        let mut got: Vec<&str> = p.changes.iter().map(|c| c.address.as_str()).collect();
+        got.sort();
+        assert_eq!(got, vec!["subnet.a", "vpc.main"]);
+
+        let errors = plan(&s, None, false, &["subnet.b".to_string()]).err().unwrap();
+        assert_eq!(errors[0].help.as_deref(), Some("did you mean subnet.a?"));
+    }
+}
