@@ -72,8 +72,9 @@ pub fn summary(plan: &Plan) -> String {
     if !buys.is_empty() {
         let _ = write!(
             s,
-            "\nPurchases: {} Capacity Block(s), ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
+            "\nPurchases: {} Capacity Block{}, ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
             buys.len(),
+            crate::stack::diag::plural(buys.len()),
             buys.iter().sum::<f64>()
         );
     }
@@ -81,14 +82,18 @@ pub fn summary(plan: &Plan) -> String {
     if unpriced > 0 {
         let _ = write!(
             s,
-            "\nPurchases: {unpriced} Capacity Block(s), price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases)."
+            "\nPurchases: {unpriced} Capacity Block{}, price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases).",
+            crate::stack::diag::plural(unpriced)
         );
     }
     let kept = plan.count(|a| *a == Action::Retain);
     if kept > 0 {
         let _ = write!(
             s,
-            "\nRetained: {kept} Capacity Block(s) cannot be cancelled; they stay until their end date, unmanaged."
+            "\nRetained: {kept} Capacity Block{} cannot be cancelled; {} until {} end date, unmanaged.",
+            crate::stack::diag::plural(kept),
+            if kept == 1 { "it stays" } else { "they stay" },
+            if kept == 1 { "its" } else { "their" }
         );
     }
     s

@@ -144,7 +144,7 @@ pub fn check_stack(stack: &crate::stack::Stack, diags: &mut Vec<Diagnostic>) {
     for r in resources.iter().filter(|r| r.schema_ok) {
         of(r).validate(r, diags);
     }
-    for r in resources {
+    for r in resources.iter().filter(|r| r.values_ok) {
         if let Some(tags) = r.attrs.get("tags") {
             check_tags(tags, &format!("{}.tags", r.address), diags);
         }
