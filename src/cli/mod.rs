@@ -3,6 +3,7 @@
 
 mod apply;
 mod kubeconfig;
+mod manifests;
 mod plan;
 mod state;
 mod stdout;
@@ -102,6 +103,9 @@ enum Command {
     State(state::StateCommand),
     /// Print the stack's outputs, saved at the last apply
     Output(state::OutputArgs),
+    /// Write the Kubernetes YAML of the stack's rendered kinds (Karpenter pools, priority
+    /// classes, device-plugin values) with the ids from state
+    Manifests(manifests::ManifestsArgs),
     /// Add a cluster of the stack to your kubeconfig (credentials from `aws eks get-token`)
     Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
@@ -143,6 +147,7 @@ pub fn main() -> i32 {
             Command::Output(a) => state::output(&g, a).await,
             Command::ForceUnlock(a) => state::force_unlock(&g, a).await,
             Command::Kubeconfig(a) => kubeconfig::run(&g, a).await,
+            Command::Manifests(a) => manifests::run(&g, a).await,
         }
     });
     match result {

@@ -252,8 +252,14 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
                     deletes.insert(a, d);
                 }
             }
-            // State-only, or written by `gpustack manifests`: nothing to run against AWS.
-            Action::Adopt | Action::Render => {}
+            // Recorded in state (no AWS call: the kind's create and update only record it).
+            Action::Render(_) => {
+                let op = if c.id.is_some() { OpKind::Update } else { OpKind::Create { replacing: false } };
+                let k = push(&mut ops, &mut dbc, ci, op, false);
+                forward.insert(a, k);
+            }
+            // State-only: nothing to run.
+            Action::Adopt => {}
         }
     }
     // Creates and updates after those of their dependencies.
@@ -318,6 +324,12 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), Failure> {
         OpKind::Create { .. } if matches!(c.action, Action::Purchase(_)) => ("buying", "bought"),
         OpKind::Delete if c.action == Action::Retain => {
             ("retaining", "retained (not cancellable; gpustack no longer manages it)")
+        }
+        OpKind::Create { .. } | OpKind::Update if matches!(c.action, Action::Render(_)) => {
+            ("recording", "recorded (write it with gpustack manifests)")
+        }
+        OpKind::Delete if resources::kind(c.kind).is_some_and(|k| k.rendered()) => {
+            ("forgetting", "forgotten (remove it from the cluster yourself if it was applied there)")
         }
         OpKind::Create { .. } => ("creating", "created"),
         OpKind::Update => ("updating", "updated"),

@@ -19,8 +19,17 @@ pub enum Action {
     Retain,
     /// Record in state an object found by its tags, or a state-only change; AWS untouched.
     Adopt,
-    /// Written as Kubernetes YAML by `gpustack manifests`, never applied to AWS.
-    Render,
+    /// Written as Kubernetes YAML by `gpustack manifests`, never applied to AWS: the file,
+    /// and its text as last applied (none when new) and as it will be.
+    Render(Box<Rendering>),
+}
+
+/// A rendered resource's YAML before and after the change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendering {
+    pub file: String,
+    pub old: Option<String>,
+    pub new: String,
 }
 
 /// What a plan knows of a purchase's offering.
@@ -44,7 +53,7 @@ impl Action {
             Action::DeleteThenCreate => "-/+",
             Action::Delete | Action::Retain => "-",
             Action::Adopt => "=",
-            Action::Render => "»",
+            Action::Render(_) => "»",
         }
     }
 
@@ -58,7 +67,7 @@ impl Action {
             Action::Delete => "delete",
             Action::Retain => "retain",
             Action::Adopt => "adopt",
-            Action::Render => "render",
+            Action::Render(_) => "render",
         }
     }
 
@@ -95,7 +104,7 @@ mod tests {
             (Action::Delete, "-", "delete"),
             (Action::Retain, "-", "retain"),
             (Action::Adopt, "=", "adopt"),
-            (Action::Render, "»", "render"),
+            (Action::Render(Box::new(Rendering { file: "f".into(), old: None, new: "n".into() })), "»", "render"),
         ];
         for (a, sym, name) in all {
             assert_eq!((a.symbol(), a.name()), (sym, name), "{a:?}");

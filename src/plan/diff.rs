@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::{Action, Change, FieldDiff, Offer, Options, Plan, Refreshed};
+use super::{Action, Change, FieldDiff, Offer, Options, Plan, Refreshed, Rendering};
 use crate::resources::{self, Kind, ReplaceOrder};
 use crate::stack::schema::{OnChange, Ty};
 use crate::stack::{Diagnostic, OutputRef, Resource, Stack};
@@ -113,6 +113,9 @@ fn resource_change(
         }
     };
     let desired = desired_inputs(stack, idx, &outputs_of);
+    if kind.rendered() {
+        return rendered_change(kind, r, recorded, desired, planned);
+    }
     let Some(entry) = recorded.or(adopted) else {
         planned.insert(r.address.clone(), None);
         let action = if kind.buys() { Action::Purchase(Offer::NotSearched) } else { Action::Create };
@@ -181,6 +184,45 @@ fn resource_change(
         return change.adopt.is_some().then_some(change);
     }
     Some(change)
+}
+
+/// A rendered resource (Kubernetes YAML): `Render` with the YAML's diff when it is new or
+/// its inputs changed; nothing in AWS to compare with.
+fn rendered_change(
+    kind: &dyn Kind,
+    r: &Resource,
+    recorded: Option<&ResourceState>,
+    desired: Attrs,
+    planned: &mut PlannedOutputs,
+) -> Option<Change> {
+    let old_inputs = recorded.map(|e| attrs_from_json(&e.inputs));
+    let fields = match &old_inputs {
+        Some(old) => field_diffs(kind, old, &desired),
+        None => desired
+            .iter()
+            .map(|(k, v)| FieldDiff { path: k.clone(), old: None, new: Some(v.clone()), forces_replace: false })
+            .collect(),
+    };
+    let outputs = recorded.map(|e| attrs_from_json(&e.outputs));
+    planned.insert(r.address.clone(), if fields.is_empty() { outputs.clone() } else { None });
+    if recorded.is_some() && fields.is_empty() {
+        return None;
+    }
+    let manifest = kind.render(&r.address, &desired)?;
+    let old = old_inputs.as_ref().and_then(|o| kind.render(&r.address, o)).map(|m| m.yaml);
+    let action = Action::Render(Box::new(Rendering { file: manifest.file, old, new: manifest.yaml }));
+    let mut c = new_change(r.address.clone(), kind.name(), action, None);
+    c.fields = fields;
+    if let Some(e) = recorded {
+        if let Some(old) = &old_inputs {
+            c.note = kind.update_note(old, &desired, &c.changed_attrs());
+        }
+        c.id = Some(e.id.clone());
+        c.old_inputs = old_inputs.unwrap_or_default();
+        c.old_outputs = outputs.unwrap_or_default();
+        c.old_deps = e.deps.clone();
+    }
+    Some(c)
 }
 
 /// The inputs of an existing object as they are now. For one found by its tags (`found`),

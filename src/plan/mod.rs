@@ -15,7 +15,7 @@ pub mod purchase;
 pub mod refresh;
 pub mod render;
 
-pub use action::{Action, Offer};
+pub use action::{Action, Offer, Rendering};
 pub use diff::{desired_inputs, diff, field_diffs};
 pub use json::to_json;
 pub use refresh::Refreshed;

@@ -67,7 +67,8 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
     }
     let mut tasks = tokio::task::JoinSet::new();
     for name in kinds {
-        let Some(kind) = resources::kind(name) else { continue };
+        // Rendered kinds live in Kubernetes YAML, not in AWS: state is their record.
+        let Some(kind) = resources::kind(name).filter(|k| !k.rendered()) else { continue };
         let ctx = ctx.clone();
         tasks.spawn(async move { (kind, kind.read_all(&ctx).await) });
     }

@@ -24,7 +24,7 @@ fn color_of(a: &Action) -> &'static str {
         Action::Update => "33",
         Action::DeleteThenCreate | Action::CreateThenDelete => "35",
         Action::Delete | Action::Retain => "31",
-        Action::Adopt | Action::Render => "36",
+        Action::Adopt | Action::Render(_) => "36",
     }
 }
 
@@ -63,7 +63,7 @@ pub fn summary(plan: &Plan) -> String {
     if adopt > 0 {
         let _ = write!(s, ", {adopt} to adopt");
     }
-    let render = plan.count(|a| *a == Action::Render);
+    let render = plan.count(|a| matches!(a, Action::Render(_)));
     if render > 0 {
         let _ = write!(s, ", {render} to render (gpustack manifests)");
     }
@@ -118,12 +118,15 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             c.id.as_deref().unwrap_or_default(),
             c.old_outputs.get("end_date").and_then(Value::as_str).unwrap_or("its end date")
         ),
+        Action::Delete if crate::resources::kind(c.kind).is_some_and(|k| k.rendered()) => {
+            "stop rendering (remove it from the cluster yourself; no change to AWS)".into()
+        }
         Action::Delete => match &c.id {
             Some(id) => format!("delete {id}"),
             None => "delete".into(),
         },
         Action::Adopt => "record in state (no change to AWS)".into(),
-        Action::Render => "render as Kubernetes YAML (gpustack manifests; no change to AWS)".into(),
+        Action::Render(r) => format!("render {} (gpustack manifests; no change to AWS)", r.file),
     };
     let line = format!("{sym:>4} {:<34} {what}", c.address);
     let _ = writeln!(out, "{}", style.paint(color_of(&c.action), &line));
@@ -157,8 +160,14 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             )
         );
     }
-    match c.action {
-        Action::Create | Action::Purchase(_) | Action::Render => {
+    match &c.action {
+        Action::Render(r) => {
+            let diff = TextDiff::from_lines(r.old.as_deref().unwrap_or_default(), r.new.as_str());
+            for line in diff.unified_diff().context_radius(3).to_string().lines() {
+                let _ = writeln!(out, "{:9}{line}", "");
+            }
+        }
+        Action::Create | Action::Purchase(_) => {
             for f in &c.fields {
                 let empty = matches!(&f.new, Some(Value::Table(t)) if t.is_empty())
                     || matches!(&f.new, Some(Value::List(l)) if l.is_empty());

@@ -12,6 +12,8 @@ pub mod launch_template;
 mod nat_gateway;
 pub mod node_group;
 mod placement_group;
+mod priority_class;
+pub mod rendered;
 mod security_group;
 mod subnet;
 mod userdata;
@@ -45,6 +47,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &eks_addon::EksAddon,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
+    &priority_class::PriorityClass,
 ];
 
 /// Position in [`KINDS`]: a kind may depend on kinds of lower rank, so objects with no
@@ -194,6 +197,14 @@ fn zone_in_region(zone: &str, region: &str) -> bool {
         .is_some_and(|rest| (!rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase())) || rest.starts_with('-'))
 }
 
+/// Kubernetes YAML for `gpustack manifests`: the file it belongs in (relative to `--out`,
+/// shared by several resources when they write the same file) and its documents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    pub file: String,
+    pub yaml: String,
+}
+
 /// What a kind's create or update returns: the physical id and the outputs.
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -250,6 +261,16 @@ pub trait Kind: Schema {
     /// date): removing it *retains* it, and a change that would replace it is refused.
     fn retains_on_delete(&self) -> bool {
         false
+    }
+    /// True for a kind written as Kubernetes YAML (`gpustack manifests`) instead of applied
+    /// to AWS: refresh skips it, its changes plan as `Render`, and create, update and delete
+    /// only record it in state (`rendered.rs` has the shared bodies).
+    fn rendered(&self) -> bool {
+        false
+    }
+    /// The YAML a rendered kind writes, from its resolved inputs.
+    fn render(&self, _address: &str, _inputs: &Attrs) -> Option<Manifest> {
+        None
     }
     /// True when creating spends non-refundable money (a Capacity Block): the plan shows it
     /// as a purchase with its price, and only `--approve-purchases` runs it.
