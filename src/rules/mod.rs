@@ -54,9 +54,69 @@ pub(crate) fn node_groups(stack: &Stack) -> impl Iterator<Item = &Resource> {
 }
 
 pub(crate) fn has_user_data(lt: &Resource) -> bool {
-    ["node_labels", "node_taints", "gpu_sharing"].iter().any(|k| lt.attrs.contains_key(*k))
-        || matches!(lt.attrs.get("bottlerocket_settings").map(|e| &e.kind), Some(ExprKind::Table(t)) if !t.is_empty())
-        || matches!(lt.attrs.get("bottlerocket_settings").and_then(Expr::as_literal), Some(Value::Table(t)) if !t.is_empty())
+    ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"].iter().any(|k| written(lt, k))
+}
+
+/// Node groups that share one Capacity Block share its zone and its instances: groups in
+/// two zones leave one without nodes, and maxima that add up past the block over-promise.
+fn shared_blocks(stack: &Stack) -> Vec<Diagnostic> {
+    let mut users: BTreeMap<&str, (&Resource, Vec<&Resource>)> = BTreeMap::new();
+    for ng in node_groups(stack) {
+        let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") else { continue };
+        let Some(block) = referenced(stack, lt, "capacity_reservation", "capacity_block") else { continue };
+        users.entry(block.address.as_str()).or_insert((block, vec![])).1.push(ng);
+    }
+    let mut d = vec![];
+    for (block, groups) in users.values().filter(|(_, g)| g.len() > 1) {
+        let zones: BTreeSet<String> = groups.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
+        let names = groups.iter().map(|g| g.address.as_str()).collect::<Vec<_>>().join(", ");
+        if zones.len() > 1 {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` is used by {names} in {} zones ({}); a Capacity Block lives in one",
+                        block.address,
+                        zones.len(),
+                        zones.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    block.span.clone(),
+                )
+                .help(
+                    "put every node group of the block in subnets of one zone (and set the block's availability_zone)",
+                ),
+            );
+        }
+        let maxima: Vec<i64> =
+            groups.iter().filter_map(|ng| lit(ng, "scaling")?.as_table()?.get("max")?.as_int()).collect();
+        let total: i64 = maxima.iter().sum();
+        if let Some(count) = lit(block, "instance_count").and_then(|v| v.as_int())
+            && maxima.len() == groups.len()
+            && total > count
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "{names} may scale to {total} nodes together, but `{}` holds {count} instances",
+                        block.address
+                    ),
+                    block.span.clone(),
+                )
+                .help(format!("keep the groups' scaling.max at {count} or less in total, or buy a bigger block")),
+            );
+        }
+    }
+    d
+}
+
+/// The attribute is written with content: an empty list or table (`taints = []`) says nothing.
+pub(crate) fn written(r: &Resource, k: &str) -> bool {
+    r.attrs.get(k).is_some_and(|e| match (&e.kind, e.as_literal()) {
+        (ExprKind::List(l), _) => !l.is_empty(),
+        (ExprKind::Table(t), _) => !t.is_empty(),
+        (_, Some(Value::List(l))) => !l.is_empty(),
+        (_, Some(Value::Table(t))) => !t.is_empty(),
+        _ => true,
+    })
 }
 
 /// Rules that need only the stack.
@@ -195,6 +255,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
             );
         }
     }
+    d.extend(shared_blocks(stack));
     d.extend(egress::egress(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
@@ -204,12 +265,9 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
             .filter(|ng| target(stack, ng, "cluster").is_some_and(|c| c.address == cluster.address))
             .collect();
         let tainted = |ng: &Resource| {
-            let listed = |r: &Resource, k: &str| {
-                r.attrs.get(k).is_some_and(|e| !matches!(e.as_literal(), Some(Value::List(l)) if l.is_empty()))
-            };
-            listed(ng, "taints")
+            written(ng, "taints")
                 || referenced(stack, ng, "launch_template", "launch_template")
-                    .is_some_and(|lt| listed(lt, "node_taints"))
+                    .is_some_and(|lt| written(lt, "node_taints"))
         };
         if !groups.is_empty() && groups.iter().all(|ng| tainted(ng)) {
             d.push(

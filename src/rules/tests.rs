@@ -267,9 +267,6 @@ fn a_capacity_block_group_runs_in_the_blocks_zone() {
 }
 
 #[test]
-#[ignore = "rules::offline misses it: the zone rules compare a group with the block's written \
-            availability_zone, or a group's subnets among themselves, never two groups of one block; \
-            un-ignore with the fix"]
 fn the_node_groups_of_one_block_share_its_zone() {
     let other = r#"
 [node_group.other]
@@ -398,8 +395,6 @@ instance_types = ["m6i.large"]
 }
 
 #[test]
-#[ignore = "rules::offline counts `taints = []` as a taint: a TOML array parses to ExprKind::List, \
-            never the Value::List the rule looks for; un-ignore with the fix"]
 fn an_empty_taint_list_taints_nothing() {
     absent(&offline(&stack("instance_type = \"g6.xlarge\"", "taints = []", "")), "is tainted");
     absent(&offline(&stack("instance_type = \"g6.xlarge\"\nnode_taints = []", "", "")), "is tainted");

@@ -290,7 +290,7 @@ launch_template = "${launch_template.p5.id}"
 capacity_type   = "CAPACITY_BLOCK"
 scaling         = { min = 0, desired = 0, max = 2 }
 "#;
-    // Read by the language alone: the offline rules do not refuse such a stack today, but
+    // Read by the language alone: the offline rules refuse such a stack (shared_blocks), but
     // the search must not depend on that.
     let vars = VarSources { cli: &[], env: &|_| None };
     let source = Source::new("t.toml", stack("duration_hours = 48", other));
@@ -299,8 +299,10 @@ scaling         = { min = 0, desired = 0, max = 2 }
     assert_eq!((zone(&inputs), note.as_str()), (None, ""));
 
     // Two groups in the same zone: that zone, and the note names both (in stack order).
+    // (A block of 4, so the two groups' maxima fit it together.)
     let same = other.replace("subnet.b.id", "subnet.a.id");
-    let (inputs, note) = search(&stack("duration_hours = 48", &same));
+    let (inputs, note) =
+        search(&stack("duration_hours = 48", &same).replace("instance_count  = 2", "instance_count  = 4"));
     assert_eq!(zone(&inputs), Some("us-west-2a"));
     assert_eq!(note, " (searched in us-west-2a, the zone of node_group.train, node_group.other)");
 
