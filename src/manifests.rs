@@ -39,7 +39,8 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
             errors.push(format!("`{}` {why}: run `gpustack apply` first, so its ids come from state", r.address));
             continue;
         }
-        if let Some(m) = kind.render(&r.address, &inputs) {
+        let outputs = outputs_of(&r.address).unwrap_or_default();
+        if let Some(m) = kind.render(&r.address, &inputs, &outputs) {
             files.entry(m.file).or_default().push_str(&m.yaml);
         }
     }

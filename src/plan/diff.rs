@@ -208,8 +208,9 @@ fn rendered_change(
     if recorded.is_some() && fields.is_empty() {
         return None;
     }
-    let manifest = kind.render(&r.address, &desired)?;
-    let old = old_inputs.as_ref().and_then(|o| kind.render(&r.address, o)).map(|m| m.yaml);
+    let recorded_outputs = outputs.clone().unwrap_or_default();
+    let manifest = kind.render(&r.address, &desired, &recorded_outputs)?;
+    let old = old_inputs.as_ref().and_then(|o| kind.render(&r.address, o, &recorded_outputs)).map(|m| m.yaml);
     let action = Action::Render(Box::new(Rendering { file: manifest.file, old, new: manifest.yaml }));
     let mut c = new_change(r.address.clone(), kind.name(), action, None);
     c.fields = fields;

@@ -268,8 +268,9 @@ pub trait Kind: Schema {
     fn rendered(&self) -> bool {
         false
     }
-    /// The YAML a rendered kind writes, from its resolved inputs.
-    fn render(&self, _address: &str, _inputs: &Attrs) -> Option<Manifest> {
+    /// The YAML a rendered kind writes, from its resolved inputs and the outputs its create
+    /// recorded (a pinned AMI alias; empty before the first apply).
+    fn render(&self, _address: &str, _inputs: &Attrs, _outputs: &Attrs) -> Option<Manifest> {
         None
     }
     /// True when creating spends non-refundable money (a Capacity Block): the plan shows it

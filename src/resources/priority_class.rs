@@ -79,7 +79,7 @@ impl Kind for PriorityClass {
         })
     }
 
-    fn render(&self, address: &str, inputs: &Attrs) -> Option<Manifest> {
+    fn render(&self, address: &str, inputs: &Attrs, _outputs: &Attrs) -> Option<Manifest> {
         let mut doc = json!({
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
@@ -95,9 +95,8 @@ impl Kind for PriorityClass {
     }
 
     async fn create(&self, _ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        let mut r = rendered::record(self, req.address, req.inputs);
-        r.outputs.insert("name".into(), Value::str(str_attr(req.inputs, "name")));
-        Ok(r)
+        let outputs = Attrs::from([("name".to_string(), Value::str(str_attr(req.inputs, "name")))]);
+        Ok(rendered::record(self, req.address, req.inputs, outputs))
     }
     async fn read_all(&self, _ctx: &Ctx) -> Result<Vec<Observed>> {
         Ok(vec![])

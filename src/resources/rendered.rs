@@ -8,11 +8,12 @@ use sha2::{Digest, Sha256};
 use super::{Kind, Recorded};
 use crate::value::{Attrs, Value};
 
-/// The record of a rendered resource: its address as id, the YAML's sha256 as output.
-pub fn record(kind: &dyn Kind, address: &str, inputs: &Attrs) -> Recorded {
-    let yaml = kind.render(address, inputs).map(|m| m.yaml).unwrap_or_default();
-    let hash = format!("{:x}", Sha256::digest(yaml.as_bytes()));
-    Recorded { id: address.to_string(), outputs: Attrs::from([("sha256".to_string(), Value::str(hash))]) }
+/// The record of a rendered resource: its address as id, and as outputs `outputs` (what its
+/// create resolved) plus the YAML's `sha256`.
+pub fn record(kind: &dyn Kind, address: &str, inputs: &Attrs, mut outputs: Attrs) -> Recorded {
+    let yaml = kind.render(address, inputs, &outputs).map(|m| m.yaml).unwrap_or_default();
+    outputs.insert("sha256".into(), Value::str(format!("{:x}", Sha256::digest(yaml.as_bytes()))));
+    Recorded { id: address.to_string(), outputs }
 }
 
 /// YAML documents from JSON values, each starting with `---`, keys in the order built.
