@@ -200,10 +200,13 @@ def clusters(env: Env) -> str:
     created = env.create_cluster(name, tags={"gpustack:stack": env.stack})
     c = eks.describe_cluster(name=name)["cluster"]
     vpc_cfg = c["resourcesVpcConfig"]
+    # The EKS API's default is CONFIG_MAP (botocore CreateAccessConfigRequest: "If you create a
+    # cluster by using the EKS API, AWS SDKs, or CloudFormation, the default is CONFIG_MAP"); this
+    # selftest used to expect API_AND_CONFIG_MAP, the console's default.
     check(
         c["accessConfig"]
-        == {"authenticationMode": "API_AND_CONFIG_MAP", "bootstrapClusterCreatorAdminPermissions": True},
-        "accessConfig defaults: API_AND_CONFIG_MAP, bootstrapClusterCreatorAdminPermissions",
+        == {"authenticationMode": "CONFIG_MAP", "bootstrapClusterCreatorAdminPermissions": True},
+        "accessConfig defaults: CONFIG_MAP, bootstrapClusterCreatorAdminPermissions",
     )
     check(
         vpc_cfg["subnetIds"] == env.subnets
