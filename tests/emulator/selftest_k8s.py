@@ -1,12 +1,14 @@
 """Selftest of what the Kubernetes side (Karpenter GPU pools, issue 12) needs from the emulator:
 EKS access entries and access policies, EKS Pod Identity associations, the SQS interruption queue
-and the EventBridge rules that feed it, through boto3 against a running emulator (starts nothing
+and the EventBridge rules that feed it, and the IAM size quotas the controller policy meets,
+through boto3 against a running emulator (starts nothing
 itself):
 
     tests/emulator/.venv/bin/python tests/emulator/selftest_k8s.py --endpoint http://127.0.0.1:PORT
 
 Every check names its source (the module docstrings of ``ext/eks_access.py``,
-``ext/eks_pod_identity.py``, ``ext/sqs_strict.py``, ``ext/events_strict.py`` have the full list).
+``ext/eks_pod_identity.py``, ``ext/sqs_strict.py``, ``ext/events_strict.py``,
+``ext/iam_policy_size.py`` have the full list).
 boto3's own client-side validation is off, so the emulator's is what answers. Exits non-zero on
 the first failure; ends with a moto reset: run it against an emulator of its own.
 """
@@ -846,6 +848,72 @@ def events(env: Env, queue_arn: str) -> None:
     )
 
 
+# --- IAM quotas the controller policy meets -----------------------------------------------------
+
+
+def iam_quotas(env: Env) -> None:
+    iam = env.iam
+
+    def policy(chars: int) -> str:
+        """A valid policy document of ``chars`` non-blank characters, padded in a Sid."""
+        base = {"Version": "2012-10-17", "Statement": [{"Sid": "", "Effect": "Allow", "Action": "ec2:DescribeImages", "Resource": "*"}]}
+        pad = chars - len(json.dumps(base, separators=(",", ":")))
+        base["Statement"][0]["Sid"] = "A" * pad
+        return json.dumps(base, indent=2)  # white space does not count
+
+    check(
+        iam.create_policy(PolicyName=f"{env.stack}-6144", PolicyDocument=policy(6144))["Policy"]["PolicyName"].endswith("6144"),
+        "a managed policy of 6,144 characters (white space not counted) is accepted (IAM UG quotas)",
+    )
+    code, status, message = error(iam.create_policy, PolicyName=f"{env.stack}-6145", PolicyDocument=policy(6145))
+    check(
+        (code, status, message) == ("LimitExceeded", 409, "Cannot exceed quota for PolicySize: 6144"),
+        "6,145 characters -> LimitExceeded 409 'PolicySize: 6144' (Karpenter v1.6's single policy with a long cluster name)",
+    )
+    arn = f"arn:aws:iam::{ACCOUNT}:policy/{env.stack}-6144"
+    check(
+        error(iam.create_policy_version, PolicyArn=arn, PolicyDocument=policy(7000))[:2] == ("LimitExceeded", 409),
+        "CreatePolicyVersion past 6,144 -> LimitExceeded (analytical-platform#6873)",
+    )
+    role = env.role("quota", POD_TRUST)
+    name = role.rsplit("/", 1)[1]
+    iam.put_role_policy(RoleName=name, PolicyName="a", PolicyDocument=policy(6000))
+    iam.put_role_policy(RoleName=name, PolicyName="a", PolicyDocument=policy(6100))
+    check(
+        error(iam.put_role_policy, RoleName=name, PolicyName="b", PolicyDocument=policy(4200))[:2] == ("LimitExceeded", 409),
+        "inline policies of a role past 10,240 in total -> LimitExceeded (IAM UG quotas)",
+    )
+    iam.put_role_policy(RoleName=name, PolicyName="b", PolicyDocument=policy(4100))
+    check(True, "a replaced inline policy counts once (6,100 + 4,100 <= 10,240)")
+    big_trust = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Sid": "S" * 2000, "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}
+            ],
+        }
+    )
+    check(
+        error(iam.create_role, RoleName=f"{env.stack}-bigtrust", AssumeRolePolicyDocument=big_trust)
+        == ("LimitExceeded", 409, "Cannot exceed quota for ACLSizePerRole: 2048"),
+        "a trust policy past 2,048 -> LimitExceeded 'ACLSizePerRole: 2048' (aws-load-balancer-controller#2718)",
+    )
+    check(
+        error(iam.update_assume_role_policy, RoleName=name, PolicyDocument=big_trust)[:2] == ("LimitExceeded", 409),
+        "UpdateAssumeRolePolicy past 2,048 -> LimitExceeded",
+    )
+    for i in range(10):
+        made = iam.create_policy(PolicyName=f"{env.stack}-p{i}", PolicyDocument=policy(200))["Policy"]["Arn"]
+        iam.attach_role_policy(RoleName=name, PolicyArn=made)
+    extra = iam.create_policy(PolicyName=f"{env.stack}-p10", PolicyDocument=policy(200))["Policy"]["Arn"]
+    check(
+        error(iam.attach_role_policy, RoleName=name, PolicyArn=extra)[:2] == ("LimitExceeded", 409),
+        "an 11th managed policy on a role -> LimitExceeded (IAM UG: 10 per role by default)",
+    )
+    iam.attach_role_policy(RoleName=name, PolicyArn=f"arn:aws:iam::{ACCOUNT}:policy/{env.stack}-p0")
+    check(True, "attaching a policy the role already has is not an 11th")
+
+
 def reset(env: Env, clusters: dict[str, str]) -> None:
     req = urllib.request.Request(env.endpoint + "/moto-api/reset", method="POST", data=b"")
     urllib.request.urlopen(req, timeout=30).read()
@@ -864,6 +932,7 @@ def main() -> int:
         pod_identity(env, clusters)
         queue_arn = sqs(env)
         events(env, queue_arn)
+        iam_quotas(env)
         reset(env, clusters)
     except Exception as e:  # noqa: BLE001
         print(f"FAIL {type(e).__name__}: {e}", file=sys.stderr)
