@@ -14,6 +14,7 @@ mod gpu_rules;
 mod image_cache;
 mod lifecycle;
 mod locking;
+mod manifests;
 mod offline;
 mod refresh;
 mod robustness;
