@@ -165,3 +165,60 @@ pub fn render(stack: &Stack, format: Format) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::VarSources;
+
+    fn load(text: &str) -> Result<Stack, Box<crate::stack::Diagnostics>> {
+        let env = |k: &str| (k == "admin_cidr").then(|| "198.51.100.7/32".to_string());
+        crate::load::check(Source::new("g.toml", text.into()), &VarSources { cli: &[], env: &env })
+    }
+
+    const HEAD: &str = "[stack]\nname = \"g\"\nregion = \"us-west-2\"\n";
+
+    #[test]
+    fn dependencies_come_first_and_ties_keep_file_order() {
+        let text = format!(
+            "{HEAD}[subnet.b]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.16.0/20\"\navailability_zone = \"us-west-2b\"\n\
+             [subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/20\"\navailability_zone = \"us-west-2a\"\n\
+             [vpc.main]\ncidr_block = \"10.0.0.0/16\"\n"
+        );
+        let s = load(&text).unwrap_or_else(|d| panic!("{}", d.render(false)));
+        let order: Vec<&str> = topo_order(&s.resources).into_iter().map(|i| s.resources[i].address.as_str()).collect();
+        assert_eq!(order, ["vpc.main", "subnet.b", "subnet.a"]);
+    }
+
+    #[test]
+    fn a_cycle_names_every_edge_and_where_it_is_written() {
+        let text = format!(
+            "{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n\
+             [security_group.a]\nvpc = \"${{vpc.main.id}}\"\ndepends_on = [\"security_group.b\"]\n\
+             [security_group.b]\nvpc = \"${{vpc.main.id}}\"\ndepends_on = [\"security_group.a\"]\n"
+        );
+        let d = load(&text).err().expect("a cycle is an error");
+        let cycle = d.items.iter().find(|i| i.message.starts_with("reference cycle")).expect("a cycle diagnostic");
+        assert!(cycle.message.contains("security_group.a → security_group.b → security_group.a"), "{}", cycle.message);
+        assert!(cycle.message.contains("  security_group.a → security_group.b (at g.toml:8:"), "{}", cycle.message);
+        assert!(cycle.message.contains("  security_group.b → security_group.a (at g.toml:11:"), "{}", cycle.message);
+        assert_eq!(d.items.iter().filter(|i| i.message.starts_with("reference cycle")).count(), 1);
+    }
+
+    #[test]
+    fn a_resource_that_depends_on_itself_is_a_cycle() {
+        let text = format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\ndepends_on = [\"vpc.main\"]\n");
+        let d = load(&text).err().expect("a self-reference is an error");
+        assert!(d.items.iter().any(|i| i.message.starts_with("reference cycle: vpc.main → vpc.main")));
+    }
+
+    #[test]
+    fn node_groups_wait_for_their_clusters_vpc_cni_and_the_graph_shows_it() {
+        let s = load(include_str!("../stacks/quickstart.toml")).unwrap_or_else(|d| panic!("{}", d.render(false)));
+        let ng = s.get("node_group.gpu").unwrap();
+        let cni = s.by_address["eks_addon.vpc_cni"];
+        assert!(ng.deps.contains(&cni));
+        assert!(render(&s, Format::Dot).contains("\"node_group.gpu\" -> \"eks_addon.vpc_cni\";"));
+        assert!(render(&s, Format::Mermaid).contains("node_group_gpu --> eks_addon_vpc_cni"));
+    }
+}

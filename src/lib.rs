@@ -3,6 +3,7 @@
 //!
 //! - `cli`: the commands; the load step (`load`) runs the language, the cycle check and
 //!   the offline rules in one pass.
+//! - `manifests`: the Kubernetes YAML of rendered kinds, ids from state.
 //! - `engine`: walks an approved plan, journals each mutation, records state.
 //! - `plan`: the diff of desired against recorded and observed; `Action` is what users see.
 //! - `rules`, `quota`, `policy`: checks and policy built from the stack and the kinds.
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod engine;
 pub mod graph;
 pub mod load;
+pub mod manifests;
 pub mod plan;
 pub mod policy;
 pub mod quota;

@@ -174,7 +174,7 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
     if !p.plan.has_changes() {
         return Ok(0);
     }
-    let n = p.plan.count(Action::Delete);
+    let n = p.plan.count(Action::is_removal);
     if !approved(
         g,
         a.auto_approve,
@@ -198,7 +198,15 @@ fn show_plan(g: &Global, p: &Prepared, verb: &str) -> std::io::Result<()> {
 /// Money needs its own, explicit yes: `--approve-purchases`, or the total typed back on a
 /// terminal. `--auto-approve` (and a saved plan) alone never buys.
 fn purchases_approved(g: &Global, plan: &plan::Plan, flag: bool) -> Result<bool> {
-    let buys: Vec<&plan::Purchase> = plan.changes.iter().filter_map(|c| c.purchase.as_ref()).collect();
+    if let Some(c) =
+        plan.changes.iter().find(|c| matches!(c.action, Action::Purchase(_)) && c.action.purchase().is_none())
+    {
+        bail!(
+            "`{}` would buy capacity, but this plan did not look up its offering and price (--refresh=false); nothing is bought unpriced\n  help: apply with refresh (the default), so the offering and its price are shown before you approve",
+            c.address
+        );
+    }
+    let buys: Vec<&plan::Purchase> = plan.changes.iter().filter_map(|c| c.action.purchase()).collect();
     if buys.is_empty() || flag {
         return Ok(true);
     }

@@ -3,6 +3,7 @@
 
 mod apply;
 mod kubeconfig;
+mod manifests;
 mod plan;
 mod state;
 mod stdout;
@@ -21,10 +22,10 @@ use stdout::{out, outln};
 const ABOUT: &str = "Provision GPU-ready Amazon EKS environments from a declarative TOML stack file.
 
 Typical use:
-  gpustack validate stacks/train.toml      check the file, offline
-  gpustack plan stacks/train.toml          show what would change
-  gpustack apply stacks/train.toml         make it so (asks first)
-  gpustack destroy stacks/train.toml       remove everything the stack created
+  gpustack validate examples/training.toml   check the file, offline
+  gpustack plan examples/training.toml       show what would change
+  gpustack apply examples/training.toml      make it so (asks first)
+  gpustack destroy examples/training.toml    remove everything the stack created
 
 AWS credentials and endpoints come from the SDK's standard chain (AWS_PROFILE,
 AWS_ACCESS_KEY_ID…, AWS_ENDPOINT_URL); the stack's region is used for every call.";
@@ -67,13 +68,16 @@ pub struct VarArgs {
 enum Command {
     /// Check a stack file offline: syntax, keys, types, references, cycles
     Validate {
+        /// The stack file (TOML)
         stack: PathBuf,
         #[command(flatten)]
         vars: VarArgs,
     },
     /// Print the resource graph (edges point to what a resource depends on)
     Graph {
+        /// The stack file (TOML)
         stack: PathBuf,
+        /// dot (Graphviz: `| dot -Tsvg`) or mermaid (Markdown)
         #[arg(long, value_enum, default_value = "dot")]
         format: crate::graph::Format,
         #[command(flatten)]
@@ -85,6 +89,7 @@ enum Command {
     /// destroy this stack: the actions of its kinds, scoped to its region, its
     /// gpustack:stack tag and its role path. Offline: reads the stack file only
     Policy {
+        /// The stack file (TOML)
         stack: PathBuf,
         #[command(flatten)]
         vars: VarArgs,
@@ -98,6 +103,9 @@ enum Command {
     State(state::StateCommand),
     /// Print the stack's outputs, saved at the last apply
     Output(state::OutputArgs),
+    /// Write the Kubernetes YAML of the stack's rendered kinds (Karpenter pools, priority
+    /// classes, device-plugin values) with the ids from state
+    Manifests(manifests::ManifestsArgs),
     /// Add a cluster of the stack to your kubeconfig (credentials from `aws eks get-token`)
     Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
@@ -139,6 +147,7 @@ pub fn main() -> i32 {
             Command::Output(a) => state::output(&g, a).await,
             Command::ForceUnlock(a) => state::force_unlock(&g, a).await,
             Command::Kubeconfig(a) => kubeconfig::run(&g, a).await,
+            Command::Manifests(a) => manifests::run(&g, a).await,
         }
     });
     match result {

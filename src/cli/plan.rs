@@ -162,7 +162,7 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
 struct LiveReads {
     preflight: crate::rules::Preflight,
     quotas: Vec<crate::stack::Diagnostic>,
-    offers: crate::rules::Offers,
+    offers: crate::plan::purchase::Offers,
 }
 
 async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota: bool) -> Result<LiveReads> {
@@ -175,8 +175,9 @@ async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota:
     };
     // A block the state already holds is not bought again: no search for it.
     let known = |address: &str| state.is_some_and(|s| s.resources.contains_key(address));
-    let offers =
-        async { crate::rules::prefetch_offers(ctx, stack, &known).await.context("searching Capacity Block offerings") };
+    let offers = async {
+        crate::plan::purchase::prefetch_offers(ctx, stack, &known).await.context("searching Capacity Block offerings")
+    };
     let ((preflight, quotas), offers) = tokio::try_join!(catalog_then_quotas, offers)?;
     Ok(LiveReads { preflight, quotas, offers })
 }
@@ -198,7 +199,7 @@ async fn checks(
             let mut pf = r.preflight;
             if !pf.diags.iter().any(|d| d.is_error()) {
                 pf.diags.extend(
-                    crate::rules::price(ctx, stack, plan, &r.offers)
+                    crate::plan::purchase::price(ctx, stack, plan, &r.offers)
                         .await
                         .context("searching Capacity Block offerings")?,
                 );
@@ -209,7 +210,7 @@ async fn checks(
         None => {
             let pf = crate::rules::preflight_offline(stack);
             if !pf.diags.iter().any(|d| d.is_error()) {
-                crate::rules::price_offline(stack, plan);
+                crate::plan::purchase::price_offline(stack, plan);
             }
             let counted = ["node_group", "capacity_reservation", "capacity_block"];
             if !skip_quota && stack.resources.iter().any(|r| counted.contains(&r.kind.name())) {
@@ -233,7 +234,7 @@ async fn checks(
     for d in &pf.diags {
         plan.warnings.push(format!("{}: {}", stack.source.location(&d.span), d.message));
     }
-    for c in plan.changes.iter_mut().filter(|c| c.note.is_none() && c.action != plan::Action::Delete) {
+    for c in plan.changes.iter_mut().filter(|c| c.note.is_none() && !c.action.is_removal()) {
         c.note = pf.notes.get(&c.address).cloned();
     }
     Ok(true)

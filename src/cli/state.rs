@@ -30,6 +30,7 @@ pub enum StateCommand {
     List(Which),
     /// Show one resource's recorded inputs and outputs
     Show {
+        /// The resource's address, as `state list` prints it (security_group.efa)
         address: String,
         #[command(flatten)]
         which: Which,

@@ -17,8 +17,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::aws::Ctx;
-use crate::plan::{Action, Change, Plan, desired_inputs, kind_rank};
-use crate::resources::{self, Create, ReplaceOrder};
+use crate::plan::{Action, Change, Plan, desired_inputs};
+use crate::resources::rank as kind_rank;
+use crate::resources::{self, Create};
 use crate::stack::Stack;
 use crate::state::{Operation, Pending, ResourceState};
 use crate::value::{Attrs, attrs_from_json, attrs_to_json};
@@ -166,7 +167,9 @@ pub async fn execute(
 /// acyclic with several purchases.
 fn last_for_purchases(ops: &[Op], changes: &[Change], edges: &mut Vec<(usize, usize)>) {
     let purchases: Vec<usize> = (0..ops.len())
-        .filter(|&i| matches!(ops[i].kind, OpKind::Create { .. }) && changes[ops[i].change].purchase.is_some())
+        .filter(|&i| {
+            matches!(ops[i].kind, OpKind::Create { .. }) && matches!(changes[ops[i].change].action, Action::Purchase(_))
+        })
         .collect();
     if purchases.is_empty() {
         return;
@@ -219,7 +222,7 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
     for (ci, c) in changes.iter().enumerate() {
         let a = c.address.as_str();
         match c.action {
-            Action::Create => {
+            Action::Create | Action::Purchase(_) => {
                 let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: false }, false);
                 forward.insert(a, k);
             }
@@ -227,21 +230,21 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
                 let k = push(&mut ops, &mut dbc, ci, OpKind::Update, false);
                 forward.insert(a, k);
             }
-            Action::Replace if c.replace_order == Some(ReplaceOrder::DeleteBeforeCreate) => {
+            Action::DeleteThenCreate => {
                 let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, true);
                 let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: false }, false);
                 edges.push((d, k));
                 forward.insert(a, k);
                 deletes.insert(a, d);
             }
-            Action::Replace => {
+            Action::CreateThenDelete => {
                 let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: true }, false);
                 let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, false);
                 edges.push((k, d));
                 forward.insert(a, k);
                 deletes.insert(a, d);
             }
-            Action::Delete => {
+            Action::Delete | Action::Retain => {
                 let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, false);
                 if c.stray {
                     strays.push(d);
@@ -249,6 +252,13 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
                     deletes.insert(a, d);
                 }
             }
+            // Recorded in state (no AWS call: the kind's create and update only record it).
+            Action::Render(_) => {
+                let op = if c.id.is_some() { OpKind::Update } else { OpKind::Create { replacing: false } };
+                let k = push(&mut ops, &mut dbc, ci, op, false);
+                forward.insert(a, k);
+            }
+            // State-only: nothing to run.
             Action::Adopt => {}
         }
     }
@@ -311,8 +321,16 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
 async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), Failure> {
     let c = &env.changes[ci];
     let (verb, past) = match op {
-        OpKind::Create { .. } if c.purchase.is_some() => ("buying", "bought"),
-        OpKind::Delete if c.retain => ("retaining", "retained (not cancellable; gpustack no longer manages it)"),
+        OpKind::Create { .. } if matches!(c.action, Action::Purchase(_)) => ("buying", "bought"),
+        OpKind::Delete if c.action == Action::Retain => {
+            ("retaining", "retained (not cancellable; gpustack no longer manages it)")
+        }
+        OpKind::Create { .. } | OpKind::Update if matches!(c.action, Action::Render(_)) => {
+            ("recording", "recorded (write it with gpustack manifests)")
+        }
+        OpKind::Delete if resources::kind(c.kind).is_some_and(|k| k.rendered()) => {
+            ("forgetting", "forgotten (remove it from the cluster yourself if it was applied there)")
+        }
         OpKind::Create { .. } => ("creating", "created"),
         OpKind::Update => ("updating", "updated"),
         OpKind::Delete => ("deleting", "deleted"),
@@ -394,7 +412,7 @@ async fn create(
         inputs: &inputs,
         token: &token,
         replacing,
-        purchase: c.purchase.as_ref(),
+        purchase: c.action.purchase(),
         report,
     };
     match kind.create(&env.ctx, &req).await {

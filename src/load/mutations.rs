@@ -242,7 +242,7 @@ fn check(bytes: Vec<u8>) {
                 let _ = d.source.to_json(item);
             }
             let rendered = d.render(false);
-            assert!(rendered.contains("  --> m.toml:"), "{rendered}");
+            assert!(rendered.contains("--> m.toml:"), "{rendered}");
         }
     }
 }

@@ -67,7 +67,8 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
     }
     let mut tasks = tokio::task::JoinSet::new();
     for name in kinds {
-        let Some(kind) = resources::kind(name) else { continue };
+        // Rendered kinds live in Kubernetes YAML, not in AWS: state is their record.
+        let Some(kind) = resources::kind(name).filter(|k| !k.rendered()) else { continue };
         let ctx = ctx.clone();
         tasks.spawn(async move { (kind, kind.read_all(&ctx).await) });
     }
@@ -77,7 +78,7 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         let observed = res.with_context(|| format!("refreshing {} objects of stack {}", kind.name(), ctx.stack))?;
         found.push((kind, observed));
     }
-    found.sort_by_key(|(k, _)| crate::plan::kind_rank(k.name()));
+    found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     Ok(merge(stack, state, found))
 }
 

@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 
 use similar::TextDiff;
 
-use super::{Action, Change, FieldDiff, Plan};
-use crate::resources::ReplaceOrder;
+use super::{Action, Change, FieldDiff, Offer, Plan};
 use crate::value::Value;
 
 pub struct Style {
@@ -19,13 +18,13 @@ impl Style {
     }
 }
 
-fn color_of(a: Action) -> &'static str {
+fn color_of(a: &Action) -> &'static str {
     match a {
-        Action::Create => "32",
+        Action::Create | Action::Purchase(_) => "32",
         Action::Update => "33",
-        Action::Replace => "35",
-        Action::Delete => "31",
-        Action::Adopt => "36",
+        Action::DeleteThenCreate | Action::CreateThenDelete => "35",
+        Action::Delete | Action::Retain => "31",
+        Action::Adopt | Action::Render(_) => "36",
     }
 }
 
@@ -55,75 +54,89 @@ pub fn render(plan: &Plan, header: &str, style: &Style) -> String {
 pub fn summary(plan: &Plan) -> String {
     let mut s = format!(
         "Plan: {} to add, {} to change, {} to replace, {} to delete",
-        plan.count(Action::Create),
-        plan.count(Action::Update),
-        plan.count(Action::Replace),
-        plan.count(Action::Delete)
+        plan.count(|a| matches!(a, Action::Create | Action::Purchase(_))),
+        plan.count(|a| *a == Action::Update),
+        plan.count(Action::is_replace),
+        plan.count(Action::is_removal)
     );
-    if plan.count(Action::Adopt) > 0 {
-        let _ = write!(s, ", {} to adopt", plan.count(Action::Adopt));
+    let adopt = plan.count(|a| *a == Action::Adopt);
+    if adopt > 0 {
+        let _ = write!(s, ", {adopt} to adopt");
+    }
+    let render = plan.count(|a| matches!(a, Action::Render(_)));
+    if render > 0 {
+        let _ = write!(s, ", {render} to render (gpustack manifests)");
     }
     s.push('.');
-    let buys: Vec<f64> = plan.changes.iter().filter_map(|c| c.purchase.as_ref().map(|p| p.upfront_usd)).collect();
+    let buys: Vec<f64> = plan.changes.iter().filter_map(|c| c.action.purchase().map(|p| p.upfront_usd)).collect();
     if !buys.is_empty() {
         let _ = write!(
             s,
-            "\nPurchases: {} Capacity Block(s), ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
+            "\nPurchases: {} Capacity Block{}, ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
             buys.len(),
+            crate::stack::diag::plural(buys.len()),
             buys.iter().sum::<f64>()
         );
     }
-    let unpriced = plan.changes.iter().filter(|c| c.unpriced_purchase.is_some()).count();
+    let unpriced = plan.count(|a| matches!(a, Action::Purchase(Offer::Offline(_) | Offer::NotSearched)));
     if unpriced > 0 {
         let _ = write!(
             s,
-            "\nPurchases: {unpriced} Capacity Block(s), price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases)."
+            "\nPurchases: {unpriced} Capacity Block{}, price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases).",
+            crate::stack::diag::plural(unpriced)
         );
     }
-    let kept = plan.changes.iter().filter(|c| c.retain).count();
+    let kept = plan.count(|a| *a == Action::Retain);
     if kept > 0 {
         let _ = write!(
             s,
-            "\nRetained: {kept} Capacity Block(s) cannot be cancelled; they stay until their end date, unmanaged."
+            "\nRetained: {kept} Capacity Block{} cannot be cancelled; {} until {} end date, unmanaged.",
+            crate::stack::diag::plural(kept),
+            if kept == 1 { "it stays" } else { "they stay" },
+            if kept == 1 { "its" } else { "their" }
         );
     }
     s
 }
 
 fn render_change(out: &mut String, c: &Change, style: &Style) {
-    let sym = c.action.symbol(c.replace_order);
-    let what = match c.action {
-        Action::Create if c.purchase.is_some() || c.unpriced_purchase.is_some() => "purchase (non-refundable)".into(),
+    let sym = c.action.symbol();
+    let what = match &c.action {
+        Action::Purchase(_) => "purchase (non-refundable)".into(),
         Action::Create => "create".to_string(),
         Action::Update => "update in place".to_string(),
-        Action::Replace => {
+        Action::DeleteThenCreate | Action::CreateThenDelete => {
             let reasons: Vec<String> = c.fields.iter().filter(|f| f.forces_replace).map(short_change).collect();
-            let order = match c.replace_order {
-                Some(ReplaceOrder::CreateBeforeDestroy) => "create before destroy",
+            let order = match c.action {
+                Action::CreateThenDelete => "create before destroy",
                 _ => "delete before create",
             };
             format!("replace, {order} ({})", reasons.join("; "))
         }
-        Action::Delete if c.retain => format!(
+        Action::Retain => format!(
             "retain {} (cannot be cancelled: runs until {}; gpustack stops managing it)",
             c.id.as_deref().unwrap_or_default(),
             c.old_outputs.get("end_date").and_then(Value::as_str).unwrap_or("its end date")
         ),
+        Action::Delete if crate::resources::kind(c.kind).is_some_and(|k| k.rendered()) => {
+            "stop rendering (remove it from the cluster yourself; no change to AWS)".into()
+        }
         Action::Delete => match &c.id {
             Some(id) => format!("delete {id}"),
             None => "delete".into(),
         },
         Action::Adopt => "record in state (no change to AWS)".into(),
+        Action::Render(r) => format!("render {} (gpustack manifests; no change to AWS)", r.file),
     };
     let line = format!("{sym:>4} {:<34} {what}", c.address);
-    let _ = writeln!(out, "{}", style.paint(color_of(c.action), &line));
+    let _ = writeln!(out, "{}", style.paint(color_of(&c.action), &line));
     if let Some(n) = &c.note {
         let _ = writeln!(out, "{:9}# {n}", "");
     }
-    if let Some(p) = &c.unpriced_purchase {
+    if let Action::Purchase(Offer::Offline(p)) = &c.action {
         let _ = writeln!(out, "{:9}{}", "", style.paint("1;33", &format!("$ {p}")));
     }
-    if let Some(p) = &c.purchase {
+    if let Some(p) = c.action.purchase() {
         let _ = writeln!(
             out,
             "{:9}{}",
@@ -147,8 +160,14 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             )
         );
     }
-    match c.action {
-        Action::Create => {
+    match &c.action {
+        Action::Render(r) => {
+            let diff = TextDiff::from_lines(r.old.as_deref().unwrap_or_default(), r.new.as_str());
+            for line in diff.unified_diff().context_radius(3).to_string().lines() {
+                let _ = writeln!(out, "{:9}{line}", "");
+            }
+        }
+        Action::Create | Action::Purchase(_) => {
             for f in &c.fields {
                 let empty = matches!(&f.new, Some(Value::Table(t)) if t.is_empty())
                     || matches!(&f.new, Some(Value::List(l)) if l.is_empty());
@@ -166,12 +185,12 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
                 }
             }
         }
-        Action::Update | Action::Replace | Action::Adopt => {
+        Action::Update | Action::DeleteThenCreate | Action::CreateThenDelete | Action::Adopt => {
             for f in &c.fields {
                 render_field(out, f);
             }
         }
-        Action::Delete => {}
+        Action::Delete | Action::Retain => {}
     }
 }
 
@@ -213,7 +232,6 @@ mod tests {
             kind: "security_group",
             action,
             fields,
-            replace_order: None,
             id: Some("sg-1".into()),
             old_inputs: Attrs::new(),
             old_outputs: Attrs::new(),
@@ -221,9 +239,6 @@ mod tests {
             adopt: None,
             stray: false,
             note: None,
-            purchase: None,
-            unpriced_purchase: None,
-            retain: false,
         }
     }
 
@@ -277,8 +292,7 @@ mod tests {
             new: Some(Value::str("10.0.3.0/24")),
             forces_replace: true,
         };
-        let mut c = change(Action::Replace, vec![f]);
-        c.replace_order = Some(ReplaceOrder::DeleteBeforeCreate);
+        let c = change(Action::DeleteThenCreate, vec![f]);
         let out = render(&plan(vec![c]), "h", &Style { color: false });
         assert!(out.contains(" -/+ security_group.efa"), "{out}");
         assert!(out.contains("replace, delete before create (cidr_block \"10.0.2.0/24\" → \"10.0.3.0/24\")"), "{out}");

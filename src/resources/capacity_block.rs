@@ -90,6 +90,9 @@ impl Kind for CapacityBlock {
     fn retains_on_delete(&self) -> bool {
         true
     }
+    fn buys(&self) -> bool {
+        true
+    }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         let lit = |k: &str| r.attrs.get(k).and_then(|e| e.as_literal());

@@ -62,7 +62,7 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
     let blocks: Vec<Option<Ipv4Net>> = resources
         .iter()
         .map(|r| match r.kind.name() {
-            "vpc" | "subnet" => block(r, diags),
+            "vpc" | "subnet" if r.values_ok => block(r, diags),
             _ => None,
         })
         .collect();

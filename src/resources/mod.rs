@@ -12,6 +12,8 @@ pub mod launch_template;
 mod nat_gateway;
 pub mod node_group;
 mod placement_group;
+mod priority_class;
+pub mod rendered;
 mod security_group;
 mod subnet;
 mod vpc;
@@ -28,7 +30,7 @@ use crate::value::{Attrs, Value};
 
 /// Every kind, in dependency order: a kind comes after the kinds it can refer to. Objects
 /// found by their tags (strays) have no recorded dependencies and are deleted in reverse
-/// of this order (`plan::kind_rank`).
+/// of this order ([`rank`]). Nothing else depends on the order.
 pub static KINDS: &[&'static dyn Kind] = &[
     &vpc::Vpc,
     &subnet::Subnet,
@@ -44,7 +46,14 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &eks_addon::EksAddon,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
+    &priority_class::PriorityClass,
 ];
+
+/// Position in [`KINDS`]: a kind may depend on kinds of lower rank, so objects with no
+/// recorded dependencies (found by their tags) are deleted from the highest rank down.
+pub fn rank(name: &str) -> usize {
+    KINDS.iter().position(|k| k.name() == name).unwrap_or(0)
+}
 
 pub fn kind(name: &str) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.name() == name)
@@ -137,7 +146,7 @@ pub fn check_stack(stack: &crate::stack::Stack, diags: &mut Vec<Diagnostic>) {
     for r in resources.iter().filter(|r| r.schema_ok) {
         of(r).validate(r, diags);
     }
-    for r in resources {
+    for r in resources.iter().filter(|r| r.values_ok) {
         if let Some(tags) = r.attrs.get("tags") {
             check_tags(tags, &format!("{}.tags", r.address), diags);
         }
@@ -185,6 +194,14 @@ pub fn add_implicit_edges(resources: &mut [Resource]) {
 fn zone_in_region(zone: &str, region: &str) -> bool {
     zone.strip_prefix(region)
         .is_some_and(|rest| (!rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase())) || rest.starts_with('-'))
+}
+
+/// Kubernetes YAML for `gpustack manifests`: the file it belongs in (relative to `--out`,
+/// shared by several resources when they write the same file) and its documents.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    pub file: String,
+    pub yaml: String,
 }
 
 /// What a kind's create or update returns: the physical id and the outputs.
@@ -242,6 +259,22 @@ pub trait Kind: Schema {
     /// True when deleting cannot undo the object (a Capacity Block runs until its end
     /// date): removing it *retains* it, and a change that would replace it is refused.
     fn retains_on_delete(&self) -> bool {
+        false
+    }
+    /// True for a kind written as Kubernetes YAML (`gpustack manifests`) instead of applied
+    /// to AWS: refresh skips it, its changes plan as `Render`, and create, update and delete
+    /// only record it in state (`rendered.rs` has the shared bodies).
+    fn rendered(&self) -> bool {
+        false
+    }
+    /// The YAML a rendered kind writes, from its resolved inputs and the outputs its create
+    /// recorded (a pinned AMI alias; empty before the first apply).
+    fn render(&self, _address: &str, _inputs: &Attrs, _outputs: &Attrs) -> Option<Manifest> {
+        None
+    }
+    /// True when creating spends non-refundable money (a Capacity Block): the plan shows it
+    /// as a purchase with its price, and only `--approve-purchases` runs it.
+    fn buys(&self) -> bool {
         false
     }
     /// Offline checks beyond the schema.

@@ -62,14 +62,18 @@ impl Source {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
         let start = self.line_starts[line];
-        let col = self.text.get(start..offset).map_or(offset - start, |s| s.chars().count()) + 1;
+        let before = self.text.get(start..offset).unwrap_or_default();
+        // A byte-order mark is invisible: it is not a column.
+        let before = if line == 0 { before.trim_start_matches('\u{FEFF}') } else { before };
+        let col = self.text.get(start..offset).map_or(offset - start, |_| before.chars().count()) + 1;
         (line + 1, col)
     }
 
     fn line_text(&self, line: usize) -> &str {
         let start = self.line_starts[line - 1];
         let end = self.line_starts.get(line).copied().unwrap_or(self.text.len());
-        self.text[start..end].trim_end_matches(['\n', '\r'])
+        let text = self.text[start..end].trim_end_matches(['\n', '\r']);
+        if line == 1 { text.trim_start_matches('\u{FEFF}') } else { text }
     }
 
     /// `file:line:col` of a span, or just the file.
@@ -92,13 +96,14 @@ impl Source {
         let mut out = String::new();
         let label = if color { format!("\x1b[1;{code}m{label}\x1b[0m") } else { label.to_string() };
         let _ = writeln!(out, "{label}: {}", d.message);
-        let _ = writeln!(out, "  --> {}", self.location(&d.span));
+        // The arrow lines up with the gutter of the line number below it, as in rustc.
+        let gutter = d.span.as_ref().map_or(1, |s| self.line_col(s.start).0.to_string().len());
+        let _ = writeln!(out, "{:gutter$}--> {}", "", self.location(&d.span));
         if let Some(span) = &d.span {
             let (line, col) = self.line_col(span.start);
             let text = self.line_text(line);
             let (end_line, end_col) = self.line_col(span.end.max(span.start + 1) - 1);
             let width = if end_line == line { (end_col + 1).saturating_sub(col).max(1) } else { 1 };
-            let gutter = line.to_string().len();
             let _ = writeln!(out, "{:gutter$} |", "");
             let _ = writeln!(out, "{line} | {text}");
             let _ = writeln!(out, "{:gutter$} | {}{}", "", " ".repeat(col - 1), "^".repeat(width));

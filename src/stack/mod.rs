@@ -51,7 +51,10 @@ pub struct Resource {
     pub span: Span,
     /// Indices of the resources this one depends on (references and `depends_on`), sorted, unique.
     pub deps: Vec<usize>,
-    /// The attributes passed the kind's schema, so checks of their values may run.
+    /// The values were written without errors of their own (a variable without a value, an
+    /// unclosed `${`), so checks of what they say may run: one mistake, one error.
+    pub values_ok: bool,
+    /// The values are fine and passed the kind's schema, so the kind's own checks may run.
     pub schema_ok: bool,
 }
 

@@ -248,7 +248,11 @@ impl Parser<'_> {
                         .help("names start with a letter and use letters, digits, '_' and '-'"),
                 );
             }
+            // A value with its own error (a variable without a value, an unclosed `${`) is
+            // not checked further: one mistake, one error.
+            let before = self.diags.len();
             let expr = self.item_expr(ritem, nspan.clone());
+            let values_ok = self.diags.len() == before;
             let ExprKind::Table(mut attrs) = expr.kind else {
                 self.diags.push(
                     Diagnostic::error(format!("`{address}` must be a table of attributes"), expr.span)
@@ -315,7 +319,8 @@ impl Parser<'_> {
                 span,
                 depends_on,
                 deps: vec![],
-                schema_ok: schema_diags.is_empty(),
+                values_ok,
+                schema_ok: values_ok && schema_diags.is_empty(),
             };
             self.diags.extend(schema_diags);
             out.push(res);

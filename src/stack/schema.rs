@@ -100,7 +100,14 @@ impl Ty {
             Ty::Bool => "a boolean (true or false)".into(),
             Ty::Number => "a number".into(),
             Ty::Enum(vs) => format!("one of {}", vs.iter().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ")),
-            Ty::List(t) => format!("a list of {}", t.describe().trim_start_matches("a ").trim_start_matches("an ")),
+            Ty::List(t) => match t.describe().trim_start_matches("a ").trim_start_matches("an ") {
+                // "a list of tables", "a list of strings"; "a list of one of …" stays as is.
+                one if one.starts_with("one of") || one.starts_with("any") => format!("a list of {one}"),
+                noun => match noun.split_once(' ') {
+                    Some((head, rest)) => format!("a list of {head}s {rest}"),
+                    None => format!("a list of {noun}s"),
+                },
+            },
             Ty::Map(_) | Ty::Object(_) => "a table".into(),
             Ty::Any => "any value".into(),
         }

@@ -67,7 +67,7 @@ fn a_capacity_block_is_priced_approved_bought_once_and_retained() {
     assert!(plan.stdout.contains("+ capacity_block.train               purchase (non-refundable)"), "{plan:?}");
     assert!(plan.stdout.contains("$ 1× p5.48xlarge in us-west-2b"), "{plan:?}");
     assert!(plan.stdout.contains("USD up front (max 40000), offering cb-"), "{plan:?}");
-    assert!(plan.stdout.contains("Purchases: 1 Capacity Block(s), $"), "{plan:?}");
+    assert!(plan.stdout.contains("Purchases: 1 Capacity Block, $"), "{plan:?}");
     let json = env.ok(&["plan", "b.toml", "--json"]);
     let j: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let price = j["changes"][0]["purchase"]["upfront_usd"].as_f64().unwrap();
@@ -123,7 +123,7 @@ fn a_capacity_block_is_priced_approved_bought_once_and_retained() {
     // Destroy retains it: shown with its end date, dropped from state, still active in EC2.
     let plan = env.ok(&["plan", "b.toml", "--destroy"]);
     assert!(plan.stdout.contains(&format!("retain {id} (cannot be cancelled: runs until ")), "{plan:?}");
-    assert!(plan.stdout.contains("Retained: 1 Capacity Block(s)"), "{plan:?}");
+    assert!(plan.stdout.contains("Retained: 1 Capacity Block cannot be cancelled; it stays"), "{plan:?}");
     env.ok(&["destroy", "b.toml", "--auto-approve"]);
     assert!(env.state("cb")["resources"].as_object().unwrap().is_empty());
     let (_, state, tags) = reservations(&env).into_iter().find(|r| r.0 == id).unwrap();

@@ -14,7 +14,7 @@ fn repo() -> PathBuf {
 }
 
 /// Every shipped stack file: stacks/*.toml and examples/*.toml.
-fn shipped() -> Vec<PathBuf> {
+pub(crate) fn shipped() -> Vec<PathBuf> {
     let mut files = vec![];
     for dir in ["stacks", "examples"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap() {

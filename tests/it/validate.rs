@@ -50,6 +50,7 @@ fn valid_file_passes() {
     let c = validate(&format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n"));
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(c.stdout.contains("is valid: stack v (us-west-2), 1 resource."), "{}", c.stdout);
+    insta::assert_snapshot!(c.stdout);
 }
 
 #[test]
@@ -57,6 +58,7 @@ fn toml_syntax_error_names_the_place() {
     let err = invalid(&format!("{HEAD}[vpc.main]\ncidr_block = 10.0.0.0/16\n"));
     assert!(err.contains("error: invalid TOML"), "{err}");
     assert!(err.contains("--> s.toml:6:"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -67,6 +69,7 @@ fn unknown_key_is_an_error_with_the_closest_key_and_exact_place() {
     assert!(err.contains("help: did you mean `cidr_block`? (keys are case-sensitive)"), "{err}");
     // The mis-cased key also leaves the required one missing: both are reported.
     assert!(err.contains("is missing required attribute `cidr_block`"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -77,6 +80,7 @@ fn nested_unknown_key_in_a_rule() {
     assert!(err.contains("unknown key `cidr_blok` in `ingress[0]`"), "{err}");
     assert!(err.contains("did you mean `cidr`?"), "{err}");
     assert!(err.contains("--> s.toml:9:"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -84,6 +88,7 @@ fn unknown_kind_suggests_a_kind() {
     let err = invalid(&format!("{HEAD}[vcp.main]\ncidr_block = \"10.0.0.0/16\"\n"));
     assert!(err.contains("unknown resource kind `vcp`"), "{err}");
     assert!(err.contains("did you mean `vpc`?"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -99,6 +104,7 @@ fn wrong_types_say_what_was_expected() {
         "{err}"
     );
     assert!(err.contains("did you mean \"cluster\"?"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -106,6 +112,7 @@ fn missing_required_attribute() {
     let err = invalid(&format!("{HEAD}[subnet.a]\ncidr_block = \"10.0.0.0/24\"\n"));
     assert!(err.contains("`subnet.a` is missing required attribute `vpc`"), "{err}");
     assert!(err.contains("`subnet.a` is missing required attribute `availability_zone`"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -118,6 +125,7 @@ fn unknown_address_and_unknown_output() {
     assert!(err.contains("--> s.toml:8:8"), "{err}");
     assert!(err.contains("`vpc.main` has no output `arn`"), "{err}");
     assert!(err.contains("--> s.toml:10:22"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -126,6 +134,7 @@ fn unknown_variable() {
     assert!(err.contains("variable `cidr` has no value"), "{err}");
     assert!(err.contains("--> s.toml:6:15"), "{err}");
     assert!(err.contains("--var cidr=VALUE"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -143,6 +152,7 @@ fn a_cycle_lists_every_edge_of_the_loop() {
     assert!(err.contains("security_group.a → security_group.b (at s.toml:9:32)"), "{err}");
     assert!(err.contains("security_group.b → security_group.c (at s.toml:12:32)"), "{err}");
     assert!(err.contains("security_group.c → security_group.a (at s.toml:15:"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -151,10 +161,12 @@ fn duplicate_resources_and_duplicate_physical_names() {
         invalid(&format!("{HEAD}[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[vpc.main]\ncidr_block = \"10.1.0.0/16\"\n"));
     assert!(err.contains("duplicate key"), "{err}");
     assert!(err.contains("--> s.toml:7:"), "{err}");
+    insta::assert_snapshot!("duplicate_resources", err);
     let err = invalid(&format!(
         "{HEAD}[placement_group.a]\nstrategy = \"cluster\"\nname = \"pg\"\n[placement_group.b]\nstrategy = \"spread\"\nname = \"pg\"\n"
     ));
     assert!(err.contains("`placement_group.b` and `placement_group.a` would both be named \"pg\""), "{err}");
+    insta::assert_snapshot!("duplicate_physical_names", err);
 }
 
 #[test]
@@ -163,6 +175,7 @@ fn every_problem_of_a_file_is_reported_at_once() {
         "{HEAD}[vpc.main]\ncidr_block = 42\n[subnet.a]\nvpc = \"${{vpc.nope.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"us-west-2a\"\nzone = 1\n"
     ));
     assert!(err.contains("s.toml has 3 errors"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -171,8 +184,10 @@ fn stack_table_is_checked() {
     assert!(err.contains("stack name \"Bad_Name\" is not valid"), "{err}");
     assert!(err.contains("unknown key `regon` in `stack`"), "{err}");
     assert!(err.contains("missing required attribute `stack.region`"), "{err}");
+    insta::assert_snapshot!("stack_table_is_checked", err);
     let err = invalid("[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n");
     assert!(err.contains("the stack file has no [stack] table"), "{err}");
+    insta::assert_snapshot!("no_stack_table", err);
 }
 
 #[test]
@@ -203,6 +218,7 @@ fn json_diagnostics_for_pipelines() {
     assert_eq!(d["file"], "s.toml");
     assert_eq!(d["line"], 6);
     assert_eq!(d["column"], 1);
+    insta::assert_snapshot!(c.stdout);
 }
 
 #[test]
@@ -219,11 +235,17 @@ fn malformed_input_never_panics() {
         "\u{feff}[stack]\u{0}",
         "[stack]\nname=\"a\"\nregion=\"r\"\n[security_group.x]\nvpc=\"v\"\ningress=\"all\"",
     ];
+    // Every one of these is invalid: each must fail with a diagnostic, not pass or crash.
+    let mut shown = String::new();
     for text in cases {
         let c = validate(text);
-        assert!(c.code == 0 || c.code == 1, "exit {} for {text:?}: {}", c.code, c.stderr);
+        assert_eq!(c.code, 1, "exit {} for {text:?}: {}", c.code, c.stderr);
         assert!(!c.stderr.contains("panicked"), "panic for {text:?}: {}", c.stderr);
+        // The BOM and NUL are shown escaped: invisible in a snapshot, and NUL makes git call it binary.
+        let stderr = c.stderr.replace('\u{feff}', "\\u{feff}").replace('\0', "\\0");
+        shown.push_str(&format!("=== {text:?}\n{stderr}\n"));
     }
+    insta::assert_snapshot!(shown);
 }
 
 #[test]
@@ -235,15 +257,18 @@ fn graph_prints_dot_and_mermaid() {
     std::fs::write(dir.path().join("s.toml"), text).unwrap();
     let out = Command::new(bin()).args(["graph", "s.toml"]).current_dir(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"subnet.a\" -> \"vpc.main\";"));
+    insta::assert_snapshot!("graph_dot", String::from_utf8_lossy(&out.stdout));
     let out =
         Command::new(bin()).args(["graph", "s.toml", "--format", "mermaid"]).current_dir(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("subnet_a --> vpc_main"));
+    insta::assert_snapshot!("graph_mermaid", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]
 fn usage_errors_exit_1_and_help_exits_0() {
-    let out = Command::new(bin()).args(["plan"]).output().unwrap();
+    let out = Command::new(bin()).args(["plan"]).env("NO_COLOR", "1").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("usage_error", String::from_utf8_lossy(&out.stderr));
     let out = Command::new(bin()).args(["plan", "--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--detailed-exitcode"));
@@ -297,6 +322,7 @@ fn an_integer_beyond_32_bits_is_an_error_where_it_is_written() {
         "8:18",
         "check the number for extra digits",
     );
+    insta::assert_snapshot!("integer_beyond_32_bits", err);
     // Through a variable too: the place is the reference.
     let c = validate_with(
         &format!(
@@ -308,6 +334,7 @@ fn an_integer_beyond_32_bits_is_an_error_where_it_is_written() {
     assert_eq!(c.code, 1, "{}", c.stderr);
     assert!(c.stderr.contains("`partition_count` is 4294967297, outside the 32-bit integers"), "{}", c.stderr);
     assert!(c.stderr.contains("--> s.toml:9:19"), "{}", c.stderr);
+    insta::assert_snapshot!("integer_beyond_32_bits_through_a_variable", c.stderr);
 }
 
 #[test]
@@ -376,6 +403,7 @@ availability_zone = "us-west-2b"
         "a subnet block is between /16",
     );
     assert!(err.contains("s.toml has 6 errors"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -389,6 +417,7 @@ fn a_zone_must_belong_to_the_stack_region() {
         "10:21",
         "zones of us-west-2 are named us-west-2a, us-west-2b, …; fix the zone or [stack].region",
     );
+    insta::assert_snapshot!(err);
     // A Local Zone of the region is fine, and so is a zone from a variable that matches.
     let ok = validate(&format!(
         "{HEAD}[vars]\nzone = \"us-west-2b\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n[subnet.a]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.0.0/24\"\navailability_zone = \"us-west-2-lax-1a\"\n[subnet.b]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"10.0.1.0/24\"\navailability_zone = \"${{var.zone}}\"\n"
@@ -440,6 +469,7 @@ egress = [{{ protocol = "-1", cidr = "0.0.0.0/0" }}, {{ protocol = "all", cidr =
     );
     located(&err, "error: `egress[1]` repeats `egress[0]`", "16:52", "remove one of them");
     assert!(err.contains("s.toml has 6 errors"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -480,6 +510,7 @@ fn tags_are_checked_against_aws_limits() {
         "shorten the key",
     );
     assert!(err.contains("s.toml has 5 errors"), "{err}");
+    insta::assert_snapshot!(err);
 }
 
 #[test]
@@ -499,4 +530,5 @@ fn deeper_checks_come_in_one_pass_with_the_others() {
         assert!(err.contains(m), "missing `{m}` in:\n{err}");
     }
     assert!(err.contains("s.toml has 6 errors"), "{err}");
+    insta::assert_snapshot!(err);
 }

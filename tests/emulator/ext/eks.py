@@ -12,12 +12,15 @@ Changed moto actions:
 
 * ``CreateCluster``: ``version`` must be one of 1.28-1.34 (default 1.33), subnets must exist,
   share a VPC and span two zones, else ``InvalidParameterException`` (400). Stores
-  ``accessConfig`` (``authenticationMode`` default ``API_AND_CONFIG_MAP``,
+  ``accessConfig`` (``authenticationMode`` default ``CONFIG_MAP``,
   ``bootstrapClusterCreatorAdminPermissions`` default true) and the whole
   ``resourcesVpcConfig``: ``vpcId``, endpoint access (public true, private false, CIDRs
   ``0.0.0.0/0`` by default) and ``clusterSecurityGroupId``, a real EC2 security group
   ``eks-cluster-sg-<name>-<n>`` in the VPC, tagged ``aws:eks:cluster-name``, deleted with the
-  cluster. Per cluster: ``endpoint``, ``identity.oidc.issuer``, ``certificateAuthority.data``
+  cluster. The ``CONFIG_MAP`` default is the EKS API's (botocore ``CreateAccessConfigRequest``);
+  that mode needs ``bootstrapClusterCreatorAdminPermissions`` true (``InvalidParameterException``,
+  terraform-aws-modules/terraform-aws-eks#3026). Per cluster:
+  ``endpoint``, ``identity.oidc.issuer``, ``certificateAuthority.data``
   (base64 of a PEM block), ``platformVersion``, ``logging`` (two entries: enabled types, disabled
   types).
 * ``DeleteCluster``: ``ResourceInUseException`` (409) while node groups exist (moto's check,
@@ -466,13 +469,22 @@ def _create_cluster(self: EKSResponse) -> ActionResult:
     version = self._get_param("version") or cat.DEFAULT_KUBERNETES_VERSION
     vpc_request = self._get_param("resourcesVpcConfig") or {}
     access = self._get_param("accessConfig") or {}
-    mode = access.get("authenticationMode") or "API_AND_CONFIG_MAP"
+    # "If you create a cluster by using the EKS API, AWS SDKs, or CloudFormation, the default is
+    # CONFIG_MAP" (botocore CreateAccessConfigRequest.authenticationMode).
+    mode = access.get("authenticationMode") or "CONFIG_MAP"
+    bootstrap = access.get("bootstrapClusterCreatorAdminPermissions", True)
     if version not in cat.KUBERNETES_VERSIONS:
         raise invalid(
             f"Unsupported Kubernetes version {version}; supported: {', '.join(cat.KUBERNETES_VERSIONS)}", name
         )
     if mode not in AUTH_MODES:
         raise invalid(f"Unsupported authentication mode {mode}", name)
+    if mode == "CONFIG_MAP" and not bootstrap:
+        # EKS's answer, quoted in terraform-aws-modules/terraform-aws-eks#3026.
+        raise invalid(
+            "bootstrapClusterCreatorAdminPermissions must be true if cluster authentication mode is set to CONFIG_MAP",
+            name,
+        )
     backend = self.eks_backend
     ec2 = _ec2(backend)
     with LOCK:
@@ -502,9 +514,7 @@ def _create_cluster(self: EKSResponse) -> ActionResult:
         }
         cluster.access_config = {
             "authenticationMode": mode,
-            "bootstrapClusterCreatorAdminPermissions": access.get(
-                "bootstrapClusterCreatorAdminPermissions", True
-            ),
+            "bootstrapClusterCreatorAdminPermissions": bootstrap,
         }
         handle = secrets.token_hex(16).upper()
         region = backend.region_name

@@ -1,11 +1,14 @@
 """Request validation against the botocore service models, as strict as the AWS services are.
 
-A WSGI middleware: before moto sees an EC2, IAM, EKS, SSM or Service Quotas request, it turns the
-request back into the parameters of its operation (one de-serialiser per protocol) and checks them
-against the operation's input shape in the pinned botocore model (1.44.5):
+A WSGI middleware: before moto sees an EC2, IAM, EKS, SSM, Service Quotas, SQS or EventBridge
+request, it turns the request back into the parameters of its operation (one de-serialiser per
+protocol) and checks them against the operation's input shape in the pinned botocore model (1.44.5):
 
 * required members present; types (integer, boolean, double, timestamp, list, structure, map);
 * ``enum`` values; numeric ``min``/``max``; string and list/map lengths ``min``/``max``;
+* EventBridge only: ``pattern`` (the service answers "Member must satisfy regular expression
+  pattern: [\\.\\-_A-Za-z0-9]+" for a rule name such as ``a b``; botocore ``RuleName``); patterns
+  Python cannot compile (``\\p{L}``) are skipped;
 * EC2 only: a parameter the operation does not have is ``UnknownParameter`` ("The parameter X is
   not recognized", EC2 API Reference, Common client error codes), and a filter name the EC2 API
   Reference does not document for that operation is ``InvalidParameterValue`` "The filter '<n>'
@@ -21,7 +24,14 @@ Violations are answered as each service answers its own validation errors (HTTP 
   parameter X is invalid. ...");
 * IAM (``query``): ``<ErrorResponse>`` with ``ValidationError``;
 * EKS (``rest-json``): ``InvalidParameterException`` (``x-amzn-ErrorType`` header and JSON body);
-* SSM and Service Quotas (``json``): ``ValidationException``.
+* SSM, Service Quotas and EventBridge (``json``): ``ValidationException``;
+* SQS (``json`` with ``awsQueryCompatible``): a missing member is ``MissingParameter`` ("The request
+  must contain the parameter QueueName.", SQS API Reference, Common Errors; the wording as SQS
+  answered ``Attribute.Name``, aws-controllers-k8s/community#2139), anything else
+  ``InvalidParameterValue`` (Common Errors), both with the ``x-amzn-query-error: <code>;Sender``
+  header the query-compatible services send, so the SDKs report the query error code. The
+  attribute-name enum (``QueueAttributeName``) is left to ``sqs_strict.py``, which answers as SQS
+  does (``InvalidAttributeName`` "Unknown Attribute X.").
 
 The IAM/EKS/SSM/Service Quotas message is AWS's (Coral) wording: ``1 validation error detected:
 Value 'x' at 'roleName' failed to satisfy constraint: Member must have length less than or equal
@@ -56,12 +66,18 @@ SERVICES = {
     "eks": "eks",
     "ssm": "ssm",
     "servicequotas": "service-quotas",
+    "sqs": "sqs",
+    "events": "events",
 }
+# Services whose ``pattern`` traits are checked: EventBridge answers them with ValidationException
+# (botocore ``RuleName``/``TargetId`` patterns; PutRule refuses ``Name="r 1"``). Other services'
+# patterns are Java regular expressions that do not all translate.
+PATTERN_SERVICES = {"events"}
 # Query parameters that are not operation members (EC2 and IAM common parameters; SigV4 query auth).
 COMMON_QUERY = {"Action", "Version", "AWSAccessKeyId", "Signature", "SignatureMethod", "SignatureVersion"}
 COMMON_QUERY |= {"Timestamp", "Expires", "SecurityToken"}
 # Enum shapes not checked (see check()).
-ENUM_EXEMPT = {"InstanceType"}
+ENUM_EXEMPT = {"InstanceType", "QueueAttributeName"}
 
 
 @lru_cache(maxsize=None)
@@ -71,7 +87,7 @@ def model(service: str) -> Any:
 
 @dataclass
 class Violation:
-    kind: str  # required, type, enum, min, max, length_min, length_max, unknown, filter
+    kind: str  # required, type, enum, min, max, length_min, length_max, pattern, unknown, filter
     path: list[str]  # member names (list items as their 1-based index)
     wire: str  # the parameter as EC2 names it on the wire (ec2 protocol only)
     value: Any = None
@@ -226,10 +242,28 @@ def _routes(service: str) -> list[tuple[str, re.Pattern[str], str, int]]:
     return routes
 
 
+def raw_path(environ: dict[str, Any]) -> str:
+    """The request path as sent (labels still percent-encoded). ``PATH_INFO`` is decoded, so an
+    ARN label (EKS access entries: ``/clusters/c/access-entries/arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fr``)
+    would show its ``/`` and no longer match the one-segment ``{principalArn}`` label."""
+    raw = urlsplit(environ.get("RAW_URI") or environ.get("REQUEST_URI") or "").path
+    return raw or environ.get("PATH_INFO", "")
+
+
+def rest_operation(service: str, environ: dict[str, Any]) -> tuple[str, re.Match[str]] | None:
+    """(operation, path match) of a REST request, routed like the SDK built it."""
+    method = environ.get("REQUEST_METHOD", "GET")
+    path = raw_path(environ)
+    for route_method, regex, name, _ in _routes(service):
+        match = regex.match(path) if route_method == method else None
+        if match:
+            return name, match
+    return None
+
+
 def parse_rest_json(service: str, environ: dict[str, Any], body: bytes) -> Request | None:
     method = environ.get("REQUEST_METHOD", "GET")
-    raw_path = urlsplit(environ.get("RAW_URI") or environ.get("REQUEST_URI") or "").path
-    path = raw_path or environ.get("PATH_INFO", "")
+    path = raw_path(environ)
     for route_method, regex, name, _ in _routes(service):
         match = regex.match(path) if route_method == method else None
         if match:
@@ -317,8 +351,28 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def check(shape: Shape, value: Any, path: list[str], wire: str, ec2: bool, out: list[Violation]) -> None:
-    """Appends to ``out`` every way ``value`` breaks ``shape`` (required, type, enum, min, max)."""
+@lru_cache(maxsize=None)
+def _pattern(regex: str) -> re.Pattern[str] | None:
+    """``regex`` as a Python pattern, or None when it does not translate (``\\p{L}``)."""
+    if "\\p{" in regex or "\\P{" in regex:
+        return None
+    try:
+        return re.compile(regex)
+    except re.error:
+        return None
+
+
+def check(
+    shape: Shape,
+    value: Any,
+    path: list[str],
+    wire: str,
+    ec2: bool,
+    out: list[Violation],
+    patterns: bool = False,
+) -> None:
+    """Appends to ``out`` every way ``value`` breaks ``shape`` (required, type, enum, min, max;
+    with ``patterns``, the ``pattern`` trait too)."""
     if value is None:
         return
     kind = shape.type_name
@@ -339,7 +393,9 @@ def check(shape: Shape, value: Any, path: list[str], wire: str, ec2: bool, out: 
             member = shape.members.get(name)
             if member is not None:
                 sub = _ec2_wire(member, name) if ec2 else name
-                check(member, member_value, path + [name], f"{wire}.{sub}" if wire else sub, ec2, out)
+                check(
+                    member, member_value, path + [name], f"{wire}.{sub}" if wire else sub, ec2, out, patterns
+                )
         return
     if kind in ("list", "map", "string", "blob"):
         size = len(value)
@@ -357,13 +413,17 @@ def check(shape: Shape, value: Any, path: list[str], wire: str, ec2: bool, out: 
     # validation error; the emulator's catalog (moto + extensions) decides instead.
     if kind == "string" and shape.enum and value not in shape.enum and shape.name not in ENUM_EXEMPT:
         out.append(Violation("enum", path, wire, value, list(shape.enum)))
+    if patterns and kind == "string" and "pattern" in meta:
+        compiled = _pattern(meta["pattern"])
+        if compiled is not None and compiled.fullmatch(value) is None:
+            out.append(Violation("pattern", path, wire, value, meta["pattern"]))
     if kind == "list":
         for i, item in enumerate(value, 1):
-            check(shape.member, item, path + [str(i)], f"{wire}.{i}", ec2, out)
+            check(shape.member, item, path + [str(i)], f"{wire}.{i}", ec2, out, patterns)
     if kind == "map":
         for k, v in value.items():
-            check(shape.key, k, path, wire, ec2, out)
-            check(shape.value, v, path + [str(k)], f"{wire}.{k}", ec2, out)
+            check(shape.key, k, path, wire, ec2, out, patterns)
+            check(shape.value, v, path + [str(k)], f"{wire}.{k}", ec2, out, patterns)
 
 
 def ec2_filter_violations(request: Request) -> list[Violation]:
@@ -379,11 +439,11 @@ def ec2_filter_violations(request: Request) -> list[Violation]:
     ]
 
 
-def violations(request: Request, ec2: bool) -> list[Violation]:
+def violations(request: Request, ec2: bool, patterns: bool = False) -> list[Violation]:
     out = list(request.violations)
     shape = request.operation.input_shape
     if shape is not None:
-        check(shape, request.params, [], "", ec2, out)
+        check(shape, request.params, [], "", ec2, out, patterns)
     if ec2:
         out += ec2_filter_violations(request)
     return out
@@ -414,6 +474,7 @@ _CONSTRAINT = {
     "max": "Member must have value less than or equal to {limit}",
     "enum": "Member must satisfy enum value set: [{enum}]",
     "type": "Member must be of type {limit}",
+    "pattern": "Member must satisfy regular expression pattern: {limit}",
 }
 
 
@@ -500,6 +561,20 @@ def answer_json(
     return _send(start_response, content_type, body, [("x-amzn-ErrorType", code)])
 
 
+def answer_sqs(start_response: Callable[..., Any], found: list[Violation]) -> Iterable[bytes]:
+    """SQS (JSON, query-compatible): ``MissingParameter`` for a missing member, else
+    ``InvalidParameterValue``; the query error code travels in ``x-amzn-query-error``."""
+    missing = next((v for v in found if v.kind == "required"), None)
+    if missing is not None:
+        code = "MissingParameter"
+        message = f"The request must contain the parameter {'.'.join(missing.path)}."
+    else:
+        code, message = "InvalidParameterValue", coral_message(found)
+    body = json.dumps({"__type": f"com.amazon.coral.service#{code}", "message": message})
+    headers = [("x-amzn-ErrorType", code), ("x-amzn-query-error", f"{code};Sender")]
+    return _send(start_response, "application/x-amz-json-1.0", body, headers)
+
+
 # --- the middleware ------------------------------------------------------------------------------
 
 
@@ -551,7 +626,7 @@ def validate(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
         request = parse_json(service, environ, body)
     if request is None:
         return None
-    found = violations(request, protocol == "ec2")
+    found = violations(request, protocol == "ec2", service in PATTERN_SERVICES)
     if not found:
         return None
     if protocol == "ec2":
@@ -560,6 +635,8 @@ def validate(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
         return answer_iam(start_response, found)
     if protocol == "rest-json":
         return answer_json(start_response, "InvalidParameterException", "application/json", found)
+    if service == "sqs":
+        return answer_sqs(start_response, found)
     return answer_json(start_response, "ValidationException", "application/x-amz-json-1.1", found)
 
 

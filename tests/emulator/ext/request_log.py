@@ -117,15 +117,12 @@ def describe(environ: dict[str, Any]) -> dict[str, Any]:
 
 def _rest_operation(service: str, environ: dict[str, Any]) -> str | None:
     """The botocore operation a REST request maps to (EKS: ``GET /clusters/x`` is DescribeCluster),
-    so the log names IAM actions (``eks:DescribeCluster``) whatever the protocol."""
-    from .param_validation import _routes  # one route table for both
+    so the log names IAM actions (``eks:DescribeCluster``) whatever the protocol. Routed on the raw
+    path: an access entry's principal ARN label holds ``%2F``, which ``PATH_INFO`` decodes."""
+    from .param_validation import rest_operation  # one route table for both
 
-    method = environ.get("REQUEST_METHOD", "GET")
-    path = environ.get("PATH_INFO", "/")
-    for route_method, regex, name, _ in _routes(service):
-        if route_method == method and regex.match(path):
-            return name
-    return None
+    found = rest_operation(service, environ)
+    return found[0] if found else None
 
 
 def _json(start_response: Callable[..., Any], status: str, body: Any) -> Iterable[bytes]:

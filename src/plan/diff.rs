@@ -1,0 +1,597 @@
+//! The diff: the stack (desired) against state (recorded) and refresh (observed), one
+//! [`Change`] per object to touch. Pure: no AWS call, no I/O.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::{Action, Change, FieldDiff, Offer, Options, Plan, Refreshed, Rendering};
+use crate::resources::{self, Kind, ReplaceOrder};
+use crate::stack::schema::{OnChange, Ty};
+use crate::stack::{Diagnostic, OutputRef, Resource, Stack};
+use crate::state::{ResourceState, State};
+use crate::value::{Attrs, Value, attrs_from_json, attrs_to_json};
+
+/// The inputs a resource would be created or updated with: references looked up
+/// through `outputs_of` (an unknown output is `Unknown`), defaults filled, the
+/// stack's tags merged, physical name and description defaulted, normalized.
+pub fn desired_inputs(stack: &Stack, idx: usize, outputs_of: &dyn Fn(&str) -> Option<Attrs>) -> Attrs {
+    let r = &stack.resources[idx];
+    let lookup = |x: &OutputRef| -> Value {
+        outputs_of(&x.address).and_then(|o| o.get(&x.output).cloned()).unwrap_or(Value::Unknown)
+    };
+    let mut inputs: Attrs = r.attrs.iter().map(|(k, e)| (k.clone(), e.resolve(&lookup))).collect();
+    for a in r.kind.attrs().iter().filter(|a| !a.computed) {
+        if !inputs.contains_key(a.name) {
+            let v = match a.name {
+                "name" => Some(Value::str(stack.default_physical_name(r))),
+                "description" => Some(Value::str(r.address.clone())),
+                _ => a.default.value(),
+            };
+            if let Some(v) = v {
+                inputs.insert(a.name.to_string(), v);
+            }
+        }
+    }
+    if let Some(Value::Table(t)) = inputs.get_mut("tags") {
+        for (k, v) in &stack.tags {
+            t.entry(k.clone()).or_insert_with(|| Value::str(v.clone()));
+        }
+    }
+    resources::of(r).normalize(&mut inputs);
+    inputs
+}
+
+/// The outputs each resource will have once the plan so far has run: `None` while unknown
+/// (created or replaced), else recorded outputs with those an update changes unknown.
+type PlannedOutputs = HashMap<String, Option<Attrs>>;
+
+/// Computes the plan. Errors are refusals (prevent_destroy, unknown target, a change to
+/// something bought).
+pub fn diff(
+    stack: &Stack,
+    state: Option<&State>,
+    refreshed: &Refreshed,
+    opts: &Options,
+) -> Result<Plan, Vec<Diagnostic>> {
+    let empty = State::new(&stack.name, &stack.region);
+    let st = refreshed.state.as_ref().or(state).unwrap_or(&empty);
+    let scope = target_scope(stack, st, opts)?;
+    let mut changes: Vec<Change> = vec![];
+    let mut errors = vec![];
+    let mut unchanged = 0;
+    if !opts.destroy {
+        let mut planned = PlannedOutputs::new();
+        for idx in crate::graph::topo_order(&stack.resources) {
+            let r = &stack.resources[idx];
+            let in_scope = scope.as_ref().is_none_or(|s| s.contains(&r.address));
+            match resource_change(stack, idx, st, refreshed, &mut planned, &mut errors) {
+                Some(c) if in_scope => changes.push(c),
+                Some(_) | None => unchanged += 1,
+            }
+        }
+    }
+    changes.extend(removals(stack, st, refreshed, opts, scope.as_ref(), &mut errors));
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut warnings: Vec<String> = vec![];
+    if refreshed.skipped && !st.pending.is_empty() {
+        warnings.push(format!(
+            "{} operation(s) of an interrupted run are pending; apply refreshes to resolve them (found objects are adopted)",
+            st.pending.len()
+        ));
+    }
+    Ok(Plan {
+        stack: stack.name.clone(),
+        region: stack.region.clone(),
+        lineage: state.map(|s| s.lineage.clone()),
+        serial: state.map_or(0, |s| s.serial),
+        changes,
+        unchanged,
+        destroy: opts.destroy,
+        warnings,
+    })
+}
+
+/// The change one declared resource needs, or `None` when it is in sync. Records its
+/// planned outputs for the resources after it.
+fn resource_change(
+    stack: &Stack,
+    idx: usize,
+    st: &State,
+    refreshed: &Refreshed,
+    planned: &mut PlannedOutputs,
+    errors: &mut Vec<Diagnostic>,
+) -> Option<Change> {
+    let r = &stack.resources[idx];
+    let kind = resources::of(r);
+    let recorded = st.resources.get(&r.address);
+    let adopted = refreshed.adopted.get(&r.address);
+    let outputs_of = |a: &str| -> Option<Attrs> {
+        match planned.get(a) {
+            Some(o) => o.clone(),
+            None => st.resources.get(a).map(|e| attrs_from_json(&e.outputs)),
+        }
+    };
+    let desired = desired_inputs(stack, idx, &outputs_of);
+    if kind.rendered() {
+        return rendered_change(kind, r, recorded, desired, planned);
+    }
+    let Some(entry) = recorded.or(adopted) else {
+        planned.insert(r.address.clone(), None);
+        let action = if kind.buys() { Action::Purchase(Offer::NotSearched) } else { Action::Create };
+        let mut c = new_change(r.address.clone(), kind.name(), action, refreshed.notes.get(&r.address).cloned());
+        c.fields = desired
+            .iter()
+            .map(|(k, v)| FieldDiff { path: k.clone(), old: None, new: Some(v.clone()), forces_replace: false })
+            .collect();
+        return Some(c);
+    };
+    let current = current_inputs(kind, r, recorded.is_none(), refreshed.observed.get(&r.address), entry, &desired);
+    let fields = field_diffs(kind, &current, &desired);
+    let old_outputs = attrs_from_json(&entry.outputs);
+    let mut change = new_change(r.address.clone(), kind.name(), Action::Update, None);
+    change.id = Some(entry.id.clone());
+    change.old_inputs = current.clone();
+    change.old_outputs = old_outputs.clone();
+    change.old_deps = entry.deps.clone();
+    if recorded.is_none() {
+        let mut e = entry.clone();
+        e.inputs = attrs_to_json(&current);
+        e.deps = r.deps.iter().map(|&d| stack.resources[d].address.clone()).collect();
+        change.adopt = Some(e);
+        change.note = refreshed.notes.get(&r.address).cloned();
+    }
+    change.fields = fields;
+    if change.fields.iter().any(|f| f.forces_replace) {
+        if kind.retains_on_delete() {
+            errors.push(bought_cannot_change(r, &entry.id, &change.fields));
+        }
+        planned.insert(r.address.clone(), None);
+        change.action = match kind.replace_order() {
+            ReplaceOrder::CreateBeforeDestroy => Action::CreateThenDelete,
+            ReplaceOrder::DeleteBeforeCreate => Action::DeleteThenCreate,
+        };
+        if r.prevent_destroy {
+            errors.push(refusal(stack, &r.address, "replace"));
+        }
+        return Some(change);
+    }
+    let mut outputs = old_outputs;
+    if !change.fields.is_empty() {
+        if let Some(n) = kind.update_note(&current, &desired, &change.changed_attrs()) {
+            change.note = Some(n);
+        }
+        for (attr, msg, help) in kind.check_update(&current, &desired) {
+            let span = r.attrs.get(attr).and_then(|e| e.span.clone()).or(r.span.clone());
+            errors.push(Diagnostic::error(format!("`{}`: {msg}", r.address), span).help(help));
+        }
+        for o in kind.outputs_changed_by_update() {
+            outputs.insert(o.to_string(), Value::Unknown);
+        }
+    }
+    planned.insert(r.address.clone(), Some(outputs));
+    if change.fields.is_empty() {
+        change.action = Action::Adopt;
+        // Only prevent_destroy changed: state records it, AWS is not touched.
+        if change.adopt.is_none() && entry.prevent_destroy != r.prevent_destroy {
+            let mut e = entry.clone();
+            e.prevent_destroy = r.prevent_destroy;
+            change.adopt = Some(e);
+            change.note =
+                Some(format!("prevent_destroy: {} → {} (state only)", entry.prevent_destroy, r.prevent_destroy));
+        }
+        // In sync: nothing to record either.
+        return change.adopt.is_some().then_some(change);
+    }
+    Some(change)
+}
+
+/// A rendered resource (Kubernetes YAML): `Render` with the YAML's diff when it is new or
+/// its inputs changed; nothing in AWS to compare with.
+fn rendered_change(
+    kind: &dyn Kind,
+    r: &Resource,
+    recorded: Option<&ResourceState>,
+    desired: Attrs,
+    planned: &mut PlannedOutputs,
+) -> Option<Change> {
+    let old_inputs = recorded.map(|e| attrs_from_json(&e.inputs));
+    let fields = match &old_inputs {
+        Some(old) => field_diffs(kind, old, &desired),
+        None => desired
+            .iter()
+            .map(|(k, v)| FieldDiff { path: k.clone(), old: None, new: Some(v.clone()), forces_replace: false })
+            .collect(),
+    };
+    let outputs = recorded.map(|e| attrs_from_json(&e.outputs));
+    planned.insert(r.address.clone(), if fields.is_empty() { outputs.clone() } else { None });
+    if recorded.is_some() && fields.is_empty() {
+        return None;
+    }
+    let recorded_outputs = outputs.clone().unwrap_or_default();
+    let manifest = kind.render(&r.address, &desired, &recorded_outputs)?;
+    let old = old_inputs.as_ref().and_then(|o| kind.render(&r.address, o, &recorded_outputs)).map(|m| m.yaml);
+    let action = Action::Render(Box::new(Rendering { file: manifest.file, old, new: manifest.yaml }));
+    let mut c = new_change(r.address.clone(), kind.name(), action, None);
+    c.fields = fields;
+    if let Some(e) = recorded {
+        if let Some(old) = &old_inputs {
+            c.note = kind.update_note(old, &desired, &c.changed_attrs());
+        }
+        c.id = Some(e.id.clone());
+        c.old_inputs = old_inputs.unwrap_or_default();
+        c.old_outputs = outputs.unwrap_or_default();
+        c.old_deps = e.deps.clone();
+    }
+    Some(c)
+}
+
+/// The inputs of an existing object as they are now. For one found by its tags (`found`),
+/// what refresh cannot see is re-applied if it updates in place, and trusted if it would
+/// force a replace.
+fn current_inputs(
+    kind: &dyn Kind,
+    r: &Resource,
+    found: bool,
+    observed: Option<&Attrs>,
+    entry: &ResourceState,
+    desired: &Attrs,
+) -> Attrs {
+    let recorded_inputs = attrs_from_json(&entry.inputs);
+    match (found, observed) {
+        (true, obs) => {
+            let obs = obs.cloned().unwrap_or_default();
+            let mut cur = Attrs::new();
+            for a in r.kind.attrs() {
+                if let Some(v) = obs.get(a.name) {
+                    cur.insert(a.name.to_string(), v.clone());
+                } else if (a.on_change == OnChange::Replace || kind.retains_on_delete())
+                    && let Some(v) = desired.get(a.name)
+                {
+                    cur.insert(a.name.to_string(), v.clone());
+                }
+            }
+            kind.current(&cur, &obs)
+        }
+        (false, Some(obs)) => kind.current(&recorded_inputs, obs),
+        (false, None) => recorded_inputs,
+    }
+}
+
+fn bought_cannot_change(r: &Resource, id: &str, fields: &[FieldDiff]) -> Diagnostic {
+    let forcing: Vec<&FieldDiff> = fields.iter().filter(|f| f.forces_replace).collect();
+    let first = forcing.first().map(|f| f.path.split('.').next().unwrap_or_default().to_string()).unwrap_or_default();
+    let span = r.attrs.get(&first).and_then(|e| e.span.clone()).or(r.span.clone());
+    let what: Vec<&str> = forcing.iter().map(|f| f.path.as_str()).collect();
+    Diagnostic::error(
+        format!("`{}` ({id}) was bought and cannot change: {} differ from what was bought", r.address, what.join(", ")),
+        span,
+    )
+    .help("a Capacity Block cannot be modified or cancelled; restore the values, or add a new capacity_block (this one runs until its end date)")
+}
+
+/// Objects in state but not (or no longer) wanted, deposed copies and objects found by
+/// tags: deletes (or retains), dependents first.
+fn removals(
+    stack: &Stack,
+    st: &State,
+    refreshed: &Refreshed,
+    opts: &Options,
+    scope: Option<&HashSet<String>>,
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<Change> {
+    let wanted = |a: &str| !opts.destroy && stack.by_address.contains_key(a);
+    let mut deletes = vec![];
+    for (address, e) in &st.resources {
+        if wanted(address) || scope.is_some_and(|s| !s.contains(address)) {
+            continue;
+        }
+        if e.prevent_destroy || stack.get(address).is_some_and(|r| r.prevent_destroy) {
+            errors.push(refusal(stack, address, "delete"));
+        }
+        deletes.push(delete_change(address, e, false, None));
+    }
+    if scope.is_none() {
+        for d in &st.deposed {
+            deletes.push(delete_change(&d.address, &d.resource, true, Some("replaced object still to delete".into())));
+        }
+        for (address, e) in &refreshed.strays {
+            let note = "found by its tags, not in state: left by an interrupted run";
+            deletes.push(delete_change(address, e, true, Some(note.into())));
+        }
+        if opts.destroy {
+            for (address, e) in refreshed.adopted.iter().filter(|(a, _)| !st.resources.contains_key(*a)) {
+                deletes.push(delete_change(address, e, true, Some("found by its tags, not in state".into())));
+            }
+        }
+    }
+    // Dependents first: a stable order for display; the executor orders by edges anyway.
+    deletes.sort_by_key(|c| std::cmp::Reverse(resources::rank(c.kind)));
+    deletes
+}
+
+fn new_change(address: String, kind: &'static str, action: Action, note: Option<String>) -> Change {
+    Change {
+        address,
+        kind,
+        action,
+        fields: vec![],
+        id: None,
+        old_inputs: Attrs::new(),
+        old_outputs: Attrs::new(),
+        old_deps: vec![],
+        adopt: None,
+        stray: false,
+        note,
+    }
+}
+
+fn delete_change(address: &str, e: &ResourceState, stray: bool, note: Option<String>) -> Change {
+    let kind = resources::kind(&e.kind);
+    let action = if kind.is_some_and(|k| k.retains_on_delete()) { Action::Retain } else { Action::Delete };
+    let mut c = new_change(address.to_string(), kind.map_or("unknown", |k| k.name()), action, note);
+    c.id = Some(e.id.clone());
+    c.old_inputs = attrs_from_json(&e.inputs);
+    c.old_outputs = attrs_from_json(&e.outputs);
+    c.old_deps = e.deps.clone();
+    c.stray = stray;
+    c
+}
+
+fn refusal(stack: &Stack, address: &str, what: &str) -> Diagnostic {
+    let span = stack.get(address).and_then(|r| r.span.clone());
+    Diagnostic::error(format!("`{address}` has prevent_destroy = true, but this plan would {what} it"), span)
+        .help("remove prevent_destroy from the resource first if you really mean to, or change the stack so it is kept")
+}
+
+/// Field-level differences; maps (tags and the like) are compared key by key.
+pub fn field_diffs(kind: &dyn Kind, old: &Attrs, new: &Attrs) -> Vec<FieldDiff> {
+    let mut out = vec![];
+    for a in kind.attrs() {
+        let (o, n) = (old.get(a.name), new.get(a.name));
+        if o == n {
+            continue;
+        }
+        let forces_replace = a.on_change == OnChange::Replace;
+        match (o, n) {
+            (Some(Value::Table(ot)), Some(Value::Table(nt))) if a.name == "tags" || matches!(a.ty, Ty::Map(_)) => {
+                let keys: BTreeSet<&String> = ot.keys().chain(nt.keys()).collect();
+                for k in keys.into_iter().filter(|k| ot.get(*k) != nt.get(*k)) {
+                    out.push(FieldDiff {
+                        path: format!("{}.{k}", a.name),
+                        old: ot.get(k).cloned(),
+                        new: nt.get(k).cloned(),
+                        forces_replace,
+                    });
+                }
+            }
+            _ => out.push(FieldDiff { path: a.name.to_string(), old: o.cloned(), new: n.cloned(), forces_replace }),
+        }
+    }
+    out
+}
+
+/// With --target: the targets and everything they depend on (with --destroy: the targets
+/// and everything that depends on them). Unknown targets are errors.
+fn target_scope(stack: &Stack, st: &State, opts: &Options) -> Result<Option<HashSet<String>>, Vec<Diagnostic>> {
+    if opts.targets.is_empty() {
+        return Ok(None);
+    }
+    let mut scope = HashSet::new();
+    let mut errors = vec![];
+    for t in opts.targets {
+        match stack.by_address.get(t) {
+            Some(&i) if opts.destroy => {
+                scope.insert(t.clone());
+                let mut changed = true;
+                while changed {
+                    changed = false;
+                    for r in &stack.resources {
+                        if !scope.contains(&r.address)
+                            && r.deps.iter().any(|&d| scope.contains(&stack.resources[d].address))
+                        {
+                            scope.insert(r.address.clone());
+                            changed = true;
+                        }
+                    }
+                }
+                let _ = i;
+            }
+            Some(&i) => {
+                let mut todo = vec![i];
+                while let Some(j) = todo.pop() {
+                    if scope.insert(stack.resources[j].address.clone()) {
+                        todo.extend(stack.resources[j].deps.iter().copied());
+                    }
+                }
+            }
+            None if st.resources.contains_key(t) => {
+                scope.insert(t.clone());
+            }
+            None => {
+                let d = Diagnostic::error(format!("--target {t}: no such resource in the stack or its state"), None);
+                errors.push(match crate::stack::diag::closest(t, stack.by_address.keys().map(String::as_str)) {
+                    Some(c) => d.help(format!("did you mean {c}?")),
+                    None => d.help("targets are addresses like security_group.efa (see `gpustack state list`)"),
+                });
+            }
+        }
+    }
+    if errors.is_empty() { Ok(Some(scope)) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::{Source, VarSources};
+
+    const STACK: &str = r#"
+[stack]
+name = "t"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block = "10.0.0.0/16"
+
+[subnet.a]
+vpc = "${vpc.main.id}"
+cidr_block = "10.0.0.0/20"
+availability_zone = "us-west-2a"
+
+[security_group.efa]
+vpc = "${vpc.main.id}"
+efa = true
+
+[capacity_block.train]
+instance_type = "p5.48xlarge"
+instance_count = 2
+duration_hours = 48
+start_after = "AFTER"
+start_before = "BEFORE"
+max_upfront_usd = 8000
+"#;
+
+    /// The block's window starts a week from now (blocks start at most 8 weeks out).
+    fn load(text: &str) -> Stack {
+        static NOW: std::sync::OnceLock<jiff::Timestamp> = std::sync::OnceLock::new();
+        let now = *NOW.get_or_init(jiff::Timestamp::now);
+        let day = |n: i64| (now + jiff::SignedDuration::from_hours(24 * n)).to_string();
+        let text = text.replace("AFTER", &day(7)).replace("BEFORE", &day(14));
+        let none = |_: &str| None;
+        crate::load::check(Source::new("t.toml", text), &VarSources { cli: &[], env: &none })
+            .unwrap_or_else(|d| panic!("{}", d.render(false)))
+    }
+
+    /// A state in which every resource of `stack` was applied as written: id `<name>-id`,
+    /// outputs `id` (and `name`) known.
+    fn applied(stack: &Stack) -> State {
+        let mut st = State::new(&stack.name, &stack.region);
+        for idx in crate::graph::topo_order(&stack.resources) {
+            let r = &stack.resources[idx];
+            let outputs_of = |a: &str| st.resources.get(a).map(|e| attrs_from_json(&e.outputs));
+            let inputs = desired_inputs(stack, idx, &outputs_of);
+            let id = format!("{}-id", r.name);
+            let outputs = Attrs::from([("id".to_string(), Value::str(id.clone()))]);
+            let entry = ResourceState {
+                kind: r.kind.name().into(),
+                id,
+                inputs: attrs_to_json(&inputs),
+                outputs: attrs_to_json(&outputs),
+                deps: r.deps.iter().map(|&d| stack.resources[d].address.clone()).collect(),
+                prevent_destroy: false,
+            };
+            st.resources.insert(r.address.clone(), entry);
+        }
+        st
+    }
+
+    fn plan(stack: &Stack, st: Option<&State>, destroy: bool, targets: &[String]) -> Result<Plan, Vec<Diagnostic>> {
+        diff(stack, st, &Refreshed::default(), &Options { destroy, targets })
+    }
+
+    fn actions(p: &Plan) -> Vec<(String, &'static str)> {
+        p.changes.iter().map(|c| (c.address.clone(), c.action.name())).collect()
+    }
+
+    #[test]
+    fn an_empty_state_creates_everything_in_dependency_order_and_buys_the_block() {
+        let s = load(STACK);
+        let p = plan(&s, None, false, &[]).unwrap();
+        let order: Vec<&str> = p.changes.iter().map(|c| c.address.as_str()).collect();
+        let at = |a: &str| order.iter().position(|x| *x == a).unwrap();
+        assert!(at("vpc.main") < at("subnet.a") && at("vpc.main") < at("security_group.efa"), "{order:?}");
+        let block = p.changes.iter().find(|c| c.address == "capacity_block.train").unwrap();
+        assert_eq!(block.action, Action::Purchase(Offer::NotSearched));
+        assert_eq!(p.count(|a| *a == Action::Create), 3);
+        // A reference to an object not yet made is unknown, never a guess.
+        let subnet = p.changes.iter().find(|c| c.address == "subnet.a").unwrap();
+        let vpc = subnet.fields.iter().find(|f| f.path == "vpc").unwrap();
+        assert_eq!(vpc.new, Some(Value::Unknown));
+    }
+
+    #[test]
+    fn a_state_that_matches_has_no_changes() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let p = plan(&s, Some(&st), false, &[]).unwrap();
+        assert!(!p.has_changes(), "{:?}", actions(&p));
+        assert_eq!(p.unchanged, 4);
+    }
+
+    #[test]
+    fn a_tag_updates_in_place_key_by_key() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let s2 = load(&STACK.replace("efa = true", "efa = true\ntags = { team = \"ml\" }"));
+        let p = plan(&s2, Some(&st), false, &[]).unwrap();
+        assert_eq!(actions(&p), vec![("security_group.efa".to_string(), "update")]);
+        let f = &p.changes[0].fields[0];
+        assert_eq!((f.path.as_str(), &f.old, &f.new), ("tags.team", &None, &Some(Value::str("ml"))));
+        assert!(!f.forces_replace);
+    }
+
+    #[test]
+    fn a_new_subnet_cidr_replaces_it_in_the_kinds_order() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let p = plan(&load(&STACK.replace("10.0.0.0/20", "10.0.16.0/20")), Some(&st), false, &[]).unwrap();
+        assert_eq!(actions(&p), vec![("subnet.a".to_string(), "replace")]);
+        // Subnet CIDRs must be free before the new one: delete first.
+        assert_eq!(p.changes[0].action, Action::DeleteThenCreate);
+        assert!(p.changes[0].fields.iter().any(|f| f.path == "cidr_block" && f.forces_replace));
+    }
+
+    #[test]
+    fn removed_resources_are_deleted_and_a_bought_block_is_retained() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let fewer = STACK.split("[security_group.efa]").next().unwrap();
+        let p = plan(&load(fewer), Some(&st), false, &[]).unwrap();
+        let mut got = actions(&p);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![("capacity_block.train".to_string(), "retain"), ("security_group.efa".to_string(), "delete")]
+        );
+    }
+
+    #[test]
+    fn a_bought_block_cannot_change() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let errors = plan(&load(&STACK.replace("instance_count = 2", "instance_count = 4")), Some(&st), false, &[])
+            .err()
+            .expect("a change to a bought block is refused");
+        assert!(errors[0].message.contains("was bought and cannot change: instance_count"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn prevent_destroy_refuses_a_delete_and_a_replace() {
+        let guarded = STACK.replace("[subnet.a]", "[subnet.a]\nprevent_destroy = true");
+        let s = load(&guarded);
+        let st = applied(&s);
+        let errors = plan(&s, Some(&st), true, &[]).err().expect("destroy is refused");
+        assert!(errors[0].message.contains("`subnet.a` has prevent_destroy = true, but this plan would delete it"));
+        let moved = guarded.replace("10.0.0.0/20", "10.0.16.0/20");
+        let errors = plan(&load(&moved), Some(&st), false, &[]).err().expect("replace is refused");
+        assert!(errors[0].message.contains("would replace it"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn destroy_deletes_dependents_first_and_targets_take_what_they_need() {
+        let s = load(STACK);
+        let st = applied(&s);
+        let p = plan(&s, Some(&st), true, &[]).unwrap();
+        let order: Vec<&str> = p.changes.iter().map(|c| c.address.as_str()).collect();
+        let at = |a: &str| order.iter().position(|x| *x == a).unwrap();
+        assert!(at("subnet.a") < at("vpc.main") && at("security_group.efa") < at("vpc.main"), "{order:?}");
+
+        let p = plan(&s, None, false, &["subnet.a".to_string()]).unwrap();
+        let mut got: Vec<&str> = p.changes.iter().map(|c| c.address.as_str()).collect();
+        got.sort();
+        assert_eq!(got, vec!["subnet.a", "vpc.main"]);
+
+        let errors = plan(&s, None, false, &["subnet.b".to_string()]).err().unwrap();
+        assert_eq!(errors[0].help.as_deref(), Some("did you mean subnet.a?"));
+    }
+}

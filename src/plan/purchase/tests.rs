@@ -1,0 +1,363 @@
+//! Unit tests of offering choice and the price guard: which Capacity Block offering a plan
+//! proposes, which lengths a block may have, where an offering search looks, and what an
+//! offline plan says of a purchase. No AWS: offerings are built with the SDK's builder, and
+//! stacks go through the real load step.
+
+use aws_sdk_ec2::primitives::DateTime;
+use aws_sdk_ec2::types::CapacityBlockOffering;
+
+use super::{block_search, price_offline};
+use crate::plan::{Action, Offer, Options, Refreshed};
+use crate::resources::capacity_block::{choose, purchase_of, valid_duration};
+use crate::stack::{Source, Stack, VarSources};
+use crate::value::{Attrs, Value};
+
+/// An offering of 2× p5.48xlarge in `zone`, `hours` long from `start`, for `usd` up front.
+fn offer(id: &str, hours: i32, usd: &str, start: &str, zone: &str) -> CapacityBlockOffering {
+    let start: jiff::Timestamp = start.parse().expect("an RFC 3339 time");
+    let secs = start.as_second();
+    CapacityBlockOffering::builder()
+        .capacity_block_offering_id(id)
+        .instance_type("p5.48xlarge")
+        .instance_count(2)
+        .availability_zone(zone)
+        .start_date(DateTime::from_secs(secs))
+        .end_date(DateTime::from_secs(secs + i64::from(hours) * 3600))
+        .capacity_block_duration_hours(hours)
+        .upfront_fee(usd)
+        .currency_code("USD")
+        .build()
+}
+
+const DAY1: &str = "2026-12-01T11:30:00Z";
+const DAY2: &str = "2026-12-02T11:30:00Z";
+const DAY3: &str = "2026-12-03T11:30:00Z";
+
+fn chosen(offers: &[CapacityBlockOffering], hours: i64) -> Option<&str> {
+    choose(offers, hours).and_then(|o| o.capacity_block_offering_id())
+}
+
+// ---- offering choice ----
+
+#[test]
+fn the_cheapest_offering_is_proposed() {
+    let offers = [
+        offer("cb-dear", 48, "9000.00", DAY1, "us-west-2a"),
+        offer("cb-cheap", 48, "8000.00", DAY3, "us-west-2a"),
+        offer("cb-middle", 48, "8500.00", DAY2, "us-west-2a"),
+    ];
+    assert_eq!(chosen(&offers, 48), Some("cb-cheap"), "cheapest even though it starts last");
+    // Prices compare as numbers, not as text.
+    let offers =
+        [offer("cb-ten-thousand", 48, "10000", DAY1, "us-west-2a"), offer("cb-nine", 48, "9000", DAY1, "us-west-2a")];
+    assert_eq!(chosen(&offers, 48), Some("cb-nine"));
+}
+
+#[test]
+fn among_equally_cheap_offerings_the_earliest_is_proposed() {
+    let offers = [
+        offer("cb-day3", 48, "8000.00", DAY3, "us-west-2a"),
+        offer("cb-day1", 48, "8000.00", DAY1, "us-west-2a"),
+        offer("cb-day2", 48, "8000.00", DAY2, "us-west-2a"),
+    ];
+    assert_eq!(chosen(&offers, 48), Some("cb-day1"));
+    // Same price and start: the zone decides, so the proposal does not depend on EC2's order.
+    let b_first = [offer("cb-b", 48, "8000", DAY1, "us-west-2b"), offer("cb-a", 48, "8000", DAY1, "us-west-2a")];
+    let a_first = [offer("cb-a", 48, "8000", DAY1, "us-west-2a"), offer("cb-b", 48, "8000", DAY1, "us-west-2b")];
+    assert_eq!(chosen(&b_first, 48), Some("cb-a"));
+    assert_eq!(chosen(&a_first, 48), Some("cb-a"));
+}
+
+#[test]
+fn an_offering_shorter_than_asked_is_never_proposed() {
+    // Blocks end at 11:30 UTC: for 48 h EC2 offers one a little shorter (cheaper) and one a
+    // little longer.
+    let offers =
+        [offer("cb-short", 46, "7600.00", DAY1, "us-west-2a"), offer("cb-long", 50, "8300.00", DAY1, "us-west-2a")];
+    assert_eq!(chosen(&offers, 48), Some("cb-long"));
+    // Exactly as long as asked is long enough; asked for less, the cheaper one is fine.
+    let exact = [offer("cb-exact", 48, "8000.00", DAY1, "us-west-2a")];
+    assert_eq!(chosen(&exact, 48), Some("cb-exact"));
+    assert_eq!(chosen(&offers, 46), Some("cb-short"));
+}
+
+#[test]
+fn no_offering_long_enough_proposes_none() {
+    assert_eq!(chosen(&[], 48), None);
+    let short =
+        [offer("cb-short", 46, "7600.00", DAY1, "us-west-2a"), offer("cb-day", 24, "4000.00", DAY1, "us-west-2a")];
+    assert_eq!(chosen(&short, 48), None);
+    // An offering without a length is not known to be long enough.
+    let no_length = CapacityBlockOffering::builder().capacity_block_offering_id("cb-x").upfront_fee("1").build();
+    assert_eq!(chosen(&[no_length], 24), None);
+}
+
+#[test]
+fn an_offering_without_a_readable_price_is_proposed_last() {
+    let offers =
+        [offer("cb-unpriced", 48, "n/a", DAY1, "us-west-2a"), offer("cb-priced", 48, "9000.00", DAY2, "us-west-2a")];
+    assert_eq!(chosen(&offers, 48), Some("cb-priced"));
+    // Alone it is proposed at an infinite price, which any max_upfront_usd refuses.
+    let alone = [offer("cb-unpriced", 48, "n/a", DAY1, "us-west-2a")];
+    let p = purchase_of(choose(&alone, 48).expect("the only offering"), &Attrs::new());
+    assert!(p.upfront_usd.is_infinite() && p.upfront_usd > 1e12, "{p:?}");
+}
+
+#[test]
+fn the_purchase_shows_the_offering_and_what_was_asked() {
+    let inputs = Attrs::from([
+        ("duration_hours".to_string(), Value::Int(48)),
+        ("max_upfront_usd".to_string(), Value::Int(9000)),
+    ]);
+    let p = purchase_of(&offer("cb-0123", 50, "8312.40", DAY2, "us-west-2a"), &inputs);
+    assert_eq!(p.offering_id, "cb-0123");
+    assert_eq!(p.instance_type, "p5.48xlarge");
+    assert_eq!(p.instance_count, 2);
+    assert_eq!(p.availability_zone, "us-west-2a");
+    assert_eq!(p.start, "2026-12-02T11:30:00Z");
+    assert_eq!(p.end, "2026-12-04T13:30:00Z");
+    assert_eq!((p.duration_hours, p.asked_hours), (50, 48));
+    assert_eq!(p.upfront_usd, 8312.40);
+    assert_eq!(p.currency, "USD");
+    assert_eq!(p.max_upfront_usd, 9000.0);
+    // A fractional guard is read as written; a currency EC2 leaves out is USD.
+    let inputs = Attrs::from([("max_upfront_usd".to_string(), Value::Float(8312.39))]);
+    let bare = CapacityBlockOffering::builder().capacity_block_offering_id("cb-1").upfront_fee("8312.40").build();
+    let p = purchase_of(&bare, &inputs);
+    assert_eq!(p.currency, "USD");
+    assert!(p.upfront_usd > p.max_upfront_usd, "a cent over the guard is over: {p:?}");
+}
+
+// ---- durations ----
+
+#[test]
+fn a_block_lasts_whole_days_up_to_two_weeks_then_whole_weeks_up_to_26() {
+    for (hours, valid) in [
+        (24, true),
+        (25, false),
+        (48, true),
+        (168, true),
+        (336, true),
+        (337, false),
+        (360, false), // 15 days: past two weeks only whole weeks
+        (504, true),
+        (4368, true), // 26 weeks, 182 days
+        (4369, false),
+        (4536, false), // 27 weeks
+        (0, false),
+        (23, false),
+        (-24, false),
+    ] {
+        assert_eq!(valid_duration(hours), valid, "{hours} h");
+    }
+}
+
+/// A stack of a Capacity Block (with `block` lines) used by a node group in subnet `a`
+/// (us-west-2a), and `more` (further resources).
+fn stack(block: &str, more: &str) -> String {
+    format!(
+        r#"[stack]
+name   = "buy"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "10.9.0.0/16"
+internet_gateway = true
+
+[subnet.a]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.0.0/20"
+availability_zone = "us-west-2a"
+nat_gateway       = "${{nat_gateway.out.id}}"
+
+[subnet.b]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.16.0/20"
+availability_zone = "us-west-2b"
+public            = true
+
+[nat_gateway.out]
+subnet = "${{subnet.b.id}}"
+
+[eks_cluster.main]
+version             = "1.31"
+role                = "arn:aws:iam::123456789012:role/cluster"
+subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
+public_access_cidrs = ["203.0.113.0/24"]
+
+[capacity_block.train]
+instance_type   = "p5.48xlarge"
+instance_count  = 2
+start_after     = "2026-12-01T00:00:00Z"
+start_before    = "2026-12-08T00:00:00Z"
+max_upfront_usd = 8000
+{block}
+
+[launch_template.p5]
+instance_type        = "p5.48xlarge"
+capacity_reservation = "${{capacity_block.train.id}}"
+market               = "capacity-block"
+data_volume          = {{ size_gib = 500 }}
+
+[node_group.train]
+cluster         = "${{eks_cluster.main.name}}"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["${{subnet.a.id}}"]
+launch_template = "${{launch_template.p5.id}}"
+capacity_type   = "CAPACITY_BLOCK"
+scaling         = {{ min = 0, desired = 2, max = 2 }}
+{more}"#
+    )
+}
+
+fn load(text: &str) -> Result<Stack, Vec<(String, String)>> {
+    let vars = VarSources { cli: &[], env: &|_| None };
+    crate::load::check(Source::new("t.toml", text.into()), &vars).map_err(|d| {
+        let line = |s: &Option<std::ops::Range<usize>>| {
+            s.as_ref().map_or(String::new(), |s| {
+                let (l, _) = d.source.line_col(s.start);
+                d.source.text.lines().nth(l - 1).unwrap_or_default().trim().to_string()
+            })
+        };
+        d.items.iter().map(|i| (i.message.clone(), line(&i.span))).collect()
+    })
+}
+
+fn accepted(text: &str) -> Stack {
+    load(text).unwrap_or_else(|e| panic!("the load step refused the stack: {e:#?}\n{text}"))
+}
+
+#[test]
+fn a_block_length_that_ec2_does_not_sell_is_refused_where_it_is_written() {
+    let refused = load(&stack("duration_hours = 25", "")).err().expect("25 h is refused");
+    let (message, at) = refused
+        .iter()
+        .find(|(m, _)| m.contains("duration_hours"))
+        .unwrap_or_else(|| panic!("no duration error: {refused:#?}"));
+    assert_eq!(message, "`duration_hours` = 25 is not a Capacity Block length");
+    assert_eq!(at, "duration_hours = 25");
+    for ok in [24, 336, 504, 4368] {
+        accepted(&stack(&format!("duration_hours = {ok}"), ""));
+    }
+    assert!(load(&stack("duration_hours = 337", "")).is_err());
+}
+
+// ---- where the search looks ----
+
+/// The block's literal attributes, as an offering search gets them.
+fn block_inputs(stack: &Stack) -> Attrs {
+    let r = stack.get("capacity_block.train").expect("the block");
+    r.attrs.keys().filter_map(|k| Some((k.clone(), crate::rules::lit(r, k)?))).collect()
+}
+
+fn search(text: &str) -> (Attrs, String) {
+    search_in(accepted(text))
+}
+
+fn search_in(stack: Stack) -> (Attrs, String) {
+    let r = stack.get("capacity_block.train").expect("the block");
+    block_search(&stack, r, block_inputs(&stack))
+}
+
+fn zone(inputs: &Attrs) -> Option<&str> {
+    inputs.get("availability_zone").and_then(Value::as_str)
+}
+
+#[test]
+fn a_block_without_a_zone_is_searched_in_the_zone_of_its_node_groups() {
+    let (inputs, note) = search(&stack("duration_hours = 48", ""));
+    assert_eq!(zone(&inputs), Some("us-west-2a"));
+    assert_eq!(note, " (searched in us-west-2a, the zone of node_group.train)");
+    // The rest of the search is the block's.
+    assert_eq!(inputs.get("instance_type").and_then(Value::as_str), Some("p5.48xlarge"));
+    assert_eq!(inputs.get("duration_hours").and_then(Value::as_int), Some(48));
+
+    // The block's own zone is kept, and no note says otherwise.
+    let (inputs, note) = search(&stack("duration_hours = 48\navailability_zone = \"us-west-2a\"", ""));
+    assert_eq!(zone(&inputs), Some("us-west-2a"));
+    assert_eq!(note, "");
+}
+
+#[test]
+fn a_block_whose_node_groups_span_zones_or_that_no_group_uses_is_searched_everywhere() {
+    // A second group in another zone on the same block: no one zone to search in.
+    let other = r#"
+[node_group.other]
+cluster         = "${eks_cluster.main.name}"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["${subnet.b.id}"]
+launch_template = "${launch_template.p5.id}"
+capacity_type   = "CAPACITY_BLOCK"
+scaling         = { min = 0, desired = 0, max = 2 }
+"#;
+    // Read by the language alone: the offline rules refuse such a stack (shared_blocks), but
+    // the search must not depend on that.
+    let vars = VarSources { cli: &[], env: &|_| None };
+    let source = Source::new("t.toml", stack("duration_hours = 48", other));
+    let (spread, _) = Stack::parse(source, &vars, &crate::resources::schemas()).expect("the language accepts it");
+    let (inputs, note) = search_in(spread);
+    assert_eq!((zone(&inputs), note.as_str()), (None, ""));
+
+    // Two groups in the same zone: that zone, and the note names both (in stack order).
+    // (A block of 4, so the two groups' maxima fit it together.)
+    let same = other.replace("subnet.b.id", "subnet.a.id");
+    let (inputs, note) =
+        search(&stack("duration_hours = 48", &same).replace("instance_count  = 2", "instance_count  = 4"));
+    assert_eq!(zone(&inputs), Some("us-west-2a"));
+    assert_eq!(note, " (searched in us-west-2a, the zone of node_group.train, node_group.other)");
+
+    // A block no group uses (bought ahead, say): every zone.
+    let text = stack("duration_hours = 48", "").replace("capacity_type   = \"CAPACITY_BLOCK\"\n", "").replace(
+        "capacity_reservation = \"${capacity_block.train.id}\"\nmarket               = \"capacity-block\"\n",
+        "",
+    );
+    let (inputs, note) = search(&text);
+    assert_eq!((zone(&inputs), note.as_str()), (None, ""));
+}
+
+// ---- the offline plan ----
+
+/// The plan of `text` on an empty state without AWS, priced offline: what the block shows.
+fn offline_purchase(text: &str) -> Action {
+    let stack = accepted(text);
+    let opts = Options { destroy: false, targets: &[] };
+    let mut plan = crate::plan::diff(&stack, None, &Refreshed::skipped(), &opts).expect("a plan");
+    let before = plan.changes.iter().find(|c| c.address == "capacity_block.train").expect("the block").action.clone();
+    assert_eq!(before, Action::Purchase(Offer::NotSearched));
+    price_offline(&stack, &mut plan);
+    for c in plan.changes.iter().filter(|c| c.address != "capacity_block.train") {
+        assert!(!matches!(c.action, Action::Purchase(_)), "only the block is a purchase: {c:?}");
+    }
+    plan.changes.into_iter().find(|c| c.address == "capacity_block.train").expect("the block").action
+}
+
+#[test]
+fn offline_a_block_is_a_purchase_that_a_refreshing_plan_will_look_up() {
+    let Action::Purchase(Offer::Offline(note)) = offline_purchase(&stack("duration_hours = 48", "")) else {
+        panic!("an offline purchase")
+    };
+    assert_eq!(
+        note,
+        "2× p5.48xlarge in us-west-2a, 48 h starting between 2026-12-01T00:00:00Z and 2026-12-08T00:00:00Z: offering and price not looked up (--refresh=false); a refreshing plan searches them (max 8000 USD)"
+    );
+    // The block's own zone is the one named.
+    let Action::Purchase(Offer::Offline(note)) =
+        offline_purchase(&stack("duration_hours = 48\navailability_zone = \"us-west-2a\"", ""))
+    else {
+        panic!("an offline purchase")
+    };
+    assert!(note.starts_with("2× p5.48xlarge in us-west-2a, 48 h "), "{note}");
+}
+
+#[test]
+fn offline_a_block_with_no_zone_to_search_names_none() {
+    let text = stack("duration_hours = 336", "").replace("capacity_type   = \"CAPACITY_BLOCK\"\n", "").replace(
+        "capacity_reservation = \"${capacity_block.train.id}\"\nmarket               = \"capacity-block\"\n",
+        "",
+    );
+    let Action::Purchase(Offer::Offline(note)) = offline_purchase(&text) else { panic!("an offline purchase") };
+    assert_eq!(
+        note,
+        "2× p5.48xlarge, 336 h starting between 2026-12-01T00:00:00Z and 2026-12-08T00:00:00Z: offering and price not looked up (--refresh=false); a refreshing plan searches them (max 8000 USD)"
+    );
+}

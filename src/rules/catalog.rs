@@ -1,0 +1,317 @@
+//! The rules that need the instance catalog: EFA on a type without it, MIG on a GPU that
+//! has none, GPU counts, sharing layouts, update strategy. From EC2's `DescribeInstanceTypes`
+//! at plan and apply time, or from the embedded catalog offline.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{efa_table, lit, lit_str, node_groups, referenced, span, strings};
+use crate::aws::catalog::InstanceInfo;
+use crate::aws::{AwsError, Ctx};
+use crate::resources::node_group::auto_ami_type;
+use crate::stack::{Diagnostic, Resource, Stack};
+use crate::value::Value;
+
+/// The instance types each launch template and node group will run, as far as the
+/// stack says: a template's own type, else the types of the node groups using it.
+fn planned_types(stack: &Stack) -> (BTreeMap<String, Vec<String>>, BTreeMap<String, Vec<String>>) {
+    let mut by_lt: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_ng: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for ng in node_groups(stack) {
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        let mut types = strings(lit(ng, "instance_types"));
+        if types.is_empty()
+            && let Some(t) = lt.and_then(|lt| lit_str(lt, "instance_type"))
+        {
+            types.push(t);
+        }
+        if let Some(lt) = lt {
+            by_lt.entry(lt.address.clone()).or_default().extend(types.iter().cloned());
+        }
+        by_ng.insert(ng.address.clone(), types);
+    }
+    for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        let e = by_lt.entry(lt.address.clone()).or_default();
+        if let Some(t) = lit_str(lt, "instance_type") {
+            e.clear();
+            e.push(t);
+        }
+        e.sort();
+        e.dedup();
+    }
+    (by_lt, by_ng)
+}
+
+/// What preflight found: diagnostics, and a line per resource saying what the catalog
+/// made of it (for the plan).
+pub struct Preflight {
+    pub diags: Vec<Diagnostic>,
+    pub notes: BTreeMap<String, String>,
+}
+
+/// Every instance type the rules and the quota check ask the catalog about: what the
+/// launch templates and node groups run, and what reservations and blocks hold. Read in
+/// one `DescribeInstanceTypes`, together with the refresh.
+pub fn catalog_types(stack: &Stack) -> BTreeSet<String> {
+    let (by_lt, by_ng) = planned_types(stack);
+    let mut wanted: BTreeSet<String> = by_lt.values().chain(by_ng.values()).flatten().cloned().collect();
+    for r in stack.resources.iter().filter(|r| matches!(r.kind.name(), "capacity_reservation" | "capacity_block")) {
+        wanted.extend(lit_str(r, "instance_type"));
+    }
+    wanted
+}
+
+/// Rules that need the instance catalog, from EC2 (one DescribeInstanceTypes per 100 types,
+/// cached for the run). A type whose EC2 facts differ from the embedded catalog's is a
+/// warning, so a stale embedded catalog (what `validate` and `plan --refresh=false` use)
+/// shows up.
+pub async fn preflight(ctx: &Ctx, stack: &Stack) -> Result<Preflight, AwsError> {
+    let catalog = ctx.catalog.lookup(ctx, catalog_types(stack)).await?;
+    let info = |t: &str| catalog.get(t).cloned().flatten();
+    let mut pf = check_catalog(stack, &info, true);
+    let embedded = crate::aws::catalog::embedded();
+    for (t, live) in catalog.iter().filter_map(|(t, i)| Some((t, i.as_ref()?))) {
+        let Some(old) = embedded.get(t) else { continue };
+        let diff = crate::aws::catalog::differences(old, live);
+        if diff.is_empty() {
+            continue;
+        }
+        let user = stack.resources.iter().find(|r| {
+            ["instance_type", "instance_types"]
+                .iter()
+                .any(|k| lit(r, k).is_some_and(|v| v.as_str() == Some(t) || strings(Some(v)).iter().any(|x| x == t)))
+        });
+        pf.diags.push(Diagnostic::warning(
+            format!(
+                "{t}: EC2 in {} differs from {} ({}); this plan uses EC2's values",
+                stack.region,
+                embedded.label(),
+                diff.join(", ")
+            ),
+            user.and_then(|r| r.span.clone()),
+        ));
+    }
+    Ok(pf)
+}
+
+/// The same rules from the embedded catalog, with no AWS call (`validate`,
+/// `plan --refresh=false`). A type the embedded catalog lacks is not checked here.
+pub fn preflight_offline(stack: &Stack) -> Preflight {
+    let embedded = crate::aws::catalog::embedded();
+    check_catalog(stack, &|t| embedded.get(t).cloned(), false)
+}
+
+/// The catalog rules over `info`; `live` says whether a type `info` lacks is one EC2 does
+/// not know (an error) or one the embedded catalog does not carry (not checked).
+fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, live: bool) -> Preflight {
+    let (by_lt, by_ng) = planned_types(stack);
+    let mut d = vec![];
+    let mut notes = BTreeMap::new();
+    let mut unknown_reported = BTreeSet::new();
+    let mut unknown = |r: &Resource, attr: &str, t: &str, d: &mut Vec<Diagnostic>| {
+        if live && unknown_reported.insert(t.to_string()) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: EC2 does not know instance type \"{t}\" in {}", r.address, stack.region),
+                    span(r, attr),
+                )
+                .help("check the spelling (aws ec2 describe-instance-types) and that the type exists in this region"),
+            );
+        }
+    };
+
+    for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        let types = by_lt.get(&lt.address).cloned().unwrap_or_default();
+        let own = lit_str(lt, "instance_type");
+        let own = own.as_deref();
+        for t in &types {
+            if info(t).is_none() {
+                unknown(lt, if own.is_some() { "instance_type" } else { "gpu_sharing" }, t, &mut d);
+            }
+        }
+        if let (Some(t), Some(i)) = (own, own.and_then(info)) {
+            let mut note = format!("{t}: {}", i.summary());
+            if let Some(efa) = efa_table(lt) {
+                let asked = efa.get("interfaces").and_then(|e| e.as_literal()).cloned().unwrap_or(Value::str("max"));
+                if i.max_efa_interfaces == 0 {
+                    d.push(
+                        Diagnostic::error(format!("`{}`: {t} does not support EFA", lt.address), span(lt, "efa"))
+                            .help("remove `efa`, or pick an EFA type (p5.48xlarge, p4d.24xlarge, g6.12xlarge…)"),
+                    );
+                } else if let Some(n) = asked.as_int().filter(|n| *n as u32 > i.max_efa_interfaces) {
+                    d.push(
+                        Diagnostic::error(
+                            format!(
+                                "`{}`: {t} has at most {} EFA interfaces, not {n}",
+                                lt.address, i.max_efa_interfaces
+                            ),
+                            span(lt, "efa"),
+                        )
+                        .help(format!("set interfaces = {} or \"max\"", i.max_efa_interfaces)),
+                    );
+                } else if let Ok(efa) = i.efa_interfaces(asked.as_int()) {
+                    let n = efa.efa_count();
+                    note.push_str(&format!("; {n} EFA interface{}", if n == 1 { "" } else { "s" }));
+                    if efa.ena_primary() {
+                        note.push_str(" (card 0 is ENA-only: an ENA primary plus efa-only on the EFA cards)");
+                    }
+                }
+            }
+            notes.insert(lt.address.clone(), note);
+        }
+        // A GPU pool on the AMI's small default data volume runs out of disk on CUDA images
+        // (10–20 GB each): say so (audit 2026-11 #21).
+        if !lt.attrs.contains_key("data_volume")
+            && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
+        {
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` runs {t} ({}) with no `data_volume`: container images share the AMI's small default data volume", lt.address, i.summary()),
+                    lt.span.clone(),
+                )
+                .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot"),
+            );
+        }
+        if let Some(sharing) = sharing(lt) {
+            for t in &types {
+                let Some(i) = info(t) else { continue };
+                check_sharing(lt, t, &i, &sharing, &mut d);
+            }
+        }
+    }
+
+    for ng in node_groups(stack) {
+        let types = by_ng.get(&ng.address).cloned().unwrap_or_default();
+        let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+        let ami = ami.as_str();
+        for t in &types {
+            let Some(i) = info(t) else {
+                if ng.attrs.contains_key("instance_types") {
+                    unknown(ng, "instance_types", t, &mut d);
+                }
+                continue;
+            };
+            let nvidia_ami = ami.contains("NVIDIA") || ami.contains("GPU");
+            if ami != "auto" && i.is_nvidia() && !nvidia_ami {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {ami} has no NVIDIA driver, but {t} has {}", ng.address, i.summary()),
+                        span(ng, "ami_type"),
+                    )
+                    .help(format!("use ami_type = \"{}\" or \"auto\"", auto_ami_type(Some(&i)))),
+                );
+            }
+            if ami != "auto" && nvidia_ami && !i.is_nvidia() {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {ami} is an NVIDIA AMI, but {t} has no NVIDIA GPU", ng.address),
+                        span(ng, "ami_type"),
+                    )
+                    .help(format!("use ami_type = \"{}\" or \"auto\"", auto_ami_type(Some(&i)))),
+                );
+            }
+            let arm_ami = ami.contains("ARM_64");
+            if ami != "auto" && arm_ami != (i.arch() == "arm64") {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {ami} does not run on {t} ({})", ng.address, i.arch()),
+                        span(ng, "ami_type"),
+                    )
+                    .help(format!("use ami_type = \"{}\" or \"auto\"", auto_ami_type(Some(&i)))),
+                );
+            }
+        }
+        let first = types.first().and_then(|t| info(t));
+        let mut note = vec![];
+        if ami == "auto"
+            && let Some(i) = &first
+        {
+            note.push(format!("ami_type auto → {} ({}: {})", auto_ami_type(Some(i)), i.name, i.summary()));
+        }
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        let reserved = lit_str(ng, "capacity_type").as_deref() == Some("CAPACITY_BLOCK")
+            || lt.is_some_and(|lt| lt.attrs.contains_key("capacity_reservation"));
+        let inputs: crate::value::Attrs =
+            lit(ng, "update_strategy").map(|v| ("update_strategy".to_string(), v)).into_iter().collect();
+        let (strategy, why) = crate::resources::node_group::update_strategy(&inputs, first.as_ref(), reserved);
+        note.push(format!("update strategy {strategy} ({why})"));
+        notes.insert(ng.address.clone(), note.join("; "));
+    }
+    Preflight { diags: d, notes }
+}
+
+struct Sharing {
+    strategy: String,
+    profile: BTreeMap<String, Value>,
+}
+
+fn sharing(lt: &Resource) -> Option<Sharing> {
+    let v = lt.attrs.get("gpu_sharing")?.resolve(&|_| Value::Unknown);
+    let t = v.as_table()?;
+    let strategy = t.get("strategy").and_then(Value::as_str).unwrap_or("none").to_string();
+    let profile = t.get("mig_profile").and_then(Value::as_table).cloned().unwrap_or_default();
+    (strategy != "none").then_some(Sharing { strategy, profile })
+}
+
+fn check_sharing(lt: &Resource, t: &str, i: &InstanceInfo, s: &Sharing, d: &mut Vec<Diagnostic>) {
+    let at = span(lt, "gpu_sharing");
+    if !i.is_nvidia() {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: gpu_sharing \"{}\" on {t}, which has no NVIDIA GPU", lt.address, s.strategy),
+                at,
+            )
+            .help("GPU sharing applies to NVIDIA GPU types (g5, g6, p4d, p5…); remove gpu_sharing for this template"),
+        );
+        return;
+    }
+    if s.strategy != "mig" {
+        return;
+    }
+    let model = i.gpu_model.clone().unwrap_or_default();
+    if !i.mig_capable() {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: MIG needs an A100, A30, H100, H200 or B200 GPU; {t} has {model}", lt.address),
+                at,
+            )
+            .help("use time-slicing or mps to share this GPU, or a MIG-capable type (p4d, p5, p5e…)"),
+        );
+        return;
+    }
+    let Some(mig) = i.mig_model() else {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: Bottlerocket's MIG manager has no profile table for {model} ({t})", lt.address),
+                at,
+            )
+            .help(format!(
+                "MIG on Bottlerocket covers {}; use time-slicing or mps on {t}",
+                crate::aws::catalog::MIG_MODELS.iter().map(|m| m.key).collect::<Vec<_>>().join(", ")
+            )),
+        );
+        return;
+    };
+    let key = mig.key;
+    match s.profile.get(key) {
+        None => d.push(
+            Diagnostic::error(format!("`{}`: mig_profile has no entry for {key}, the GPU of {t}", lt.address), at)
+                .help(format!(
+                    "add \"{key}\" = \"{}\"; the choices are {}; keys present: {}",
+                    mig.layouts[0].0,
+                    mig.choices(),
+                    s.profile.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+        ),
+        Some(Value::Str(v)) if !mig.accepts(v) => d.push(
+            Diagnostic::error(
+                format!("`{}`: mig_profile \"{key}\" = \"{v}\" is not a layout of {key} ({t})", lt.address),
+                at,
+            )
+            .help(format!(
+                "Bottlerocket would silently give each GPU whole instead; the choices are {}",
+                mig.choices()
+            )),
+        ),
+        _ => {}
+    }
+}

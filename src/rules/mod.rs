@@ -1,0 +1,358 @@
+//! The GPU rules (DESIGN.md §2): checks across resources that catch a wrong GPU
+//! setup before anything is created or bought. `offline` needs only the stack (the load
+//! step runs it, so `validate` does too); `egress` is the nodes' way out; `catalog` reads
+//! the instance catalog (embedded, or EC2's at plan and apply time, before any call that
+//! changes anything). The rules never call a mutating API and know nothing of plans.
+
+mod catalog;
+mod egress;
+#[cfg(test)]
+mod tests;
+
+pub use catalog::{Preflight, catalog_types, preflight, preflight_offline};
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::stack::expr::ExprKind;
+use crate::stack::{Diagnostic, Expr, Resource, Stack};
+use crate::value::Value;
+
+/// An attribute's value when it is known offline (no references to other resources).
+pub(crate) fn lit(r: &Resource, k: &str) -> Option<Value> {
+    r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
+}
+
+pub(crate) fn lit_str(r: &Resource, k: &str) -> Option<String> {
+    lit(r, k).and_then(|v| v.as_str().map(str::to_string))
+}
+
+pub(crate) fn span(r: &Resource, k: &str) -> crate::stack::Span {
+    r.attrs.get(k).and_then(|e| e.span.clone()).or(r.span.clone())
+}
+
+/// The stack resource an attribute refers to (`"${kind.name.out}"`).
+pub(crate) fn target<'a>(stack: &'a Stack, r: &Resource, attr: &str) -> Option<&'a Resource> {
+    stack.get(&r.attrs.get(attr)?.as_single_ref()?.address)
+}
+
+/// The stack resource of `kind` an attribute refers to.
+pub(crate) fn referenced<'a>(stack: &'a Stack, r: &Resource, attr: &str, kind: &str) -> Option<&'a Resource> {
+    target(stack, r, attr).filter(|t| t.kind.name() == kind)
+}
+
+pub(crate) fn strings(v: Option<Value>) -> Vec<String> {
+    v.as_ref()
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|x| x.as_str().map(str::to_string))
+        .collect()
+}
+
+pub(crate) fn node_groups(stack: &Stack) -> impl Iterator<Item = &Resource> {
+    stack.resources.iter().filter(|r| r.kind.name() == "node_group")
+}
+
+pub(crate) fn has_user_data(lt: &Resource) -> bool {
+    ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"].iter().any(|k| written(lt, k))
+}
+
+/// Node groups that share one Capacity Block share its zone and its instances: groups in
+/// two zones leave one without nodes, and maxima that add up past the block over-promise.
+fn shared_blocks(stack: &Stack) -> Vec<Diagnostic> {
+    let mut users: BTreeMap<&str, (&Resource, Vec<&Resource>)> = BTreeMap::new();
+    for ng in node_groups(stack) {
+        let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") else { continue };
+        let Some(block) = referenced(stack, lt, "capacity_reservation", "capacity_block") else { continue };
+        users.entry(block.address.as_str()).or_insert((block, vec![])).1.push(ng);
+    }
+    let mut d = vec![];
+    for (block, groups) in users.values().filter(|(_, g)| g.len() > 1) {
+        let zones: BTreeSet<String> = groups.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
+        let names = groups.iter().map(|g| g.address.as_str()).collect::<Vec<_>>().join(", ");
+        if zones.len() > 1 {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` is used by {names} in {} zones ({}); a Capacity Block lives in one",
+                        block.address,
+                        zones.len(),
+                        zones.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    block.span.clone(),
+                )
+                .help(
+                    "put every node group of the block in subnets of one zone (and set the block's availability_zone)",
+                ),
+            );
+        }
+        let maxima: Vec<i64> =
+            groups.iter().filter_map(|ng| lit(ng, "scaling")?.as_table()?.get("max")?.as_int()).collect();
+        let total: i64 = maxima.iter().sum();
+        if let Some(count) = lit(block, "instance_count").and_then(|v| v.as_int())
+            && maxima.len() == groups.len()
+            && total > count
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "{names} may scale to {total} nodes together, but `{}` holds {count} instances",
+                        block.address
+                    ),
+                    block.span.clone(),
+                )
+                .help(format!("keep the groups' scaling.max at {count} or less in total, or buy a bigger block")),
+            );
+        }
+    }
+    d
+}
+
+/// The attribute is written with content: an empty list or table (`taints = []`) says nothing.
+pub(crate) fn written(r: &Resource, k: &str) -> bool {
+    r.attrs.get(k).is_some_and(|e| match (&e.kind, e.as_literal()) {
+        (ExprKind::List(l), _) => !l.is_empty(),
+        (ExprKind::Table(t), _) => !t.is_empty(),
+        (_, Some(Value::List(l))) => !l.is_empty(),
+        (_, Some(Value::Table(t))) => !t.is_empty(),
+        _ => true,
+    })
+}
+
+/// Rules that need only the stack.
+pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for ng in node_groups(stack) {
+        let capacity = lit_str(ng, "capacity_type").unwrap_or_else(|| "ON_DEMAND".into());
+        let capacity = capacity.as_str();
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        if let Some(lt) = lt {
+            let market = lit_str(lt, "market");
+            let market = market.as_deref();
+            if capacity == "CAPACITY_BLOCK"
+                && (market != Some("capacity-block") || !lt.attrs.contains_key("capacity_reservation"))
+            {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is CAPACITY_BLOCK, but its launch template `{}` does not set market = \"capacity-block\" and the block's capacity_reservation",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "capacity_type"),
+                    )
+                    .help(format!("in [{}] set market = \"capacity-block\" and capacity_reservation = \"${{capacity_block.NAME.id}}\"", lt.address)),
+                );
+            }
+            if capacity != "CAPACITY_BLOCK" && market == Some("capacity-block") {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` uses `{}`, a capacity-block template, but its capacity_type is {capacity}",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "capacity_type"),
+                    )
+                    .help("set capacity_type = \"CAPACITY_BLOCK\" on the node group"),
+                );
+            }
+            if ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type") {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` sets instance_types, but its launch template `{}` already sets instance_type",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "instance_types"),
+                    )
+                    .help(
+                        "EKS takes the type from one place: remove instance_types, or instance_type from the template",
+                    ),
+                );
+            }
+            let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+            if ami != "auto" && !ami.starts_with("BOTTLEROCKET_") && has_user_data(lt) {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` runs {ami}, but `{}` carries Bottlerocket settings (labels, taints, GPU sharing)",
+                            ng.address, lt.address
+                        ),
+                        span(ng, "ami_type"),
+                    )
+                    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), or move labels and taints to the node group"),
+                );
+            }
+            if capacity == "SPOT" && !ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type")
+            {
+                d.push(
+                    Diagnostic::warning(
+                        format!("`{}`: SPOT with a single instance type (from `{}`) often finds no capacity", ng.address, lt.address),
+                        span(ng, "capacity_type"),
+                    )
+                    .help("drop instance_type from the template and list several types in the node group's instance_types"),
+                );
+            }
+        }
+        if capacity == "CAPACITY_BLOCK" {
+            let zones = subnet_zones(stack, ng);
+            if zones.len() > 1 {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` is CAPACITY_BLOCK, but its subnets span {} zones ({}); a Capacity Block lives in one",
+                            ng.address,
+                            zones.len(),
+                            zones.join(", ")
+                        ),
+                        span(ng, "subnets"),
+                    )
+                    .help("list only subnets in the block's availability zone"),
+                );
+            }
+        }
+    }
+    for ng in node_groups(stack) {
+        let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") else { continue };
+        let Some(block) = referenced(stack, lt, "capacity_reservation", "capacity_block") else { continue };
+        let count = lit(block, "instance_count").and_then(|v| v.as_int());
+        let max = lit(ng, "scaling").and_then(|v| v.as_table().and_then(|t| t.get("max")).and_then(Value::as_int));
+        if let (Some(count), Some(max)) = (count, max)
+            && max > count
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` may scale to {max} nodes, but `{}` holds {count} instances",
+                        ng.address, block.address
+                    ),
+                    span(ng, "scaling"),
+                )
+                .help(format!("set scaling.max ≤ {count}, or buy a bigger block")),
+            );
+        }
+        if let (Some(a), Some(b)) = (lit_str(lt, "instance_type"), lit_str(block, "instance_type"))
+            && a != b
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` runs {a}, but `{}` reserves {b}", lt.address, block.address),
+                    span(lt, "instance_type"),
+                )
+                .help("a Capacity Block only runs the instance type it was bought for"),
+            );
+        }
+        let zones = subnet_zones(stack, ng);
+        if let (Some(z), Some(want)) = (lit_str(block, "availability_zone"), zones.first())
+            && zones.len() == 1
+            && &z != want
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` is in {want}, but `{}` is bought in {z}", ng.address, block.address),
+                    span(ng, "subnets"),
+                )
+                .help("a Capacity Block serves one zone: use subnets in the block's zone"),
+            );
+        }
+    }
+    d.extend(shared_blocks(stack));
+    d.extend(egress::egress(stack));
+    // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
+    // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
+    // tainted leaves them Pending.
+    for cluster in stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster") {
+        let groups: Vec<&Resource> = node_groups(stack)
+            .filter(|ng| target(stack, ng, "cluster").is_some_and(|c| c.address == cluster.address))
+            .collect();
+        let tainted = |ng: &Resource| {
+            written(ng, "taints")
+                || referenced(stack, ng, "launch_template", "launch_template")
+                    .is_some_and(|lt| written(lt, "node_taints"))
+        };
+        if !groups.is_empty() && groups.iter().all(|ng| tainted(ng)) {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "every node group of `{}` is tainted ({}): CoreDNS and other add-ons have nowhere to run",
+                        cluster.address,
+                        groups.iter().map(|g| g.address.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                    cluster.span.clone(),
+                )
+                .help("add a small untainted node group, e.g. instance_types = [\"m6i.large\"] with scaling = { min = 1, desired = 2, max = 3 }"),
+            );
+        }
+    }
+    for lt in stack.resources.iter().filter(|r| r.kind.name() == "launch_template") {
+        // A data volume from an image cache must hold the snapshot.
+        if let Some(ExprKind::Table(dv)) = lt.attrs.get("data_volume").map(|e| &e.kind)
+            && let Some(cache) = dv.get("snapshot").and_then(|e| e.as_single_ref()).and_then(|x| stack.get(&x.address))
+            && cache.kind.name() == "image_cache"
+        {
+            let size = dv.get("size_gib").and_then(|e| e.as_literal()).and_then(Value::as_int);
+            let needed = lit(cache, "volume_size_gib").and_then(|v| v.as_int()).unwrap_or(50);
+            if let Some(size) = size
+                && size < needed
+            {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}`: data_volume.size_gib = {size} is smaller than the {needed} GiB snapshot of `{}`",
+                            lt.address, cache.address
+                        ),
+                        dv.get("size_gib").and_then(|e| e.span.clone()),
+                    )
+                    .help(format!("set size_gib ≥ {needed}")),
+                );
+            }
+        }
+        if lt.attrs.contains_key("placement_group") && lt.attrs.contains_key("capacity_reservation") {
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` puts reserved capacity in a placement group: instances that do not fit the group strand the reservation", lt.address),
+                    span(lt, "placement_group"),
+                )
+                .help("Capacity Blocks are already co-located; remove placement_group (eksctl#7949)"),
+            );
+        }
+    }
+    d
+}
+
+/// The stack's subnet resources a node group names.
+pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a Resource> {
+    match ng.attrs.get("subnets").map(|e| &e.kind) {
+        Some(ExprKind::List(items)) => items
+            .iter()
+            .filter_map(|e| e.as_single_ref())
+            .filter_map(|x| stack.get(&x.address))
+            .filter(|s| s.kind.name() == "subnet")
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The zones of a node group's subnets that the stack defines (sorted, unique).
+pub(crate) fn subnet_zones(stack: &Stack, ng: &Resource) -> Vec<String> {
+    let zones: BTreeSet<String> = match ng.attrs.get("subnets").map(|e| &e.kind) {
+        Some(ExprKind::List(items)) => items
+            .iter()
+            .filter_map(|e| e.as_single_ref())
+            .filter_map(|x| stack.get(&x.address))
+            .filter_map(|s| lit_str(s, "availability_zone"))
+            .collect(),
+        _ => BTreeSet::new(),
+    };
+    zones.into_iter().collect()
+}
+
+/// A launch template's `efa` table, when written.
+pub(crate) fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
+    match lt.attrs.get("efa").map(|e| &e.kind) {
+        Some(ExprKind::Table(t)) => Some(t.clone()),
+        Some(ExprKind::Value(Value::Table(t))) => {
+            Some(t.iter().map(|(k, v)| (k.clone(), Expr::value(v.clone(), lt.attrs["efa"].span.clone()))).collect())
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,780 @@
+//! Unit tests of the GPU rules, one stack text per rule. Each stack goes through the real
+//! load step (`validate`'s), and the catalog rules through `preflight_offline` (the embedded
+//! instance catalog). Every rule is shown refusing a stack and accepting the fixed one.
+
+use std::collections::BTreeMap;
+
+use crate::stack::{Diagnostic, Source, Stack, VarSources};
+
+/// A problem reported for a stack: its message and help, and the line it points at.
+#[derive(Clone, Debug)]
+struct Found {
+    error: bool,
+    message: String,
+    help: String,
+    /// The written line the diagnostic points at (trimmed), "" without a place.
+    at: String,
+}
+
+fn found(source: &Source, diags: &[Diagnostic]) -> Vec<Found> {
+    diags
+        .iter()
+        .map(|d| Found {
+            error: d.is_error(),
+            message: d.message.clone(),
+            help: d.help.clone().unwrap_or_default(),
+            at: d.span.as_ref().map_or(String::new(), |s| {
+                let start = source.text[..s.start].rfind('\n').map_or(0, |i| i + 1);
+                let end = source.text[s.start..].find('\n').map_or(source.text.len(), |i| s.start + i);
+                source.text[start..end].trim().to_string()
+            }),
+        })
+        .collect()
+}
+
+/// The load step every command runs (language, kinds' checks, offline rules).
+fn load(text: &str) -> Result<Stack, Vec<Found>> {
+    let vars = VarSources { cli: &[], env: &|_| None };
+    crate::load::check(Source::new("t.toml", text.into()), &vars).map_err(|d| found(&d.source, &d.items))
+}
+
+/// Every error and warning the load step reports.
+fn offline(text: &str) -> Vec<Found> {
+    match load(text) {
+        Ok(stack) => found(&stack.source, &stack.warnings),
+        Err(found) => found,
+    }
+}
+
+/// A stack the load step accepts.
+fn accepted(text: &str) -> Stack {
+    load(text).unwrap_or_else(|found| panic!("the load step refused the stack: {found:#?}\n{text}"))
+}
+
+/// What the catalog rules report offline for a stack the load step accepts.
+fn catalog(text: &str) -> Vec<Found> {
+    let stack = accepted(text);
+    found(&stack.source, &crate::rules::preflight_offline(&stack).diags)
+}
+
+/// What the catalog made of each resource (the plan's notes), offline.
+fn notes(text: &str) -> BTreeMap<String, String> {
+    crate::rules::preflight_offline(&accepted(text)).notes
+}
+
+/// The one report whose message contains `message`.
+fn the(found: &[Found], message: &str) -> Found {
+    let hits: Vec<&Found> = found.iter().filter(|f| f.message.contains(message)).collect();
+    match hits.as_slice() {
+        [one] => (*one).clone(),
+        _ => panic!("expected one report containing {message:?}, found {}: {found:#?}", hits.len()),
+    }
+}
+
+fn absent(found: &[Found], message: &str) {
+    assert!(!found.iter().any(|f| f.message.contains(message)), "no {message:?} expected: {found:#?}");
+}
+
+fn no_errors(found: &[Found]) {
+    assert!(!found.iter().any(|f| f.error), "no error expected: {found:#?}");
+}
+
+/// A VPC with a private subnet `a` (us-west-2a, out through a NAT gateway) and a public
+/// subnet `b` (us-west-2b), an EKS cluster, and one launch template `t` and node group `n`
+/// around `lt` and `ng` lines (`n` runs in `a` unless `ng` sets subnets). `extra` is
+/// appended (more resources).
+fn stack(lt: &str, ng: &str, extra: &str) -> String {
+    let subnets = if ng.contains("subnets") { "" } else { "subnets         = [\"${subnet.a.id}\"]\n" };
+    format!(
+        r#"[stack]
+name   = "rules"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "10.9.0.0/16"
+internet_gateway = true
+
+[subnet.a]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.0.0/20"
+availability_zone = "us-west-2a"
+nat_gateway       = "${{nat_gateway.out.id}}"
+
+[subnet.b]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.16.0/20"
+availability_zone = "us-west-2b"
+public            = true
+
+[nat_gateway.out]
+subnet = "${{subnet.b.id}}"
+
+[security_group.efa]
+vpc = "${{vpc.main.id}}"
+efa = true
+
+[eks_cluster.main]
+version             = "1.31"
+role                = "arn:aws:iam::123456789012:role/cluster"
+subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
+public_access_cidrs = ["203.0.113.0/24"]
+
+[launch_template.t]
+{lt}
+
+[node_group.n]
+cluster         = "${{eks_cluster.main.name}}"
+node_role       = "arn:aws:iam::123456789012:role/node"
+launch_template = "${{launch_template.t.id}}"
+{subnets}{ng}
+{extra}"#
+    )
+}
+
+/// Two p5.48xlarge for 48 hours; `zone` adds an availability_zone line.
+fn block(count: u32, instance_type: &str, zone: &str) -> String {
+    let zone = if zone.is_empty() { String::new() } else { format!("availability_zone = \"{zone}\"\n") };
+    format!(
+        r#"
+[capacity_block.b]
+instance_type   = "{instance_type}"
+instance_count  = {count}
+duration_hours  = 48
+start_after     = "2026-12-01T00:00:00Z"
+start_before    = "2026-12-08T00:00:00Z"
+max_upfront_usd = 8000
+{zone}"#
+    )
+}
+
+/// A launch template wired to `capacity_block.b`.
+const BLOCK_LT: &str = r#"instance_type        = "p5.48xlarge"
+capacity_reservation = "${capacity_block.b.id}"
+market               = "capacity-block"
+data_volume          = { size_gib = 500 }"#;
+
+/// A node group running on `capacity_block.b`.
+const BLOCK_NG: &str = r#"capacity_type = "CAPACITY_BLOCK"
+scaling       = { min = 0, desired = 2, max = 2 }"#;
+
+/// The base stack with nothing in it that a rule objects to.
+#[test]
+fn the_base_stack_passes_every_rule() {
+    let text = stack("instance_type = \"g6.xlarge\"\ndata_volume = { size_gib = 100 }", "", "");
+    assert!(offline(&text).is_empty(), "{:#?}", offline(&text));
+    assert!(catalog(&text).is_empty(), "{:#?}", catalog(&text));
+}
+
+// ---- offline: Capacity Blocks ----
+
+#[test]
+fn a_capacity_block_group_needs_a_capacity_block_template() {
+    let message = "`node_group.n` is CAPACITY_BLOCK, but its launch template `launch_template.t` does not set market = \"capacity-block\" and the block's capacity_reservation";
+    let no_market = stack("instance_type = \"p5.48xlarge\"", BLOCK_NG, "");
+    let f = offline(&no_market);
+    let d = the(&f, message);
+    assert!(d.error);
+    assert_eq!(d.at, "capacity_type = \"CAPACITY_BLOCK\"");
+    assert!(
+        d.help.contains("in [launch_template.t] set market = \"capacity-block\" and capacity_reservation"),
+        "{d:?}"
+    );
+
+    // A reservation without the capacity-block market is not enough either.
+    let no_market = stack(
+        "instance_type = \"p5.48xlarge\"\ncapacity_reservation = \"${capacity_block.b.id}\"",
+        BLOCK_NG,
+        &block(2, "p5.48xlarge", ""),
+    );
+    assert!(the(&offline(&no_market), message).error);
+
+    let fixed = stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", ""));
+    no_errors(&offline(&fixed));
+    absent(&offline(&fixed), "is CAPACITY_BLOCK");
+}
+
+#[test]
+fn a_capacity_block_template_needs_a_capacity_block_group() {
+    let text = stack(BLOCK_LT, "capacity_type = \"ON_DEMAND\"", &block(2, "p5.48xlarge", ""));
+    let f = offline(&text);
+    let d = the(
+        &f,
+        "`node_group.n` uses `launch_template.t`, a capacity-block template, but its capacity_type is ON_DEMAND",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "capacity_type = \"ON_DEMAND\"");
+    assert_eq!(d.help, "set capacity_type = \"CAPACITY_BLOCK\" on the node group");
+
+    // Left unset, capacity_type is ON_DEMAND too.
+    assert!(the(&offline(&stack(BLOCK_LT, "", &block(2, "p5.48xlarge", ""))), "its capacity_type is ON_DEMAND").error);
+
+    let fixed = stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", ""));
+    no_errors(&offline(&fixed));
+}
+
+#[test]
+fn a_capacity_block_group_stays_in_one_zone() {
+    let two_zones = format!("{BLOCK_NG}\nsubnets = [\"${{subnet.a.id}}\", \"${{subnet.b.id}}\"]");
+    let f = offline(&stack(BLOCK_LT, &two_zones, &block(2, "p5.48xlarge", "")));
+    let d = the(
+        &f,
+        "`node_group.n` is CAPACITY_BLOCK, but its subnets span 2 zones (us-west-2a, us-west-2b); a Capacity Block lives in one",
+    );
+    assert!(d.error);
+    assert!(d.at.starts_with("subnets = "), "{d:?}");
+    assert_eq!(d.help, "list only subnets in the block's availability zone");
+
+    let one_zone = format!("{BLOCK_NG}\nsubnets = [\"${{subnet.a.id}}\"]");
+    let f = offline(&stack(BLOCK_LT, &one_zone, &block(2, "p5.48xlarge", "")));
+    no_errors(&f);
+    absent(&f, "zones");
+}
+
+#[test]
+fn a_capacity_block_group_cannot_scale_past_the_block() {
+    let three = "capacity_type = \"CAPACITY_BLOCK\"\nscaling = { min = 0, desired = 2, max = 3 }";
+    let f = offline(&stack(BLOCK_LT, three, &block(2, "p5.48xlarge", "")));
+    let d = the(&f, "`node_group.n` may scale to 3 nodes, but `capacity_block.b` holds 2 instances");
+    assert!(d.error);
+    assert!(d.at.starts_with("scaling = "), "{d:?}");
+    assert_eq!(d.help, "set scaling.max ≤ 2, or buy a bigger block");
+
+    // Up to the block's count is fine.
+    no_errors(&offline(&stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", ""))));
+    no_errors(&offline(&stack(BLOCK_LT, three, &block(3, "p5.48xlarge", ""))));
+}
+
+#[test]
+fn a_capacity_block_template_runs_the_blocks_type() {
+    let f = offline(&stack(BLOCK_LT, BLOCK_NG, &block(2, "p4d.24xlarge", "")));
+    let d = the(&f, "`launch_template.t` runs p5.48xlarge, but `capacity_block.b` reserves p4d.24xlarge");
+    assert!(d.error);
+    assert_eq!(d.at, "instance_type        = \"p5.48xlarge\"");
+    assert_eq!(d.help, "a Capacity Block only runs the instance type it was bought for");
+
+    no_errors(&offline(&stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", ""))));
+}
+
+#[test]
+fn a_capacity_block_group_runs_in_the_blocks_zone() {
+    let f = offline(&stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", "us-west-2b")));
+    let d = the(&f, "`node_group.n` is in us-west-2a, but `capacity_block.b` is bought in us-west-2b");
+    assert!(d.error);
+    assert!(d.at.starts_with("subnets "), "{d:?}");
+    assert_eq!(d.help, "a Capacity Block serves one zone: use subnets in the block's zone");
+
+    no_errors(&offline(&stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", "us-west-2a"))));
+}
+
+#[test]
+fn the_node_groups_of_one_block_share_its_zone() {
+    let other = r#"
+[node_group.other]
+cluster         = "${eks_cluster.main.name}"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["${subnet.b.id}"]
+launch_template = "${launch_template.t.id}"
+capacity_type   = "CAPACITY_BLOCK"
+scaling         = { min = 0, desired = 0, max = 2 }
+"#;
+    let text = stack(BLOCK_LT, BLOCK_NG, &format!("{}{other}", block(2, "p5.48xlarge", "")));
+    let f = offline(&text);
+    assert!(f.iter().any(|d| d.error && d.message.contains("capacity_block.b")), "{f:#?}");
+}
+
+#[test]
+fn reserved_capacity_in_a_placement_group_is_warned_about() {
+    let lt = "instance_type = \"g6.12xlarge\"\ndata_volume = { size_gib = 100 }\ncapacity_reservation = \"cr-0123456789abcdef0\"";
+    let grouped = format!("{lt}\nplacement_group = \"${{placement_group.p.name}}\"");
+    let group = "\n[placement_group.p]\nstrategy = \"cluster\"\n";
+    let f = offline(&stack(&grouped, "", group));
+    let d = the(
+        &f,
+        "`launch_template.t` puts reserved capacity in a placement group: instances that do not fit the group strand the reservation",
+    );
+    assert!(!d.error, "a warning: the stack still loads");
+    assert!(load(&stack(&grouped, "", group)).is_ok());
+    assert!(d.at.starts_with("placement_group = "), "{d:?}");
+    assert!(d.help.contains("remove placement_group"), "{d:?}");
+
+    // A placement group without a reservation, or a reservation without a group, is fine.
+    absent(&offline(&stack(lt, "", "")), "placement group");
+    let unreserved = "instance_type = \"g6.12xlarge\"\ndata_volume = { size_gib = 100 }\nplacement_group = \"${placement_group.p.name}\"";
+    absent(&offline(&stack(unreserved, "", group)), "placement group");
+}
+
+// ---- offline: where the instance type and the AMI come from ----
+
+#[test]
+fn the_instance_type_is_set_in_one_place() {
+    let f = offline(&stack("instance_type = \"g6.xlarge\"", "instance_types = [\"g6.xlarge\"]", ""));
+    let d = the(
+        &f,
+        "`node_group.n` sets instance_types, but its launch template `launch_template.t` already sets instance_type",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "instance_types = [\"g6.xlarge\"]");
+    assert!(d.help.contains("remove instance_types, or instance_type from the template"), "{d:?}");
+
+    no_errors(&offline(&stack("data_volume = { size_gib = 100 }", "instance_types = [\"g6.xlarge\"]", "")));
+    no_errors(&offline(&stack("instance_type = \"g6.xlarge\"", "", "")));
+}
+
+#[test]
+fn bottlerocket_settings_need_a_bottlerocket_ami() {
+    let lt = "node_labels = { a = \"b\" }";
+    let al2023 = "instance_types = [\"g6.xlarge\"]\nami_type = \"AL2023_x86_64_NVIDIA\"";
+    let f = offline(&stack(lt, al2023, ""));
+    let d = the(
+        &f,
+        "`node_group.n` runs AL2023_x86_64_NVIDIA, but `launch_template.t` carries Bottlerocket settings (labels, taints, GPU sharing)",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "ami_type = \"AL2023_x86_64_NVIDIA\"");
+    assert!(d.help.contains("use a BOTTLEROCKET_* ami_type (or \"auto\")"), "{d:?}");
+
+    // GPU sharing and non-empty bottlerocket_settings are Bottlerocket settings too.
+    let sharing = "gpu_sharing = { strategy = \"time-slicing\", replicas = 2 }";
+    the(&offline(&stack(sharing, al2023, "")), "carries Bottlerocket settings");
+    let settings = "bottlerocket_settings = { kernel = { lockdown = \"integrity\" } }";
+    the(&offline(&stack(settings, al2023, "")), "carries Bottlerocket settings");
+
+    // Bottlerocket (or auto) takes them; AL2023 with a template that carries none is fine.
+    let bottlerocket = "instance_types = [\"g6.xlarge\"]\nami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"";
+    no_errors(&offline(&stack(lt, bottlerocket, "")));
+    no_errors(&offline(&stack(lt, "instance_types = [\"g6.xlarge\"]", "")));
+    no_errors(&offline(&stack("data_volume = { size_gib = 100 }", al2023, "")));
+}
+
+#[test]
+fn spot_with_a_single_type_from_the_template_is_warned_about() {
+    let text = stack("instance_type = \"g6.xlarge\"", "capacity_type = \"SPOT\"", "");
+    let d = the(
+        &offline(&text),
+        "`node_group.n`: SPOT with a single instance type (from `launch_template.t`) often finds no capacity",
+    );
+    assert!(!d.error, "a warning: {d:?}");
+    assert!(load(&text).is_ok());
+    assert_eq!(d.at, "capacity_type = \"SPOT\"");
+    assert!(d.help.contains("list several types in the node group's instance_types"), "{d:?}");
+
+    let several = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g5.xlarge\"]";
+    let f = offline(&stack("data_volume = { size_gib = 100 }", several, ""));
+    assert!(f.is_empty(), "{f:#?}");
+    // On-demand with one type is not warned about.
+    absent(&offline(&stack("instance_type = \"g6.xlarge\"", "", "")), "SPOT");
+}
+
+// ---- offline: the cluster and the data volume ----
+
+#[test]
+fn a_cluster_whose_every_node_group_is_tainted_is_warned_about() {
+    let taint = "taints = [{ key = \"nvidia.com/gpu\", value = \"true\", effect = \"NO_SCHEDULE\" }]";
+    let text = stack("instance_type = \"g6.xlarge\"", taint, "");
+    let d = the(
+        &offline(&text),
+        "every node group of `eks_cluster.main` is tainted (node_group.n): CoreDNS and other add-ons have nowhere to run",
+    );
+    assert!(!d.error);
+    assert_eq!(d.at, "[eks_cluster.main]");
+    assert!(d.help.contains("add a small untainted node group"), "{d:?}");
+
+    // The template's node_taints taint the group too.
+    let lt_taint = "instance_type = \"g6.xlarge\"\nnode_taints = [{ key = \"gpu\", effect = \"NO_SCHEDULE\" }]";
+    the(&offline(&stack(lt_taint, "", "")), "is tainted (node_group.n)");
+
+    // An untainted system group gives CoreDNS a place; an empty taint list taints nothing.
+    let system = r#"
+[node_group.system]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["${subnet.a.id}"]
+instance_types = ["m6i.large"]
+"#;
+    absent(&offline(&stack("instance_type = \"g6.xlarge\"", taint, system)), "is tainted");
+}
+
+#[test]
+fn an_empty_taint_list_taints_nothing() {
+    absent(&offline(&stack("instance_type = \"g6.xlarge\"", "taints = []", "")), "is tainted");
+    absent(&offline(&stack("instance_type = \"g6.xlarge\"\nnode_taints = []", "", "")), "is tainted");
+}
+
+#[test]
+fn a_data_volume_holds_its_image_cache_snapshot() {
+    let cache = |size: &str| {
+        format!(
+            r#"
+[image_cache.c]
+images                   = ["nvcr.io/nvidia/pytorch:24.12-py3"]
+variant                  = "aws-k8s-1.31-nvidia"
+subnet                   = "${{subnet.b.id}}"
+builder_instance_profile = "builder"
+{size}"#
+        )
+    };
+    let lt = |gib: u32| {
+        format!(
+            "instance_type = \"g6.xlarge\"\ndata_volume = {{ size_gib = {gib}, snapshot = \"${{image_cache.c.snapshot_id}}\" }}"
+        )
+    };
+    let f = offline(&stack(&lt(100), "", &cache("volume_size_gib = 200")));
+    let d = the(
+        &f,
+        "`launch_template.t`: data_volume.size_gib = 100 is smaller than the 200 GiB snapshot of `image_cache.c`",
+    );
+    assert!(d.error);
+    assert!(d.at.starts_with("data_volume = { size_gib = 100"), "{d:?}");
+    assert_eq!(d.help, "set size_gib ≥ 200");
+    no_errors(&offline(&stack(&lt(200), "", &cache("volume_size_gib = 200"))));
+
+    // Without volume_size_gib the snapshot is 50 GiB.
+    the(&offline(&stack(&lt(40), "", &cache(""))), "data_volume.size_gib = 40 is smaller than the 50 GiB snapshot");
+    no_errors(&offline(&stack(&lt(50), "", &cache(""))));
+}
+
+// ---- offline: the nodes' way out (egress) ----
+
+/// The five VPC endpoints nodes need, in subnet `a`.
+fn endpoints(subnet: &str) -> String {
+    ["ecr.api", "ecr.dkr", "s3", "ec2", "sts"].iter().map(|s| endpoint(s, subnet)).collect()
+}
+
+fn endpoint(service: &str, subnet: &str) -> String {
+    let groups = if service == "s3" { "" } else { "security_groups = [\"${security_group.efa.id}\"]\n" };
+    let name = service.replace('.', "_");
+    format!(
+        "\n[vpc_endpoint.{name}]\nvpc = \"${{vpc.main.id}}\"\nservice = \"{service}\"\nsubnets = [\"${{subnet.{subnet}.id}}\"]\n{groups}"
+    )
+}
+
+/// The base stack with subnet `a` private and without a NAT gateway.
+fn no_nat(lt: &str, ng: &str, extra: &str) -> String {
+    let text = stack(lt, ng, extra);
+    let cut = text.replacen("nat_gateway       = \"${nat_gateway.out.id}\"\n", "", 1);
+    assert_ne!(cut, text);
+    cut
+}
+
+const GPU_LT: &str = "instance_type = \"g6.xlarge\"\ndata_volume = { size_gib = 100 }";
+
+#[test]
+fn a_private_subnet_without_a_way_out_is_refused() {
+    let f = offline(&no_nat(GPU_LT, "", ""));
+    let d = the(
+        &f,
+        "`node_group.n` runs in `subnet.a`, which is private with no NAT gateway and no VPC endpoints: its nodes could never join the cluster",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "subnets         = [\"${subnet.a.id}\"]");
+    // The help shows the fix, with the stack's public subnet as the NAT gateway's home.
+    assert!(d.help.contains("[nat_gateway.main]\n        subnet = \"${subnet.b.id}\""), "{d:?}");
+    assert!(d.help.contains("and in [subnet.a]: nat_gateway = \"${nat_gateway.main.id}\""), "{d:?}");
+    assert!(d.help.contains("VPC endpoints for ecr.api, ecr.dkr, s3, ec2 and sts"), "{d:?}");
+
+    // With its NAT gateway (the base stack) the subnet has a way out.
+    no_errors(&offline(&stack(GPU_LT, "", "")));
+}
+
+#[test]
+fn the_five_vpc_endpoints_are_a_way_out_for_nodes() {
+    let f = offline(&no_nat(GPU_LT, "", &endpoints("a")));
+    no_errors(&f);
+    absent(&f, "could never join");
+
+    // Some endpoints are not enough: the message names the missing ones.
+    let some: String = ["ecr.api", "ecr.dkr", "s3"].iter().map(|s| endpoint(s, "a")).collect();
+    let d = the(&offline(&no_nat(GPU_LT, "", &some)), "`node_group.n` runs in `subnet.a`");
+    assert!(
+        d.message.contains("which is private with no NAT gateway, and VPC endpoints for ec2, sts are missing"),
+        "{d:?}"
+    );
+
+    // Endpoints in another subnet do not serve this one.
+    let elsewhere = no_nat(GPU_LT, "", &endpoints("b"));
+    the(&offline(&elsewhere), "which is private with no NAT gateway and no VPC endpoints");
+}
+
+/// An image cache building in `subnet`.
+fn image_cache(subnet: &str) -> String {
+    format!(
+        r#"
+[image_cache.c]
+images                   = ["nvcr.io/nvidia/pytorch:24.12-py3"]
+variant                  = "aws-k8s-1.31-nvidia"
+subnet                   = "${{subnet.{subnet}.id}}"
+builder_instance_profile = "builder"
+"#
+    )
+}
+
+#[test]
+fn vpc_endpoints_are_not_a_way_out_for_an_image_cache() {
+    let text = no_nat(GPU_LT, "", &format!("{}{}", endpoints("a"), image_cache("a")));
+    let f = offline(&text);
+    let d = the(
+        &f,
+        "`image_cache.c` runs in `subnet.a`, which has no route to the internet (the builder pulls from public registries and needs SSM), only a NAT gateway or a public subnet will do",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "subnet                   = \"${subnet.a.id}\"");
+    // The node group beside it is served by the endpoints.
+    absent(&f, "`node_group.n` runs in");
+
+    // A NAT gateway or a public subnet with an internet gateway will do.
+    no_errors(&offline(&stack(GPU_LT, "", &image_cache("a"))));
+    no_errors(&offline(&no_nat(GPU_LT, "", &format!("{}{}", endpoints("a"), image_cache("b")))));
+}
+
+#[test]
+fn a_public_subnet_needs_an_internet_gateway() {
+    let no_igw = |extra: &str| {
+        let text = stack(GPU_LT, "subnets = [\"${subnet.b.id}\"]", extra);
+        text.replacen("internet_gateway = true\n", "", 1)
+    };
+    let f = offline(&no_igw(""));
+    let d = the(&f, "`node_group.n` runs in `subnet.b`, which is public, but its VPC has no internet gateway");
+    assert!(d.error);
+    // Public written on the subnet: the help says to turn it off with the NAT gateway.
+    assert!(d.help.contains("and in [subnet.b], with public = false: nat_gateway"), "{d:?}");
+    let f = offline(&no_igw(&image_cache("b")));
+    the(&f, "`image_cache.c` runs in `subnet.b`, which is public, but its VPC has no internet gateway");
+
+    no_errors(&offline(&stack(GPU_LT, "subnets = [\"${subnet.b.id}\"]", &image_cache("b"))));
+}
+
+#[test]
+fn efa_nodes_in_a_public_subnet_are_refused() {
+    let efa = "instance_type = \"p5.48xlarge\"\ndata_volume = { size_gib = 100 }\nefa = { security_groups = [\"${security_group.efa.id}\"] }";
+    let public = "subnets = [\"${subnet.b.id}\"]";
+    let f = offline(&stack(efa, public, ""));
+    let d = the(
+        &f,
+        "`node_group.n` runs in `subnet.b`, which is public, but EFA's several network interfaces get no public IP (EC2 UG efa-acc-inst-types)",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "subnets = [\"${subnet.b.id}\"]");
+
+    // One EFA interface keeps the public IP; several need the private subnet and its NAT gateway.
+    let one = "instance_type = \"p5.48xlarge\"\ndata_volume = { size_gib = 100 }\nefa = { interfaces = 1 }";
+    no_errors(&offline(&stack(one, public, "")));
+    no_errors(&offline(&stack(efa, "", "")));
+}
+
+// ---- catalog (embedded, offline) ----
+
+#[test]
+fn efa_on_a_type_without_efa_is_refused() {
+    let f = catalog(&stack("instance_type = \"g6.xlarge\"\ndata_volume = { size_gib = 100 }\nefa = {}", "", ""));
+    let d = the(&f, "`launch_template.t`: g6.xlarge does not support EFA");
+    assert!(d.error);
+    assert_eq!(d.at, "efa = {}");
+    assert!(d.help.contains("pick an EFA type"), "{d:?}");
+
+    // g6.12xlarge has one EFA interface.
+    let text = stack("instance_type = \"g6.12xlarge\"\ndata_volume = { size_gib = 100 }\nefa = {}", "", "");
+    assert!(catalog(&text).is_empty(), "{:#?}", catalog(&text));
+    assert!(notes(&text)["launch_template.t"].ends_with("; 1 EFA interface"), "{:?}", notes(&text));
+}
+
+#[test]
+fn more_efa_interfaces_than_the_type_has_are_refused() {
+    let lt = |n: &str| {
+        format!("instance_type = \"p5.48xlarge\"\ndata_volume = {{ size_gib = 100 }}\nefa = {{ interfaces = {n} }}")
+    };
+    let f = catalog(&stack(&lt("64"), "", ""));
+    let d = the(&f, "`launch_template.t`: p5.48xlarge has at most 32 EFA interfaces, not 64");
+    assert!(d.error);
+    assert_eq!(d.at, "efa = { interfaces = 64 }");
+    assert_eq!(d.help, "set interfaces = 32 or \"max\"");
+
+    for (asked, note) in [("32", "32 EFA interfaces"), ("\"max\"", "32 EFA interfaces"), ("4", "4 EFA interfaces")] {
+        let text = stack(&lt(asked), "", "");
+        no_errors(&catalog(&text));
+        assert!(notes(&text)["launch_template.t"].contains(note), "{asked}: {:?}", notes(&text));
+    }
+}
+
+#[test]
+fn the_efa_note_says_when_card_0_is_ena_only() {
+    let lt = |t: &str| format!("instance_type = \"{t}\"\ndata_volume = {{ size_gib = 100 }}\nefa = {{}}");
+    let b300 = notes(&stack(&lt("p6-b300.48xlarge"), "", ""));
+    assert!(
+        b300["launch_template.t"].contains("(card 0 is ENA-only: an ENA primary plus efa-only on the EFA cards)"),
+        "{b300:?}"
+    );
+    let p5 = notes(&stack(&lt("p5.48xlarge"), "", ""));
+    assert!(!p5["launch_template.t"].contains("ENA-only"), "{p5:?}");
+}
+
+#[test]
+fn mig_on_a_gpu_without_mig_is_refused() {
+    let mig = "gpu_sharing = { strategy = \"mig\", mig_profile = { \"h100.80gb\" = \"1g.10gb\" } }";
+    let f =
+        catalog(&stack(&format!("instance_type = \"g6.xlarge\"\ndata_volume = {{ size_gib = 100 }}\n{mig}"), "", ""));
+    let d = the(&f, "`launch_template.t`: MIG needs an A100, A30, H100, H200 or B200 GPU; g6.xlarge has L4");
+    assert!(d.error);
+    assert!(d.at.starts_with("gpu_sharing = "), "{d:?}");
+    assert!(d.help.contains("use time-slicing or mps"), "{d:?}");
+
+    let h100 = stack(&format!("instance_type = \"p5.48xlarge\"\ndata_volume = {{ size_gib = 100 }}\n{mig}"), "", "");
+    assert!(catalog(&h100).is_empty(), "{:#?}", catalog(&h100));
+}
+
+#[test]
+fn mig_on_a_gpu_bottlerocket_has_no_profiles_for_is_refused() {
+    let mig = "gpu_sharing = { strategy = \"mig\", mig_profile = { \"b200.180gb\" = \"7\" } }";
+    let lt = |t: &str| format!("instance_type = \"{t}\"\ndata_volume = {{ size_gib = 100 }}\n{mig}");
+    let f = catalog(&stack(&lt("p6-b300.48xlarge"), "", ""));
+    let d = the(&f, "`launch_template.t`: Bottlerocket's MIG manager has no profile table for B300 (p6-b300.48xlarge)");
+    assert!(d.error);
+    assert!(d.help.contains("a100.40gb, a100.80gb, h100.80gb, h200.141gb, b200.180gb"), "{d:?}");
+
+    no_errors(&catalog(&stack(&lt("p6-b200.48xlarge"), "", "")));
+}
+
+#[test]
+fn a_mig_profile_names_the_types_gpu_and_one_of_its_layouts() {
+    let lt = |profile: &str| {
+        format!(
+            "instance_type = \"p5.48xlarge\"\ndata_volume = {{ size_gib = 100 }}\ngpu_sharing = {{ strategy = \"mig\", mig_profile = {{ {profile} }} }}"
+        )
+    };
+    let f = catalog(&stack(&lt("\"a100.40gb\" = \"1g.5gb\""), "", ""));
+    let d = the(&f, "`launch_template.t`: mig_profile has no entry for h100.80gb, the GPU of p5.48xlarge");
+    assert!(d.error);
+    assert!(d.help.starts_with("add \"h100.80gb\" = \"7\"; the choices are \"7\" (1g.10gb), \"4\" (1g.20gb)"), "{d:?}");
+    assert!(d.help.ends_with("keys present: a100.40gb"), "{d:?}");
+
+    // A value that is not a layout of the key's GPU is refused by the load step already (the
+    // launch template's own check), so the catalog rule's twin of it is not reached offline.
+    let f = offline(&stack(&lt("\"h100.80gb\" = \"1g.5gb\""), "", ""));
+    let d = the(&f, "mig_profile \"h100.80gb\" = \"1g.5gb\" is not a layout of h100.80gb");
+    assert!(d.error);
+    assert!(d.at.starts_with("gpu_sharing = "), "{d:?}");
+    assert!(d.help.contains("the choices are \"7\" (1g.10gb)"), "{d:?}");
+
+    // A partition count or a profile of the GPU are both layouts.
+    for ok in ["\"h100.80gb\" = \"7\"", "\"h100.80gb\" = \"3g.40gb\""] {
+        assert!(catalog(&stack(&lt(ok), "", "")).is_empty(), "{ok}");
+    }
+}
+
+#[test]
+fn gpu_sharing_on_a_type_without_an_nvidia_gpu_is_refused() {
+    let sharing = "gpu_sharing = { strategy = \"time-slicing\", replicas = 4 }";
+    let f = catalog(&stack(&format!("instance_type = \"trn1.32xlarge\"\n{sharing}"), "", ""));
+    let d = the(&f, "`launch_template.t`: gpu_sharing \"time-slicing\" on trn1.32xlarge, which has no NVIDIA GPU");
+    assert!(d.error);
+    assert_eq!(d.at, sharing);
+    assert!(d.help.contains("GPU sharing applies to NVIDIA GPU types"), "{d:?}");
+
+    // A template without a type is checked against the types of its node groups.
+    let f = catalog(&stack(sharing, "instance_types = [\"g6.xlarge\", \"inf2.xlarge\"]", ""));
+    let d = the(&f, "gpu_sharing \"time-slicing\" on inf2.xlarge, which has no NVIDIA GPU");
+    assert_eq!(d.at, sharing);
+    absent(&f, "on g6.xlarge");
+
+    let nvidia =
+        stack(&format!("instance_type = \"g6.xlarge\"\ndata_volume = {{ size_gib = 100 }}\n{sharing}"), "", "");
+    assert!(catalog(&nvidia).is_empty(), "{:#?}", catalog(&nvidia));
+}
+
+#[test]
+fn an_ami_without_the_nvidia_driver_is_refused_on_an_nvidia_gpu() {
+    let f = catalog(&stack(GPU_LT_P5, "ami_type = \"BOTTLEROCKET_x86_64\"", ""));
+    let d = the(
+        &f,
+        "`node_group.n`: BOTTLEROCKET_x86_64 has no NVIDIA driver, but p5.48xlarge has 8× H100 80 GiB, 192 vCPUs, 32 EFA",
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "ami_type = \"BOTTLEROCKET_x86_64\"");
+    assert_eq!(d.help, "use ami_type = \"BOTTLEROCKET_x86_64_NVIDIA\" or \"auto\"");
+
+    for ok in ["BOTTLEROCKET_x86_64_NVIDIA", "auto"] {
+        let f = catalog(&stack(GPU_LT_P5, &format!("ami_type = \"{ok}\""), ""));
+        assert!(f.is_empty(), "{ok}: {f:#?}");
+    }
+}
+
+const GPU_LT_P5: &str = "instance_type = \"p5.48xlarge\"\ndata_volume = { size_gib = 100 }";
+
+#[test]
+fn an_nvidia_ami_is_refused_on_a_type_without_an_nvidia_gpu() {
+    let trn = "instance_type = \"trn1.32xlarge\"";
+    for ami in ["BOTTLEROCKET_x86_64_NVIDIA", "AL2_x86_64_GPU"] {
+        let f = catalog(&stack(trn, &format!("ami_type = \"{ami}\""), ""));
+        let d = the(&f, &format!("`node_group.n`: {ami} is an NVIDIA AMI, but trn1.32xlarge has no NVIDIA GPU"));
+        assert!(d.error);
+        assert_eq!(d.at, format!("ami_type = \"{ami}\""));
+        assert_eq!(d.help, "use ami_type = \"BOTTLEROCKET_x86_64\" or \"auto\"");
+    }
+    let f = catalog(&stack(trn, "ami_type = \"AL2023_x86_64_NEURON\"", ""));
+    assert!(f.is_empty(), "{f:#?}");
+}
+
+#[test]
+fn an_ami_for_the_other_architecture_is_refused() {
+    let arm = "instance_type = \"g5g.xlarge\"\ndata_volume = { size_gib = 100 }";
+    let f = catalog(&stack(arm, "ami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"", ""));
+    let d = the(&f, "`node_group.n`: BOTTLEROCKET_x86_64_NVIDIA does not run on g5g.xlarge (arm64)");
+    assert!(d.error);
+    assert_eq!(d.help, "use ami_type = \"BOTTLEROCKET_ARM_64_NVIDIA\" or \"auto\"");
+    let f = catalog(&stack(GPU_LT_P5, "ami_type = \"BOTTLEROCKET_ARM_64_NVIDIA\"", ""));
+    the(&f, "BOTTLEROCKET_ARM_64_NVIDIA does not run on p5.48xlarge (x86_64)");
+
+    assert!(catalog(&stack(arm, "ami_type = \"BOTTLEROCKET_ARM_64_NVIDIA\"", "")).is_empty());
+    // auto picks the type's architecture and driver, and the plan says so.
+    let text = stack(arm, "", "");
+    assert!(catalog(&text).is_empty());
+    assert!(
+        notes(&text)["node_group.n"]
+            .starts_with("ami_type auto → BOTTLEROCKET_ARM_64_NVIDIA (g5g.xlarge: 1× T4g 16 GiB"),
+        "{:?}",
+        notes(&text)
+    );
+}
+
+#[test]
+fn update_strategy_auto_is_minimal_for_gpu_and_reserved_groups() {
+    let strategy = |lt: &str, ng: &str| {
+        let n = notes(&stack(lt, ng, ""));
+        n["node_group.n"].split("; ").find(|p| p.starts_with("update strategy")).unwrap_or_default().to_string()
+    };
+    assert_eq!(strategy(GPU_LT, ""), "update strategy MINIMAL (GPU type: no surge where there are no spare GPUs)");
+    assert_eq!(strategy("instance_type = \"c5n.18xlarge\"", ""), "update strategy DEFAULT (surge new nodes first)");
+    let reserved = "instance_type = \"c5n.18xlarge\"\ncapacity_reservation = \"cr-0123456789abcdef0\"";
+    assert_eq!(
+        strategy(reserved, ""),
+        "update strategy MINIMAL (the group runs on a reservation with no spare instances to surge into)"
+    );
+    let n = notes(&stack(BLOCK_LT, BLOCK_NG, &block(2, "p5.48xlarge", "")));
+    assert!(n["node_group.n"].contains("update strategy MINIMAL (the group runs on a reservation"), "{n:?}");
+    // Written out, the strategy is kept.
+    assert_eq!(strategy(GPU_LT, "update_strategy = \"DEFAULT\""), "update strategy DEFAULT (as set)");
+}
+
+#[test]
+fn a_gpu_template_without_a_data_volume_is_warned_about() {
+    let f = catalog(&stack("instance_type = \"g6.xlarge\"", "", ""));
+    let d = the(
+        &f,
+        "`launch_template.t` runs g6.xlarge (1× L4 22 GiB, 4 vCPUs) with no `data_volume`: container images share the AMI's small default data volume",
+    );
+    assert!(!d.error);
+    assert_eq!(d.at, "[launch_template.t]");
+    assert!(d.help.contains("add data_volume = { size_gib = 200 }"), "{d:?}");
+
+    assert!(catalog(&stack(GPU_LT, "", "")).is_empty());
+    // A type without a GPU needs no warning.
+    absent(&catalog(&stack("instance_type = \"c5n.18xlarge\"", "", "")), "data_volume");
+}
+
+#[test]
+fn a_type_the_embedded_catalog_lacks_is_left_to_a_refreshing_plan() {
+    // Offline there is no way to tell a misspelt type from one newer than the catalog.
+    let f = catalog(&stack("instance_type = \"p5.49xlarge\"\nefa = {}", "", ""));
+    assert!(f.is_empty(), "{f:#?}");
+    let n = notes(&stack("instance_type = \"p5.49xlarge\"", "", ""));
+    assert!(!n.contains_key("launch_template.t"), "{n:?}");
+}
