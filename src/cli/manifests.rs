@@ -12,8 +12,8 @@ use crate::state::backend::Backend;
 
 #[derive(Args)]
 #[command(after_help = "Examples:
-  gpustack manifests stacks/hybrid.toml --out k8s/     # files for GitOps, then: kubectl apply -R -f k8s/
-  gpustack manifests stacks/hybrid.toml | kubectl apply -f -
+  gpustack manifests examples/karpenter.toml --out k8s/   # files for GitOps, then: kubectl apply -R -f k8s/
+  gpustack manifests examples/karpenter.toml | kubectl apply -f -
 
 Run after apply: the YAML takes subnet, security group and reservation ids from state. The
 output is byte-identical between runs, so a GitOps diff shows only real changes. Helm values
