@@ -365,3 +365,63 @@ fn efa(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic
 pub(super) fn catalog_types(stack: &Stack) -> BTreeSet<String> {
     pools(stack).flat_map(|p| strings(lit(p, "instance_types"))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::stack::{Source, Stack, VarSources};
+
+    /// The stack as the language reads it (an AL2023 group with a sharing template is also
+    /// refused by the Bottlerocket user-data rule, so the load step cannot be used here).
+    fn parsed(text: &str) -> Stack {
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let (stack, diags) =
+            Stack::parse(Source::new("t.toml", text.into()), &vars, &crate::resources::schemas()).unwrap();
+        assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+        stack
+    }
+
+    fn group(labels: &str) -> String {
+        format!(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[launch_template.shared]
+gpu_sharing = {{ strategy = "mps", replicas = 4 }}
+
+[node_group.inference]
+cluster         = "main"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["subnet-1"]
+launch_template = "${{launch_template.shared.id}}"
+ami_type        = "AL2023_x86_64_NVIDIA"
+instance_types  = ["g6.xlarge"]
+labels          = {labels}
+"#
+        )
+    }
+
+    #[test]
+    fn an_al2023_sharing_group_is_told_which_labels_select_its_config() {
+        let d = super::device_plugin_labels(&parsed(&group("{}")));
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(!d[0].is_error());
+        assert!(
+            d[0].message
+                .contains("\"nvidia.com/device-plugin.config\" = \"mps-4\" and \"nvidia.com/gpu.present\" = \"true\""),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(
+            d[0].help.as_deref(),
+            Some(
+                "add to the node group: labels = { \"nvidia.com/device-plugin.config\" = \"mps-4\", \"nvidia.com/gpu.present\" = \"true\" }"
+            )
+        );
+        let labelled = group(r#"{ "nvidia.com/device-plugin.config" = "mps-4", "nvidia.com/gpu.present" = "true" }"#);
+        assert!(super::device_plugin_labels(&parsed(&labelled)).is_empty());
+        // Bottlerocket: the host's plugin takes the sharing from user data; no labels needed.
+        let bottlerocket = group("{}").replace("ami_type        = \"AL2023_x86_64_NVIDIA\"\n", "");
+        assert!(super::device_plugin_labels(&parsed(&bottlerocket)).is_empty());
+    }
+}
