@@ -228,6 +228,11 @@ mod tests {
         stack
     }
 
+    /// The values of a Helm values file, without its header comment.
+    fn without_comments(f: &File) -> String {
+        f.text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect()
+    }
+
     const HEAD: &str = r#"[stack]
 name = "m"
 region = "us-west-2"
@@ -269,7 +274,7 @@ gpu_limit       = 4
         let f = efa_device_plugin(&stack).unwrap();
         assert_eq!(f.path, "efa-device-plugin/values.yaml");
         assert!(f.is_helm_values());
-        let body: String = f.text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+        let body = without_comments(&f);
         assert_eq!(
             body,
             "supportedInstanceLabels:\n  keys:\n  - node.kubernetes.io/instance-type\n  values:\n  - p4d.24xlarge\n  - p5.48xlarge\n\
@@ -316,7 +321,7 @@ instance_types  = ["g6.xlarge"]
         assert_eq!(groups, vec![("node_group.inference".to_string(), "time-slicing-4".to_string())]);
         let f = nvidia_device_plugin(&stack).unwrap();
         assert_eq!(f.path, "nvidia-device-plugin/values.yaml");
-        let body: String = f.text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+        let body = without_comments(&f);
         let values: Json = serde_yaml_ng::from_str(&body).unwrap();
         assert_eq!(values["config"]["default"], "default");
         let ts: Json = serde_yaml_ng::from_str(values["config"]["map"]["time-slicing-4"].as_str().unwrap()).unwrap();

@@ -12,7 +12,7 @@ use crate::state::backend::Backend;
 
 #[derive(Args)]
 #[command(after_help = "Examples:
-  gpustack manifests examples/karpenter.toml --out k8s/   # files for GitOps, then: kubectl apply -R -f k8s/
+  gpustack manifests examples/karpenter.toml --out k8s/   # then: kubectl apply -R -f k8s/
   gpustack manifests examples/karpenter.toml | kubectl apply -f -
 
 Run after apply: the YAML takes subnet, security group and reservation ids from state. The

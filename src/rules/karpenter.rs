@@ -225,6 +225,10 @@ pub(super) fn device_plugin_labels(stack: &Stack) -> Vec<Diagnostic> {
     d
 }
 
+/// Reports an instance type the catalog does not know (`resource`, attribute, type): shared
+/// with the node groups' checks so a type is reported once.
+pub(super) type Unknown<'a> = dyn FnMut(&Resource, &str, &str, &mut Vec<Diagnostic>) + 'a;
+
 /// The catalog rules of pools: every listed type known, `gpu_limit` at least one instance's
 /// GPUs, EFA on types that have it (one layout, which gpustack's embedded catalog must know:
 /// the YAML is rendered from it), GPU sharing on GPUs that take it. Notes say what the
@@ -232,7 +236,7 @@ pub(super) fn device_plugin_labels(stack: &Stack) -> Vec<Diagnostic> {
 pub(super) fn check_catalog(
     stack: &Stack,
     info: &dyn Fn(&str) -> Option<InstanceInfo>,
-    unknown: &mut dyn FnMut(&Resource, &str, &str, &mut Vec<Diagnostic>),
+    unknown: &mut Unknown<'_>,
     d: &mut Vec<Diagnostic>,
     notes: &mut BTreeMap<String, String>,
 ) {

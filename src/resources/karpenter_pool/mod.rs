@@ -236,24 +236,6 @@ impl KarpenterPool {
                 .help("the EFA interfaces are laid out per instance type: list the exact types (with the same EFA layout)"),
             );
         }
-        if let Some(ExprKind::Table(t)) = r.attrs.get("efa").map(|e| &e.kind)
-            && let Some(n) = t.get("interfaces")
-        {
-            let ok = match n.as_literal() {
-                Some(Value::Str(s)) => s == "max",
-                Some(Value::Int(k)) => (1..=i64::from(i32::MAX)).contains(k),
-                _ => n.as_literal().is_none(),
-            };
-            if !ok {
-                d.push(
-                    Diagnostic::error(
-                        "`efa.interfaces` must be \"max\" or a number from 1 to 2147483647",
-                        n.span.clone(),
-                    )
-                    .help("\"max\" uses every EFA interface the instance type has"),
-                );
-            }
-        }
     }
 
     fn check_numbers(&self, r: &Resource, d: &mut Vec<Diagnostic>) {
@@ -345,15 +327,20 @@ impl KarpenterPool {
         }
     }
 
-    /// `gpu_sharing` and `data_volume` are checked exactly as a launch template's are: the
-    /// launch template's own checks run on a template holding just those two.
+    /// `gpu_sharing`, `data_volume` and `efa` are checked exactly as a launch template's are:
+    /// the launch template's own checks run on a template holding just those. Its `efa` wants
+    /// the template's `instance_type`; a pool's types are checked by the rules, so a stand-in
+    /// keeps that one check quiet.
     fn check_shared(&self, r: &Resource, d: &mut Vec<Diagnostic>) {
-        let attrs: BTreeMap<String, Expr> = ["gpu_sharing", "data_volume"]
+        let mut attrs: BTreeMap<String, Expr> = SHARED_WITH_LAUNCH_TEMPLATE
             .iter()
             .filter_map(|k| Some((k.to_string(), r.attrs.get(*k)?.clone())))
             .collect();
         if attrs.is_empty() {
             return;
+        }
+        if attrs.contains_key("efa") {
+            attrs.insert("instance_type".into(), Expr::value(Value::str("(the pool's types)"), r.span.clone()));
         }
         let as_template = Resource {
             address: r.address.clone(),
