@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
+use super::validate::{ami_version, budget_ok, duration, label_value, restricted_label};
 use super::*;
 use crate::value::{Attrs, Value};
 
