@@ -273,7 +273,7 @@ pub(super) fn check_catalog(
                 super::catalog::check_sharing(pool, t, i, &s, d);
             }
             note.push(format!(
-                "gpu_sharing {} → Bottlerocket user data: the NVIDIA device plugin runs on the host, so no nvidia-device-plugin values are rendered for this pool",
+                "gpu_sharing {} → Bottlerocket user data, for Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install",
                 s.strategy
             ));
         }
@@ -297,6 +297,29 @@ pub(super) fn check_catalog(
         }
         if !note.is_empty() {
             notes.insert(pool.address.clone(), note.join("; "));
+        }
+    }
+    bottlerocket_sharing_notes(stack, notes);
+}
+
+/// A Bottlerocket node group whose template shares GPUs gets no NVIDIA device-plugin values:
+/// its plugin runs on the host and reads the sharing from user data, and a second plugin as
+/// a DaemonSet conflicts with it (bottlerocket#4309). The plan says so beside the group.
+fn bottlerocket_sharing_notes(stack: &Stack, notes: &mut BTreeMap<String, String>) {
+    for ng in node_groups(stack) {
+        let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+        let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") else { continue };
+        let Some(s) = super::catalog::sharing(lt) else { continue };
+        if ami == "auto" || ami.starts_with("BOTTLEROCKET_") {
+            let line = format!(
+                "gpu_sharing {} runs in Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install",
+                s.strategy
+            );
+            let note = notes.entry(ng.address.clone()).or_default();
+            if !note.is_empty() {
+                note.push_str("; ");
+            }
+            note.push_str(&line);
         }
     }
 }
