@@ -319,3 +319,42 @@ fn pools_apply_render_the_ids_from_state_validate_against_the_crds_and_destroy()
     assert!(st["resources"].as_object().unwrap().is_empty(), "{st}");
     assert_eq!(env.tagged("karp").total(), 0, "{:?}", env.tagged("karp"));
 }
+
+/// examples/karpenter.toml as shipped: applies (buying its block), is in sync, renders
+/// manifests that validate, destroys, and every call it made is in its `gpustack policy`.
+#[test]
+fn the_shipped_example_applies_renders_valid_manifests_and_destroys() {
+    let env = Env::new();
+    let example = repo().join("examples/karpenter.toml");
+    let file = example.to_str().unwrap();
+    let (after, before) = (format!("block_after={}", in_days(1)), format!("block_before={}", in_days(7)));
+    let vars = ["--var", after.as_str(), "--var", before.as_str()];
+    let run = |cmd: &[&str]| env.ok(&[cmd, &[file][..], &vars[..]].concat());
+    env.emu.reset_requests();
+    let apply = run(&["apply", "--auto-approve", "--approve-purchases"]);
+    assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
+    let again = env.run(&[&["plan", "--detailed-exitcode", file][..], &vars[..]].concat());
+    assert_eq!(again.code, 0, "in sync after apply: {again:?}");
+    run(&["manifests", "--out", "k8s"]);
+    let written = files(&env.path("k8s"));
+    for pool in ["train", "inference", "burst", "fallback"] {
+        assert!(written.contains_key(&format!("karpenter/{pool}.yaml")), "{:?}", written.keys());
+    }
+    let (valid, report) = validate_manifests(&env.path("k8s"));
+    assert!(valid, "{report}");
+    assert!(report.contains("11 of 11 document(s) valid"), "{report}");
+    run(&["destroy", "--auto-approve"]);
+    assert_eq!(env.tagged("karp-dev").total(), 0);
+    let policy: Value = serde_json::from_str(&run(&["policy"]).stdout).unwrap();
+    let allowed: std::collections::BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+        .collect();
+    let made: std::collections::BTreeSet<String> =
+        env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
+    let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
+    assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
+    assert!(made.contains("ssm:GetParameter") && made.contains("eks:DescribeCluster"), "the alias was pinned");
+}
