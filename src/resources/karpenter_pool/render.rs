@@ -154,9 +154,11 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
         spec.insert("networkInterfaces".into(), Json::Array(network_interfaces(&cards)));
     }
     spec.insert("blockDeviceMappings".into(), block_devices(inputs));
-    // The same renderer as launch templates (plain TOML, never MIME); Karpenter merges its
-    // own cluster settings, labels and taints into it (only gpu_sharing is passed here: the
-    // pool's labels and taints go on the NodePool, where Karpenter schedules by them).
+    // The same renderer as launch templates (plain TOML, never MIME). Karpenter parses it,
+    // keeps the settings it does not own and writes its cluster settings, labels and taints
+    // over it (`pkg/providers/amifamily/bootstrap/bottlerocket.go`, v1.14.1). Only
+    // gpu_sharing goes here: the pool's labels and taints are on the NodePool, where
+    // Karpenter schedules by them.
     let sharing: Attrs =
         inputs.get("gpu_sharing").map(|g| ("gpu_sharing".to_string(), g.clone())).into_iter().collect();
     if let Ok(Some(toml)) = userdata::render(&sharing) {
