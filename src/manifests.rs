@@ -1,20 +1,32 @@
 //! The Kubernetes side (DESIGN.md "The Kubernetes side"): the YAML of the stack's rendered
-//! kinds, with the ids filled in from state, as files in a stable order. No AWS call and no
-//! Kubernetes API call: the output is for GitOps or `kubectl apply -f`.
+//! kinds, with the ids filled in from state, and the Helm values of the device plugins the
+//! stack's GPU nodes need (EFA, and NVIDIA's on AL2023), as files in a stable order. No AWS
+//! call and no Kubernetes API call: the output is for GitOps, `helm` and `kubectl apply -f`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value as Json, json};
 
 use crate::plan::desired_inputs;
-use crate::resources;
-use crate::stack::Stack;
+use crate::resources::{self, karpenter_pool::k8s_effect};
+use crate::rules::{lit, lit_str, node_groups, referenced, strings};
+use crate::stack::{Resource, Stack};
 use crate::state::State;
-use crate::value::{Attrs, attrs_from_json};
+use crate::value::{Attrs, Value, attrs_from_json};
 
 /// One file `gpustack manifests` writes: its path under `--out`, and its text.
 #[derive(Debug, PartialEq)]
 pub struct File {
     pub path: String,
     pub text: String,
+}
+
+impl File {
+    /// Helm values (`…/values.yaml`), not Kubernetes objects: `helm install -f` takes them,
+    /// `kubectl apply` would refuse them.
+    pub fn is_helm_values(&self) -> bool {
+        self.path.ends_with("/values.yaml")
+    }
 }
 
 /// Every file of the stack's rendered resources, sorted by path, each holding its resources'
@@ -47,5 +59,291 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
     if !errors.is_empty() {
         return Err(errors);
     }
+    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack)].into_iter().flatten() {
+        files.insert(f.path, f.text);
+    }
     Ok(files.into_iter().map(|(path, text)| File { path, text }).collect())
+}
+
+/// Helm values: a comment naming the chart, then the values (no `---`: one document).
+fn helm_values(header: &str, values: &Json) -> String {
+    // serde_yaml_ng cannot fail on a serde_json::Value (string keys, finite numbers).
+    format!("{header}{}", serde_yaml_ng::to_string(values).unwrap_or_default())
+}
+
+/// Tolerations for the taints `(key, effect)`: the plugin's pods must run on the tainted GPU
+/// nodes they serve.
+fn tolerations(taints: &BTreeSet<(String, String)>) -> Json {
+    Json::Array(
+        taints.iter().map(|(key, effect)| json!({ "key": key, "operator": "Exists", "effect": effect })).collect(),
+    )
+}
+
+/// `(key, Kubernetes effect)` of each taint in a `[{ key, value, effect }]` attribute.
+fn taints_of(r: &Resource, attr: &str) -> Vec<(String, String)> {
+    let list = lit(r, attr);
+    list.as_ref()
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_table)
+        .map(|t| {
+            let get = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            (get("key"), k8s_effect(&get("effect")).to_string())
+        })
+        .collect()
+}
+
+/// `efa-device-plugin/values.yaml`, for the `aws-efa-k8s-device-plugin` chart, when a node
+/// group or pool has `efa`: without the plugin no pod gets `vpc.amazonaws.com/efa` and NCCL
+/// falls back to TCP. The chart has no affinity value; it builds a required node affinity from
+/// `supportedInstanceLabels`, and its built-in list of types misses newer ones (aws-do-eks#56,
+/// eks-charts#1348), so the list is exactly the stack's EFA types; the GPU taints of those
+/// nodes are tolerated (aws-facts §13).
+pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
+    let mut types = BTreeSet::new();
+    let mut taints = BTreeSet::new();
+    for ng in node_groups(stack) {
+        let Some(lt) =
+            referenced(stack, ng, "launch_template", "launch_template").filter(|lt| lt.attrs.contains_key("efa"))
+        else {
+            continue;
+        };
+        types.extend(lit_str(lt, "instance_type").into_iter().chain(strings(lit(ng, "instance_types"))));
+        taints.extend(taints_of(ng, "taints").into_iter().chain(taints_of(lt, "node_taints")));
+    }
+    for pool in stack.resources.iter().filter(|r| r.kind.name() == "karpenter_pool" && r.attrs.contains_key("efa")) {
+        types.extend(strings(lit(pool, "instance_types")));
+        taints.extend(taints_of(pool, "node_taints"));
+    }
+    if types.is_empty() {
+        return None;
+    }
+    let mut values = json!({
+        "supportedInstanceLabels": { "keys": ["node.kubernetes.io/instance-type"], "values": types },
+    });
+    if !taints.is_empty() {
+        values["tolerations"] = tolerations(&taints);
+    }
+    let header = "# Helm values for the EFA device plugin, written by gpustack for the stack's EFA instance types:\n\
+                  #   helm install aws-efa-k8s-device-plugin eks/aws-efa-k8s-device-plugin -n kube-system -f efa-device-plugin/values.yaml\n";
+    Some(File { path: "efa-device-plugin/values.yaml".into(), text: helm_values(header, &values) })
+}
+
+/// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of
+/// its device-plugin config. Bottlerocket groups are not here: their plugin runs on the host
+/// and takes `gpu_sharing` from user data (aws-facts §4, §14).
+pub fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String)> {
+    node_groups(stack)
+        .filter(|ng| lit_str(ng, "ami_type").is_some_and(|a| a.starts_with("AL2023_") && a.contains("NVIDIA")))
+        .filter_map(|ng| {
+            let lt = referenced(stack, ng, "launch_template", "launch_template")?;
+            let sharing = lit(lt, "gpu_sharing")?;
+            Some((ng, nvidia_config(sharing.as_table()?)?.0))
+        })
+        .collect()
+}
+
+/// The NVIDIA device plugin's config for a `gpu_sharing` table, and its name: `time-slicing-4`,
+/// `mps-4`, `mig-mixed`; None for strategy "none". Sharing renames the resource to
+/// `nvidia.com/gpu.shared` and refuses requests for more than one, as Bottlerocket's settings
+/// do by default, so a pod asks for the same resource on either OS (aws-facts §4, §14).
+fn nvidia_config(sharing: &BTreeMap<String, Value>) -> Option<(String, Json)> {
+    let strategy = sharing.get("strategy").and_then(Value::as_str)?;
+    let replicas = sharing.get("replicas").and_then(Value::as_int).unwrap_or(2);
+    let shared = |key: &str| {
+        json!({
+            "version": "v1",
+            "flags": { "migStrategy": "none" },
+            "sharing": { key: {
+                "renameByDefault": true,
+                "failRequestsGreaterThanOne": true,
+                "resources": [{ "name": "nvidia.com/gpu", "replicas": replicas }],
+            } },
+        })
+    };
+    match strategy {
+        "time-slicing" => Some((format!("time-slicing-{replicas}"), shared("timeSlicing"))),
+        "mps" => Some((format!("mps-{replicas}"), shared("mps"))),
+        // The plugin exposes MIG partitions (`nvidia.com/mig-<g>g.<mem>gb`); making them needs
+        // NVIDIA's MIG manager, which the EKS AL2023 AMI is not known to run (aws-facts §14).
+        "mig" => Some(("mig-mixed".into(), json!({ "version": "v1", "flags": { "migStrategy": "mixed" } }))),
+        _ => None,
+    }
+}
+
+/// `nvidia-device-plugin/values.yaml`, for NVIDIA's `nvidia-device-plugin` chart, when an
+/// AL2023 NVIDIA node group shares GPUs: one named config per sharing layout in `config.map`
+/// (plus `default`, whole GPUs, for nodes without the label), each picked by the node label
+/// `nvidia.com/device-plugin.config=<name>` (the rules say which labels a group lacks).
+/// Nothing for Bottlerocket: a second plugin there conflicts with the host's (bottlerocket#4309).
+pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
+    let mut configs: BTreeMap<String, Json> = BTreeMap::new();
+    let mut taints = BTreeSet::new();
+    for (ng, _) in al2023_sharing(stack) {
+        let lt = referenced(stack, ng, "launch_template", "launch_template")?;
+        let sharing = lit(lt, "gpu_sharing")?;
+        let (name, config) = nvidia_config(sharing.as_table()?)?;
+        configs.insert(name, config);
+        taints.extend(taints_of(ng, "taints").into_iter().chain(taints_of(lt, "node_taints")));
+    }
+    if configs.is_empty() {
+        return None;
+    }
+    configs.insert("default".into(), json!({ "version": "v1", "flags": { "migStrategy": "none" } }));
+    // config.map holds each config file as a string (the chart writes it into a ConfigMap).
+    let map: serde_json::Map<String, Json> = configs
+        .iter()
+        .map(|(k, v)| (k.clone(), Json::String(serde_yaml_ng::to_string(v).unwrap_or_default())))
+        .collect();
+    let mut values = json!({ "config": { "default": "default", "map": map } });
+    // The chart tolerates CriticalAddonsOnly and nvidia.com/gpu:NoSchedule by default; a list
+    // given in values replaces the default whole, so other GPU taints come with those two.
+    let defaults = json!([
+        { "key": "CriticalAddonsOnly", "operator": "Exists" },
+        { "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" },
+    ]);
+    taints.retain(|(k, e)| !(k == "nvidia.com/gpu" && e == "NoSchedule"));
+    if let (false, Json::Array(mut all), Json::Array(more)) = (taints.is_empty(), defaults, tolerations(&taints)) {
+        all.extend(more);
+        values["tolerations"] = Json::Array(all);
+    }
+    let header = "# Helm values for the NVIDIA device plugin on AL2023 node groups, written by gpustack:\n\
+                  #   helm install nvdp nvdp/nvidia-device-plugin -n kube-system -f nvidia-device-plugin/values.yaml\n\
+                  # A node takes the config its label nvidia.com/device-plugin.config names (default: whole GPUs).\n";
+    Some(File { path: "nvidia-device-plugin/values.yaml".into(), text: helm_values(header, &values) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::{Source, VarSources};
+
+    /// The stack as the language reads it: the device plugins' values need no state, and
+    /// the AL2023 case is refused by a rule today (its template's user data is Bottlerocket's).
+    fn parsed(text: &str) -> Stack {
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let (stack, diags) = Stack::parse(Source::new("t.toml", text.into()), &vars, &resources::schemas()).unwrap();
+        assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+        stack
+    }
+
+    /// The values of a Helm values file, without its header comment.
+    fn without_comments(f: &File) -> String {
+        f.text.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect()
+    }
+
+    const HEAD: &str = r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[launch_template.p5]
+instance_type = "p5.48xlarge"
+efa           = { interfaces = "max" }
+node_taints   = [{ key = "nvidia.com/gpu", value = "true", effect = "NO_SCHEDULE" }]
+
+[node_group.train]
+cluster         = "main"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["subnet-1"]
+launch_template = "${launch_template.p5.id}"
+taints          = [{ key = "training", effect = "NO_EXECUTE" }]
+
+[karpenter_pool.burst]
+cluster         = "main"
+node_role       = "node"
+subnets         = ["subnet-1"]
+security_groups = ["sg-1"]
+instance_types  = ["p4d.24xlarge", "p5.48xlarge"]
+gpu_limit       = 16
+efa             = {}
+node_taints     = [{ key = "nvidia.com/gpu", value = "true", effect = "NO_SCHEDULE" }]
+
+[karpenter_pool.plain]
+cluster         = "main"
+node_role       = "node"
+subnets         = ["subnet-1"]
+security_groups = ["sg-1"]
+instance_types  = ["g6.xlarge"]
+gpu_limit       = 4
+"#;
+
+    #[test]
+    fn efa_values_name_exactly_the_stacks_efa_types_and_tolerate_their_taints() {
+        let stack = parsed(HEAD);
+        let f = efa_device_plugin(&stack).unwrap();
+        assert_eq!(f.path, "efa-device-plugin/values.yaml");
+        assert!(f.is_helm_values());
+        let body = without_comments(&f);
+        assert_eq!(
+            body,
+            "supportedInstanceLabels:\n  keys:\n  - node.kubernetes.io/instance-type\n  values:\n  - p4d.24xlarge\n  - p5.48xlarge\n\
+             tolerations:\n- key: nvidia.com/gpu\n  operator: Exists\n  effect: NoSchedule\n\
+             - key: training\n  operator: Exists\n  effect: NoExecute\n"
+        );
+        assert!(f.text.starts_with("# Helm values for the EFA device plugin"), "{}", f.text);
+        assert_eq!(efa_device_plugin(&stack), Some(f), "byte-identical");
+        // Bottlerocket node groups and pools: no NVIDIA plugin values at all.
+        assert_eq!(nvidia_device_plugin(&stack), None);
+        assert!(al2023_sharing(&stack).is_empty());
+        assert_eq!(efa_device_plugin(&parsed("[stack]\nname = \"m\"\nregion = \"us-west-2\"\n")), None);
+    }
+
+    #[test]
+    fn al2023_sharing_gets_a_named_config_per_layout_and_a_whole_gpu_default() {
+        let stack = parsed(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[launch_template.shared]
+gpu_sharing = { strategy = "time-slicing", replicas = 4 }
+
+[node_group.inference]
+cluster         = "main"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["subnet-1"]
+launch_template = "${launch_template.shared.id}"
+ami_type        = "AL2023_x86_64_NVIDIA"
+instance_types  = ["g6.xlarge"]
+taints          = [{ key = "inference", value = "true", effect = "NO_SCHEDULE" }]
+
+[node_group.bottlerocket]
+cluster         = "main"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["subnet-1"]
+launch_template = "${launch_template.shared.id}"
+instance_types  = ["g6.xlarge"]
+"#,
+        );
+        let groups: Vec<(String, String)> =
+            al2023_sharing(&stack).into_iter().map(|(ng, c)| (ng.address.clone(), c)).collect();
+        assert_eq!(groups, vec![("node_group.inference".to_string(), "time-slicing-4".to_string())]);
+        let f = nvidia_device_plugin(&stack).unwrap();
+        assert_eq!(f.path, "nvidia-device-plugin/values.yaml");
+        let body = without_comments(&f);
+        let values: Json = serde_yaml_ng::from_str(&body).unwrap();
+        assert_eq!(values["config"]["default"], "default");
+        let ts: Json = serde_yaml_ng::from_str(values["config"]["map"]["time-slicing-4"].as_str().unwrap()).unwrap();
+        assert_eq!(ts["sharing"]["timeSlicing"]["resources"], json!([{ "name": "nvidia.com/gpu", "replicas": 4 }]));
+        assert_eq!(ts["version"], "v1");
+        let default: Json = serde_yaml_ng::from_str(values["config"]["map"]["default"].as_str().unwrap()).unwrap();
+        assert!(default.get("sharing").is_none(), "{default}");
+        // The chart's own tolerations kept, the group's taint added.
+        let keys: Vec<&str> =
+            values["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
+        assert_eq!(keys, vec!["CriticalAddonsOnly", "nvidia.com/gpu", "inference"]);
+        assert_eq!(nvidia_device_plugin(&stack), Some(f), "byte-identical");
+    }
+
+    #[test]
+    fn each_sharing_strategy_has_its_config() {
+        let t = |pairs: &[(&str, Value)]| pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let mps = nvidia_config(&t(&[("strategy", Value::str("mps")), ("replicas", Value::Int(8))])).unwrap();
+        assert_eq!(mps.0, "mps-8");
+        assert_eq!(mps.1["sharing"]["mps"]["resources"][0]["replicas"], 8);
+        assert_eq!(nvidia_config(&t(&[("strategy", Value::str("mig"))])).unwrap().1["flags"]["migStrategy"], "mixed");
+        assert_eq!(nvidia_config(&t(&[("strategy", Value::str("time-slicing"))])).unwrap().0, "time-slicing-2");
+        assert!(nvidia_config(&t(&[("strategy", Value::str("none"))])).is_none());
+    }
 }

@@ -16,12 +16,13 @@ use crate::state::backend::Backend;
   gpustack manifests examples/karpenter.toml | kubectl apply -f -
 
 Run after apply: the YAML takes subnet, security group and reservation ids from state. The
-output is byte-identical between runs, so a GitOps diff shows only real changes.")]
+output is byte-identical between runs, so a GitOps diff shows only real changes. Helm values
+(efa-device-plugin/values.yaml, nvidia-device-plugin/values.yaml) are written only with --out.")]
 pub struct ManifestsArgs {
     /// The stack file (TOML)
     stack: PathBuf,
-    /// Write one file per manifest under DIR (karpenter/<pool>.yaml, priority-classes.yaml, …)
-    /// instead of one multi-document stream on stdout
+    /// Write one file per manifest under DIR (karpenter/<pool>.yaml, priority-classes.yaml,
+    /// efa-device-plugin/values.yaml, …) instead of one multi-document stream on stdout
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -58,9 +59,18 @@ pub async fn run(g: &Global, a: ManifestsArgs) -> Result<i32> {
                 eprintln!("Wrote {} file(s) under {}: {}", files.len(), dir.display(), names.join(", "));
             }
         }
+        // The stream is for `kubectl apply -f -`: Helm values are not Kubernetes objects, so
+        // they are only written with --out (helm install -f takes a file).
         None => {
-            for f in &files {
+            for f in files.iter().filter(|f| !f.is_helm_values()) {
                 out!("# gpustack manifests: {}\n{}", f.path, f.text)?;
+            }
+            let values: Vec<&str> = files.iter().filter(|f| f.is_helm_values()).map(|f| f.path.as_str()).collect();
+            if !values.is_empty() && !g.json {
+                eprintln!(
+                    "Helm values not in the stream (not Kubernetes objects): {}; write them with --out DIR",
+                    values.join(", ")
+                );
             }
         }
     }

@@ -8,6 +8,7 @@ mod eks_addon;
 mod eks_cluster;
 mod iam_role;
 mod image_cache;
+pub mod karpenter_pool;
 pub mod launch_template;
 mod nat_gateway;
 pub mod node_group;
@@ -46,6 +47,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &eks_addon::EksAddon,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
+    &karpenter_pool::KarpenterPool,
     &priority_class::PriorityClass,
 ];
 

@@ -57,6 +57,7 @@ pub fn catalog_types(stack: &Stack) -> BTreeSet<String> {
     for r in stack.resources.iter().filter(|r| matches!(r.kind.name(), "capacity_reservation" | "capacity_block")) {
         wanted.extend(lit_str(r, "instance_type"));
     }
+    wanted.extend(super::karpenter::catalog_types(stack));
     wanted
 }
 
@@ -236,15 +237,16 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         note.push(format!("update strategy {strategy} ({why})"));
         notes.insert(ng.address.clone(), note.join("; "));
     }
+    super::karpenter::check_catalog(stack, info, &mut unknown, &mut d, &mut notes);
     Preflight { diags: d, notes }
 }
 
-struct Sharing {
-    strategy: String,
+pub(super) struct Sharing {
+    pub(super) strategy: String,
     profile: BTreeMap<String, Value>,
 }
 
-fn sharing(lt: &Resource) -> Option<Sharing> {
+pub(super) fn sharing(lt: &Resource) -> Option<Sharing> {
     let v = lt.attrs.get("gpu_sharing")?.resolve(&|_| Value::Unknown);
     let t = v.as_table()?;
     let strategy = t.get("strategy").and_then(Value::as_str).unwrap_or("none").to_string();
@@ -252,7 +254,7 @@ fn sharing(lt: &Resource) -> Option<Sharing> {
     (strategy != "none").then_some(Sharing { strategy, profile })
 }
 
-fn check_sharing(lt: &Resource, t: &str, i: &InstanceInfo, s: &Sharing, d: &mut Vec<Diagnostic>) {
+pub(super) fn check_sharing(lt: &Resource, t: &str, i: &InstanceInfo, s: &Sharing, d: &mut Vec<Diagnostic>) {
     let at = span(lt, "gpu_sharing");
     if !i.is_nvidia() {
         d.push(

@@ -1,5 +1,6 @@
-//! The nodes' way out (EKS UG `private-clusters`): a node group or image cache in a subnet
-//! that cannot reach AWS's APIs and registries never becomes Ready while it bills.
+//! The nodes' way out (EKS UG `private-clusters`): a node group, Karpenter pool or image
+//! cache in a subnet that cannot reach AWS's APIs and registries never becomes Ready while
+//! it bills.
 
 use std::collections::BTreeSet;
 
@@ -57,17 +58,23 @@ fn way_out(stack: &Stack, subnet: &Resource, many_interfaces: bool, internet: bo
 
 /// Nodes need a way out: the VPC CNI calls the EC2 API, and images come from ECR and S3
 /// (EKS UG `private-clusters`; "EKS does not check that nodes join", `capacity-blocks-mng`).
-/// A node group or image cache in a subnet with none never becomes Ready while it bills.
+/// A node group, Karpenter pool or image cache in a subnet with none never becomes Ready
+/// while it bills.
 pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
-    let users = stack.resources.iter().filter(|r| matches!(r.kind.name(), "node_group" | "image_cache"));
+    let users =
+        stack.resources.iter().filter(|r| matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache"));
     for r in users {
         let (attr, subnets): (&str, Vec<&Resource>) = match r.kind.name() {
-            "node_group" => ("subnets", subnet_resources(stack, r)),
+            "node_group" | "karpenter_pool" => ("subnets", subnet_resources(stack, r)),
             _ => ("subnet", referenced(stack, r, "subnet", "subnet").into_iter().collect()),
         };
-        let many = referenced(stack, r, "launch_template", "launch_template")
-            .and_then(efa_table)
+        // A pool carries its own `efa`; a node group's is on its launch template.
+        let efa = match r.kind.name() {
+            "karpenter_pool" => efa_table(r),
+            _ => referenced(stack, r, "launch_template", "launch_template").and_then(efa_table),
+        };
+        let many = efa
             .is_some_and(|efa| efa.get("interfaces").and_then(|e| e.as_literal()).and_then(Value::as_int) != Some(1));
         // The image-cache builder pulls from registries on the internet (nvcr.io, public.ecr.aws…)
         // and talks to SSM: VPC endpoints for the node essentials are not enough for it.

@@ -1,11 +1,13 @@
 //! The GPU rules (DESIGN.md §2): checks across resources that catch a wrong GPU
 //! setup before anything is created or bought. `offline` needs only the stack (the load
-//! step runs it, so `validate` does too); `egress` is the nodes' way out; `catalog` reads
-//! the instance catalog (embedded, or EC2's at plan and apply time, before any call that
-//! changes anything). The rules never call a mutating API and know nothing of plans.
+//! step runs it, so `validate` does too); `egress` is the nodes' way out; `karpenter` checks
+//! the Kubernetes side (pools, device-plugin labels); `catalog` reads the instance catalog
+//! (embedded, or EC2's at plan and apply time, before any call that changes anything).
+//! The rules never call a mutating API and know nothing of plans.
 
 mod catalog;
 mod egress;
+mod karpenter;
 #[cfg(test)]
 mod tests;
 
@@ -257,6 +259,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     }
     d.extend(shared_blocks(stack));
     d.extend(egress::egress(stack));
+    d.extend(karpenter::offline(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

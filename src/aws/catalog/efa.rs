@@ -47,6 +47,12 @@ impl EfaLayout {
         self.interfaces.iter().filter(|i| i.kind != InterfaceKind::Ena).count()
     }
 
+    /// The network cards that carry EFA, in order (what Karpenter's `networkInterfaces` are
+    /// rendered from: it has its own interface kinds).
+    pub fn efa_cards(&self) -> Vec<u32> {
+        self.interfaces.iter().filter(|i| i.kind != InterfaceKind::Ena).map(|i| i.card).collect()
+    }
+
     /// True when card 0 is ENA-only: an ENA primary plus efa-only on the EFA cards.
     pub fn ena_primary(&self) -> bool {
         self.interfaces.first().is_some_and(|i| i.kind == InterfaceKind::Ena)

@@ -11,7 +11,7 @@
 mod data;
 mod gpu_sharing;
 mod network;
-mod userdata;
+pub mod userdata;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{LaunchTemplate, RequestLaunchTemplateData, ResourceType};

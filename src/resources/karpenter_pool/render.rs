@@ -1,0 +1,272 @@
+//! The two documents of a `karpenter_pool`: the EC2NodeClass (how nodes are launched: AMI,
+//! role, subnets, security groups, reservations, volumes, EFA interfaces, placement group,
+//! Bottlerocket user data) and the NodePool (what may be launched, how much, and how nodes
+//! are disrupted). Fields and the Karpenter versions that have them: aws-facts §10. Pure:
+//! the inputs, the pinned alias from the outputs, and gpustack's embedded instance catalog.
+
+use serde_json::{Map, Value as Json, json};
+
+use super::{CAPACITY_TYPES, default_disruption};
+use crate::aws::catalog;
+use crate::resources::launch_template::userdata::{self, k8s_effect};
+use crate::resources::{Manifest, rendered, str_attr};
+use crate::value::{Attrs, Value};
+
+/// Bottlerocket's root device `/dev/xvda`, always rendered: with any `blockDeviceMappings`
+/// given, Karpenter drops its defaults and an unlisted root falls back to the AMI's 2 GiB gp2
+/// (karpenter-provider-aws#8747). 4 GiB gp3 is Karpenter's own Bottlerocket default
+/// (`pkg/providers/amifamily/bottlerocket.go` `DefaultBlockDeviceMappings`, v1.14.1).
+pub const ROOT_GIB: i64 = 4;
+/// The data device `/dev/xvdb` when `data_volume` is not set: Karpenter's default for it.
+pub const DEFAULT_DATA_GIB: i64 = 20;
+
+/// What the pool's NodePool and EC2NodeClass are called: the `name` input.
+fn name(inputs: &Attrs) -> String {
+    str_attr(inputs, "name").to_string()
+}
+
+/// A value as YAML text: `(known after apply)` for an id the plan does not know yet.
+fn text(v: &Value) -> Json {
+    match v {
+        Value::Str(s) => json!(s),
+        Value::Int(n) => json!(n),
+        other => json!(other.interpolate()),
+    }
+}
+
+fn list<'a>(inputs: &'a Attrs, k: &str) -> &'a [Value] {
+    inputs.get(k).and_then(Value::as_list).unwrap_or_default()
+}
+
+fn strs(inputs: &Attrs, k: &str) -> Vec<String> {
+    list(inputs, k).iter().map(Value::interpolate).collect()
+}
+
+/// `[{id: …}]` selector terms, one per id.
+fn by_id(ids: &[Value]) -> Json {
+    Json::Array(ids.iter().map(|v| json!({ "id": text(v) })).collect())
+}
+
+/// The role's name: Karpenter's `role` takes a name (it makes the instance profile itself;
+/// aws-facts §10), and stacks usually hand over `${iam_role.node.arn}` or `.name`.
+fn role_name(role: &Value) -> Json {
+    match role {
+        Value::Str(r) if r.starts_with("arn:") => json!(r.rsplit('/').next().unwrap_or(r)),
+        other => text(other),
+    }
+}
+
+/// The pool's architecture and whether its instances have NVIDIA GPUs, from the embedded
+/// catalog (the first listed type it knows): which Bottlerocket variant to pin the AMI from.
+/// Families are assumed x86_64 NVIDIA (the GPU families this kind is for).
+pub fn arch_and_gpu(inputs: &Attrs) -> (&'static str, bool) {
+    let embedded = catalog::embedded();
+    let known: Vec<&catalog::InstanceInfo> =
+        strs(inputs, "instance_types").iter().filter_map(|t| embedded.get(t)).collect();
+    match known.first() {
+        Some(i) => (i.arch(), known.iter().any(|i| i.is_nvidia())),
+        None => ("x86_64", true),
+    }
+}
+
+/// The EFA cards of the pool's instance type (the rules make every listed type share one
+/// layout), as many as `efa.interfaces` asks, from the catalog's one answer to "how many EFA
+/// interfaces, on which cards" ([`catalog::InstanceInfo::efa_interfaces`]). None without `efa`
+/// or for a type the embedded catalog lacks (the rules refuse that).
+pub fn efa_layout(inputs: &Attrs) -> Option<Vec<u32>> {
+    let efa = inputs.get("efa")?.as_table()?;
+    let first = strs(inputs, "instance_types").into_iter().next()?;
+    let info = catalog::embedded().get(&first)?;
+    let wanted = efa.get("interfaces").and_then(Value::as_int).map(|n| n.clamp(1, i64::from(u32::MAX)) as u32);
+    Some(info.efa_interfaces(wanted.map(i64::from)).map(|l| l.efa_cards()).unwrap_or_default())
+}
+
+/// `networkInterfaces` for the EFA cards (Karpenter ≥ 1.11; aws-facts §10). Karpenter has no
+/// `efa` interface type, only `interface` and `efa-only`, and its CEL rules want the primary
+/// `interface` on card 0 / device 0 and at most one `efa-only` per card. So every EFA card
+/// gets an `efa-only` interface — at device 1 when card 0 carries EFA too (Karpenter's docs'
+/// example: `{0,0,interface}, {0,1,efa-only}`; the launch template's layout puts its `efa`
+/// interfaces at device 1 of the further cards the same way), at device 0 of each EFA card
+/// when card 0 is ENA-only (EC2 UG `efa-acc-inst-types`). The count of EFA devices is the
+/// launch template's for the same `efa`.
+pub fn network_interfaces(cards: &[u32]) -> Vec<Json> {
+    let nic = |card: u32, device: u32, kind: &str| json!({ "networkCardIndex": card, "deviceIndex": device, "interfaceType": kind });
+    let device = if cards.first() == Some(&0) { 1 } else { 0 };
+    let mut out = vec![nic(0, 0, "interface")];
+    out.extend(cards.iter().map(|&c| nic(c, device, "efa-only")));
+    out
+}
+
+fn block_devices(inputs: &Attrs) -> Json {
+    let root = json!({
+        "deviceName": "/dev/xvda",
+        "ebs": { "volumeSize": format!("{ROOT_GIB}Gi"), "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true },
+    });
+    let dv = inputs.get("data_volume").and_then(Value::as_table);
+    let size = dv.and_then(|t| t.get("size_gib")).and_then(Value::as_int).unwrap_or(DEFAULT_DATA_GIB);
+    let mut ebs = Map::new();
+    ebs.insert("volumeSize".into(), json!(format!("{size}Gi")));
+    ebs.insert("volumeType".into(), json!("gp3"));
+    ebs.insert("encrypted".into(), json!(true));
+    ebs.insert("deleteOnTermination".into(), json!(true));
+    if let Some(dv) = dv {
+        if let Some(snap) = dv.get("snapshot") {
+            ebs.insert("snapshotID".into(), text(snap));
+            // Only with a snapshot (CRD CEL: "snapshotID must be set when volumeInitializationRate is set").
+            if let Some(rate) = dv.get("initialization_rate_mibps").and_then(Value::as_int) {
+                ebs.insert("volumeInitializationRate".into(), json!(rate));
+            }
+        }
+        for (k, field) in [("iops", "iops"), ("throughput", "throughput")] {
+            if let Some(n) = dv.get(k).and_then(Value::as_int) {
+                ebs.insert(field.into(), json!(n));
+            }
+        }
+    }
+    json!([root, { "deviceName": "/dev/xvdb", "ebs": ebs }])
+}
+
+/// The EC2NodeClass.
+fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
+    let alias =
+        outputs.get("ami_alias").and_then(Value::as_str).filter(|a| !a.is_empty()).unwrap_or(str_attr(inputs, "ami"));
+    let mut spec = Map::new();
+    spec.insert("role".into(), inputs.get("node_role").map_or(json!(""), role_name));
+    spec.insert("amiSelectorTerms".into(), json!([{ "alias": alias }]));
+    spec.insert("subnetSelectorTerms".into(), by_id(list(inputs, "subnets")));
+    // Every interface carries the EFA groups and the pool's (as the launch template does):
+    // Karpenter puts the selected groups on all of them.
+    let efa = inputs.get("efa").and_then(Value::as_table);
+    let mut groups: Vec<Value> = list(inputs, "security_groups").to_vec();
+    groups.extend(
+        efa.and_then(|e| e.get("security_groups")).and_then(Value::as_list).unwrap_or_default().iter().cloned(),
+    );
+    groups.sort_by_key(Value::interpolate);
+    groups.dedup();
+    spec.insert("securityGroupSelectorTerms".into(), by_id(&groups));
+    let reservations = list(inputs, "capacity_reservations");
+    if !reservations.is_empty() {
+        spec.insert("capacityReservationSelectorTerms".into(), by_id(reservations));
+    }
+    if let Some(pg) = inputs.get("placement_group") {
+        spec.insert("placementGroupSelector".into(), json!({ "name": text(pg) }));
+    }
+    if let Some(cards) = efa_layout(inputs).filter(|c| !c.is_empty()) {
+        spec.insert("networkInterfaces".into(), Json::Array(network_interfaces(&cards)));
+    }
+    spec.insert("blockDeviceMappings".into(), block_devices(inputs));
+    // The same renderer as launch templates (plain TOML, never MIME). Karpenter parses it,
+    // keeps the settings it does not own and writes its cluster settings, labels and taints
+    // over it (`pkg/providers/amifamily/bootstrap/bottlerocket.go`, v1.14.1). Only
+    // gpu_sharing goes here: the pool's labels and taints are on the NodePool, where
+    // Karpenter schedules by them.
+    let sharing: Attrs =
+        inputs.get("gpu_sharing").map(|g| ("gpu_sharing".to_string(), g.clone())).into_iter().collect();
+    if let Ok(Some(toml)) = userdata::render(&sharing) {
+        spec.insert("userData".into(), json!(toml));
+    }
+    let tags: Map<String, Json> = inputs
+        .get("tags")
+        .and_then(Value::as_table)
+        .map(|t| t.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+        .unwrap_or_default();
+    if !tags.is_empty() {
+        spec.insert("tags".into(), Json::Object(tags));
+    }
+    json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": { "name": name(inputs), "labels": rendered::labels(address) },
+        "spec": spec,
+    })
+}
+
+fn requirements(inputs: &Attrs) -> Json {
+    let capacity: Vec<&str> = CAPACITY_TYPES
+        .iter()
+        .copied()
+        .filter(|c| list(inputs, "capacity_types").iter().any(|v| v.as_str() == Some(*c)))
+        .collect();
+    let mut req = vec![json!({ "key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity })];
+    let types = strs(inputs, "instance_types");
+    if !types.is_empty() {
+        req.push(json!({ "key": "node.kubernetes.io/instance-type", "operator": "In", "values": types }));
+    }
+    let families = strs(inputs, "instance_families");
+    if !families.is_empty() {
+        req.push(json!({ "key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": families }));
+    }
+    Json::Array(req)
+}
+
+fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
+    let reserved = list(inputs, "capacity_types").iter().any(|v| v.as_str() == Some("reserved"));
+    let defaults = default_disruption(reserved);
+    let d = inputs.get("disruption").and_then(Value::as_table);
+    let get = |k: &str, default: &str| d.and_then(|t| t.get(k)).map_or(json!(default), text);
+    let pool = json!({
+        "consolidationPolicy": defaults.policy,
+        "consolidateAfter": get("consolidate_after", defaults.consolidate_after),
+        "budgets": [{ "nodes": get("budget", defaults.budget) }],
+    });
+    let mut template = Map::new();
+    template.insert("expireAfter".into(), get("expire_after", defaults.expire_after));
+    template
+        .insert("terminationGracePeriod".into(), get("termination_grace_period", defaults.termination_grace_period));
+    (pool, template)
+}
+
+/// The NodePool.
+fn node_pool(address: &str, inputs: &Attrs) -> Json {
+    let (pool_disruption, template_disruption) = disruption(inputs);
+    let mut template_spec = Map::new();
+    template_spec.insert(
+        "nodeClassRef".into(),
+        json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) }),
+    );
+    template_spec.insert("requirements".into(), requirements(inputs));
+    let taints: Vec<Json> = list(inputs, "node_taints")
+        .iter()
+        .filter_map(Value::as_table)
+        .map(|t| {
+            let mut taint = Map::new();
+            taint.insert("key".into(), json!(t.get("key").map(Value::interpolate).unwrap_or_default()));
+            if let Some(v) = t.get("value").map(Value::interpolate).filter(|v| !v.is_empty()) {
+                taint.insert("value".into(), json!(v));
+            }
+            let effect = t.get("effect").map(Value::interpolate).unwrap_or_default();
+            taint.insert("effect".into(), json!(k8s_effect(&effect)));
+            Json::Object(taint)
+        })
+        .collect();
+    if !taints.is_empty() {
+        template_spec.insert("taints".into(), Json::Array(taints));
+    }
+    template_spec.extend(template_disruption);
+    let mut template = Map::new();
+    let labels = inputs.get("node_labels").and_then(Value::as_table).filter(|l| !l.is_empty());
+    if let Some(l) = labels {
+        let labels: Map<String, Json> = l.iter().map(|(k, v)| (k.clone(), text(v))).collect();
+        template.insert("metadata".into(), json!({ "labels": labels }));
+    }
+    template.insert("spec".into(), Json::Object(template_spec));
+    let gpu_limit = inputs.get("gpu_limit").map_or(Json::Null, text);
+    json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": { "name": name(inputs), "labels": rendered::labels(address) },
+        "spec": {
+            "weight": inputs.get("weight").map_or(Json::Null, text),
+            "limits": { "nvidia.com/gpu": gpu_limit },
+            "disruption": pool_disruption,
+            "template": template,
+        },
+    })
+}
+
+/// `karpenter/<pool>.yaml`: the EC2NodeClass, then the NodePool that refers to it.
+pub fn manifest(address: &str, inputs: &Attrs, outputs: &Attrs) -> Manifest {
+    let pool = address.rsplit('.').next().unwrap_or(address);
+    let docs = [node_class(address, inputs, outputs), node_pool(address, inputs)];
+    Manifest { file: format!("karpenter/{pool}.yaml"), yaml: rendered::yaml_documents(&docs) }
+}

@@ -1,0 +1,324 @@
+//! The YAML a pool renders, read back as data: what Karpenter will see. The CEL rules of the
+//! EC2NodeClass CRD (which a JSON-schema check cannot run) are checked here on the EFA
+//! layouts; tests/k8s/validate.py checks the rest of the schema in the integration tests.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+
+use super::validate::{ami_version, budget_ok, duration, label_value, restricted_label};
+use super::*;
+use crate::value::{Attrs, Value};
+
+fn table(pairs: Vec<(&str, Value)>) -> Value {
+    Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+fn strs(items: &[&str]) -> Value {
+    Value::List(items.iter().map(|s| Value::str(*s)).collect())
+}
+
+/// A reserved p5 pool on a Capacity Block, as the engine hands it over (normalized).
+fn reserved() -> Attrs {
+    let mut i: Attrs = [
+        ("cluster", Value::str("k-main")),
+        ("node_role", Value::str("arn:aws:iam::123456789012:role/gpustack/k/k-node")),
+        ("subnets", strs(&["subnet-0b", "subnet-0a"])),
+        ("security_groups", strs(&["sg-node"])),
+        ("capacity_reservations", strs(&["cr-0123456789abcdef0"])),
+        ("instance_types", strs(&["p5.48xlarge"])),
+        ("gpu_limit", Value::Int(16)),
+        ("ami", Value::str("bottlerocket@latest")),
+        ("placement_group", Value::str("k-train")),
+        ("efa", table(vec![("security_groups", strs(&["sg-efa"]))])),
+        ("data_volume", table(vec![("size_gib", Value::Int(500)), ("snapshot", Value::str("snap-0abc"))])),
+        (
+            "gpu_sharing",
+            table(vec![
+                ("strategy", Value::str("mig")),
+                ("mig_profile", table(vec![("h100.80gb", Value::str("1g.10gb"))])),
+            ]),
+        ),
+        ("node_labels", table(vec![("gpustack.io/capacity", Value::str("reserved"))])),
+        (
+            "node_taints",
+            Value::List(vec![table(vec![
+                ("key", Value::str("nvidia.com/gpu")),
+                ("value", Value::str("true")),
+                ("effect", Value::str("NO_SCHEDULE")),
+            ])]),
+        ),
+        ("name", Value::str("k-reserved")),
+        ("tags", table(vec![("team", Value::str("ml"))])),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    KarpenterPool.normalize(&mut i);
+    i
+}
+
+/// A Spot burst pool over families, with nothing but the required attributes.
+fn burst() -> Attrs {
+    let mut i: Attrs = [
+        ("cluster", Value::str("k-main")),
+        ("node_role", Value::str("k-node")),
+        ("subnets", strs(&["subnet-0a"])),
+        ("security_groups", strs(&["sg-node"])),
+        ("capacity_types", strs(&["on-demand", "spot"])),
+        ("instance_families", strs(&["g6", "g5", "g6e"])),
+        ("gpu_limit", Value::Int(8)),
+        ("ami", Value::str("bottlerocket@latest")),
+        ("name", Value::str("k-burst")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    KarpenterPool.normalize(&mut i);
+    i
+}
+
+fn pinned() -> Attrs {
+    Attrs::from([("ami_alias".to_string(), Value::str("bottlerocket@v1.57.0"))])
+}
+
+/// The two documents, parsed.
+fn docs(address: &str, inputs: &Attrs, outputs: &Attrs) -> (String, Json, Json) {
+    let m = KarpenterPool.render(address, inputs, outputs).unwrap();
+    let parsed: Vec<Json> = m
+        .yaml
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml_ng::from_str(d).unwrap_or_else(|e| panic!("{e}\n{}", m.yaml)))
+        .collect();
+    assert_eq!(parsed.len(), 2, "{}", m.yaml);
+    (m.file, parsed[0].clone(), parsed[1].clone())
+}
+
+#[test]
+fn a_reserved_pool_renders_a_node_class_and_a_node_pool_with_the_ids_filled_in() {
+    let (file, class, pool) = docs("karpenter_pool.reserved", &reserved(), &pinned());
+    assert_eq!(file, "karpenter/reserved.yaml");
+    assert_eq!(
+        (class["apiVersion"].as_str(), class["kind"].as_str()),
+        (Some("karpenter.k8s.aws/v1"), Some("EC2NodeClass"))
+    );
+    assert_eq!((pool["apiVersion"].as_str(), pool["kind"].as_str()), (Some("karpenter.sh/v1"), Some("NodePool")));
+    let spec = &class["spec"];
+    // The role by name, out of the ARN (path included); the alias as pinned at create.
+    assert_eq!(spec["role"], "k-node");
+    assert_eq!(spec["amiSelectorTerms"], serde_json::json!([{ "alias": "bottlerocket@v1.57.0" }]));
+    assert_eq!(spec["subnetSelectorTerms"], serde_json::json!([{ "id": "subnet-0a" }, { "id": "subnet-0b" }]));
+    // The EFA groups join the pool's: Karpenter puts the selected groups on every interface.
+    assert_eq!(spec["securityGroupSelectorTerms"], serde_json::json!([{ "id": "sg-efa" }, { "id": "sg-node" }]));
+    assert_eq!(spec["capacityReservationSelectorTerms"], serde_json::json!([{ "id": "cr-0123456789abcdef0" }]));
+    assert_eq!(spec["placementGroupSelector"], serde_json::json!({ "name": "k-train" }));
+    assert_eq!(spec["tags"], serde_json::json!({ "team": "ml" }));
+    // The root is always there (karpenter#8747); the data volume starts from the snapshot,
+    // hydrated at the launch template's default rate.
+    let bdm = spec["blockDeviceMappings"].as_array().unwrap();
+    assert_eq!(bdm[0]["deviceName"], "/dev/xvda");
+    assert_eq!(bdm[0]["ebs"]["volumeSize"], "4Gi");
+    assert_eq!(bdm[1]["deviceName"], "/dev/xvdb");
+    assert_eq!(bdm[1]["ebs"]["volumeSize"], "500Gi");
+    assert_eq!(bdm[1]["ebs"]["snapshotID"], "snap-0abc");
+    assert_eq!(bdm[1]["ebs"]["volumeInitializationRate"], 200);
+    // GPU sharing is Bottlerocket user data, from the launch template's renderer.
+    let sharing = Attrs::from([("gpu_sharing".to_string(), reserved()["gpu_sharing"].clone())]);
+    assert_eq!(
+        spec["userData"].as_str(),
+        crate::resources::launch_template::userdata::render(&sharing).unwrap().as_deref()
+    );
+    assert!(spec["userData"].as_str().unwrap().contains("device-partitioning-strategy = \"mig\""));
+    // p5.48xlarge: 32 EFA cards → an ENA primary plus 32 efa-only interfaces.
+    let nics = spec["networkInterfaces"].as_array().unwrap();
+    assert_eq!(nics.len(), 33);
+    assert_eq!(nics.iter().filter(|n| n["interfaceType"] == "efa-only").count(), 32);
+    cel_network_interfaces(nics);
+
+    let spec = &pool["spec"];
+    assert_eq!(spec["weight"], 50);
+    assert_eq!(spec["limits"]["nvidia.com/gpu"], 16);
+    assert_eq!(
+        spec["disruption"],
+        serde_json::json!({ "consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h", "budgets": [{ "nodes": "1" }] })
+    );
+    let t = &spec["template"];
+    assert_eq!(t["metadata"]["labels"]["gpustack.io/capacity"], "reserved");
+    assert_eq!(
+        t["spec"]["nodeClassRef"],
+        serde_json::json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "k-reserved" })
+    );
+    assert_eq!(
+        t["spec"]["requirements"],
+        serde_json::json!([
+            { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"] },
+            { "key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"] },
+        ])
+    );
+    assert_eq!(
+        t["spec"]["taints"],
+        serde_json::json!([{ "key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule" }])
+    );
+    assert_eq!(
+        (t["spec"]["expireAfter"].as_str(), t["spec"]["terminationGracePeriod"].as_str()),
+        (Some("Never"), Some("1h"))
+    );
+    for d in [&class, &pool] {
+        assert_eq!(d["metadata"]["name"], "k-reserved");
+        assert_eq!(d["metadata"]["labels"]["gpustack.io/address"], "karpenter_pool.reserved");
+    }
+}
+
+#[test]
+fn a_spot_burst_pool_consolidates_underused_nodes_and_selects_families() {
+    let (_, class, pool) = docs("karpenter_pool.burst", &burst(), &pinned());
+    let spec = &class["spec"];
+    assert!(spec.get("capacityReservationSelectorTerms").is_none() && spec.get("networkInterfaces").is_none());
+    assert!(spec.get("userData").is_none() && spec.get("placementGroupSelector").is_none());
+    // No data_volume: Karpenter's own sizes, but both devices written down.
+    let bdm = spec["blockDeviceMappings"].as_array().unwrap();
+    assert_eq!(
+        (bdm[0]["ebs"]["volumeSize"].as_str(), bdm[1]["ebs"]["volumeSize"].as_str()),
+        (Some("4Gi"), Some("20Gi"))
+    );
+    assert!(bdm[1]["ebs"].get("snapshotID").is_none() && bdm[1]["ebs"].get("volumeInitializationRate").is_none());
+    let spec = &pool["spec"];
+    assert_eq!(spec["weight"], 20);
+    assert_eq!(spec["disruption"]["consolidationPolicy"], "WhenEmptyOrUnderutilized");
+    assert_eq!(spec["disruption"]["consolidateAfter"], "10m");
+    assert_eq!(spec["template"]["spec"]["expireAfter"], "720h");
+    assert!(spec["template"].get("metadata").is_none() && spec["template"]["spec"].get("taints").is_none());
+    assert_eq!(
+        spec["template"]["spec"]["requirements"],
+        serde_json::json!([
+            { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"] },
+            { "key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g5", "g6", "g6e"] },
+        ])
+    );
+}
+
+#[test]
+fn rendering_is_byte_identical_and_unknown_ids_read_as_known_after_apply() {
+    let a = KarpenterPool.render("karpenter_pool.reserved", &reserved(), &pinned()).unwrap();
+    let b = KarpenterPool.render("karpenter_pool.reserved", &reserved(), &pinned()).unwrap();
+    assert_eq!(a, b);
+    // Before the first apply: no pin yet, ids unknown.
+    let mut i = burst();
+    i.insert("subnets".into(), Value::List(vec![Value::Unknown]));
+    i.insert("node_role".into(), Value::Unknown);
+    let m = KarpenterPool.render("karpenter_pool.burst", &i, &Attrs::new()).unwrap();
+    assert!(m.yaml.contains("- alias: bottlerocket@latest"), "{}", m.yaml);
+    assert!(m.yaml.contains("- id: (known after apply)") && m.yaml.contains("role: (known after apply)"), "{}", m.yaml);
+}
+
+#[test]
+fn defaults_follow_the_capacity_types() {
+    let r = reserved();
+    assert_eq!(r["capacity_types"], strs(&["reserved"]));
+    let d = r["disruption"].as_table().unwrap();
+    assert_eq!(d["budget"], Value::str("1"));
+    assert_eq!(r["efa"].as_table().unwrap()["interfaces"], Value::str("max"));
+    let b = burst();
+    // Sorted in Karpenter's order of preference.
+    assert_eq!(b["capacity_types"], strs(&["spot", "on-demand"]));
+    assert_eq!(b["weight"], Value::Int(20));
+    let mut od = Attrs::from([("capacity_types".to_string(), strs(&["on-demand"]))]);
+    KarpenterPool.normalize(&mut od);
+    assert_eq!(od["weight"], Value::Int(10));
+    assert_eq!(od["disruption"].as_table().unwrap()["termination_grace_period"], Value::str("1h"));
+    // A budget written as a count becomes Karpenter's string.
+    let mut n = Attrs::from([("disruption".to_string(), table(vec![("budget", Value::Int(2))]))]);
+    KarpenterPool.normalize(&mut n);
+    assert_eq!(n["disruption"].as_table().unwrap()["budget"], Value::str("2"));
+    assert_eq!(n["capacity_types"], strs(&["on-demand"]));
+}
+
+/// The CEL rules of `spec.networkInterfaces` (karpenter.k8s.aws_ec2nodeclasses.yaml, v1.14.1):
+/// a primary `interface` on card 0 / device 0; no two entries on one (card, device); at most
+/// one `efa-only` per card. Plus the schema's enum and minimums.
+fn cel_network_interfaces(nics: &[Json]) {
+    let key = |n: &Json| (n["networkCardIndex"].as_u64().unwrap(), n["deviceIndex"].as_u64().unwrap());
+    assert!(
+        nics.is_empty() || nics.iter().any(|n| key(n) == (0, 0) && n["interfaceType"] == "interface"),
+        "networkInterfaces must include a primary interface with interfaceType='interface': {nics:?}"
+    );
+    let mut seen = BTreeMap::new();
+    for n in nics {
+        assert!(matches!(n["interfaceType"].as_str(), Some("interface" | "efa-only")), "{n}");
+        assert!(seen.insert(key(n), ()).is_none(), "duplicate networkCardIndex/deviceIndex {:?}", key(n));
+    }
+    let mut efa_per_card: BTreeMap<u64, usize> = BTreeMap::new();
+    for n in nics.iter().filter(|n| n["interfaceType"] == "efa-only") {
+        *efa_per_card.entry(key(n).0).or_default() += 1;
+    }
+    assert!(efa_per_card.values().all(|c| *c == 1), "at most one efa device per network card: {efa_per_card:?}");
+    assert!(nics.len() <= 150, "maxItems 150");
+}
+
+#[test]
+fn efa_layouts_pass_karpenters_cel_rules_for_every_embedded_efa_type() {
+    let embedded = crate::aws::catalog::embedded();
+    for t in ["p5.48xlarge", "p4d.24xlarge", "g6.12xlarge", "p5en.48xlarge", "trn1.32xlarge", "g6e.48xlarge"] {
+        let Some(i) = embedded.get(t) else { continue };
+        for wanted in [None, Some(1), Some(2)] {
+            let cards = i.efa_interfaces(wanted.map(i64::from)).map(|l| l.efa_cards()).unwrap_or_default();
+            let nics = network_interfaces(&cards);
+            cel_network_interfaces(&nics);
+            assert_eq!(nics.iter().filter(|n| n["interfaceType"] == "efa-only").count(), cards.len(), "{t} {wanted:?}");
+        }
+    }
+    // Card 0 ENA-only (newer types): efa-only at device 0 of each EFA card.
+    let nics = network_interfaces(&(1..=16).collect::<Vec<u32>>());
+    cel_network_interfaces(&nics);
+    assert_eq!(nics[1], serde_json::json!({ "networkCardIndex": 1, "deviceIndex": 0, "interfaceType": "efa-only" }));
+    // Card 0 with EFA: Karpenter's docs' layout.
+    assert_eq!(
+        network_interfaces(&[0]),
+        vec![
+            serde_json::json!({ "networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface" }),
+            serde_json::json!({ "networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only" }),
+        ]
+    );
+    // A duplicate breaks the rule the check enforces.
+    let bad = vec![nics[0].clone(), nics[1].clone(), nics[1].clone()];
+    assert!(std::panic::catch_unwind(|| cel_network_interfaces(&bad)).is_err());
+}
+
+#[test]
+fn the_pool_takes_the_launch_templates_data_volume_efa_and_gpu_sharing() {
+    for shared in SHARED_WITH_LAUNCH_TEMPLATE {
+        let pool = KarpenterPool.attrs().iter().find(|a| a.name == *shared);
+        let lt = LaunchTemplateKind.attrs().iter().find(|a| a.name == *shared);
+        assert!(pool.is_some() && lt.is_some(), "{shared}");
+        assert_eq!(format!("{:?}", pool.unwrap().ty), format!("{:?}", lt.unwrap().ty));
+    }
+    assert_eq!(KarpenterPool.attrs().iter().filter(|a| a.name == "data_volume").count(), 1);
+}
+
+#[test]
+fn aliases_durations_budgets_and_labels_follow_karpenters_patterns() {
+    assert_eq!(ami_version("bottlerocket@latest"), Some("latest"));
+    assert_eq!(ami_version("bottlerocket@v1.57.0"), Some("v1.57.0"));
+    assert_eq!(ami_version("bottlerocket@1.57.0"), Some("1.57.0"));
+    for bad in ["al2023@latest", "bottlerocket@", "bottlerocket@v1.57", "bottlerocket@v1.57.x", "bottlerocket"] {
+        assert_eq!(ami_version(bad), None, "{bad}");
+    }
+    for ok in ["10m", "1h30m", "720h", "0s"] {
+        assert!(duration(ok, false), "{ok}");
+    }
+    assert!(duration("Never", true) && !duration("Never", false));
+    for bad in ["", "10", "m", "1d", "10 m", "h1"] {
+        assert!(!duration(bad, true), "{bad}");
+    }
+    for ok in ["0", "1", "10%", "100%", "5%"] {
+        assert!(budget_ok(ok), "{ok}");
+    }
+    for bad in ["", "%", "101%", "1000%", "-1", "1.5"] {
+        assert!(!budget_ok(bad), "{bad}");
+    }
+    assert!(restricted_label("karpenter.sh/capacity-type") && restricted_label("node.karpenter.k8s.aws/x"));
+    assert!(restricted_label("kubernetes.io/hostname") && !restricted_label("gpustack.io/pool"));
+    assert!(label_value("reserved") && label_value("") && label_value("a.b_c-d"));
+    assert!(!label_value("-x") && !label_value("a b") && !label_value(&"x".repeat(64)));
+}

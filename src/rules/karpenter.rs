@@ -1,0 +1,457 @@
+//! The rules of the Kubernetes side (DESIGN.md "The Kubernetes side"): a `karpenter_pool`
+//! that could never use the capacity it names (karpenter#8514), shares a reservation with a
+//! node group, or is capped below one instance's GPUs; and the node labels the NVIDIA device
+//! plugin's config needs on AL2023 node groups. The egress rule covers pools in `egress.rs`.
+//! [`offline`] needs only the stack; [`check_catalog`] runs with the other catalog rules.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{lit, lit_str, node_groups, referenced, span, strings, subnet_zones, written};
+use crate::aws::catalog::{self, InstanceInfo};
+use crate::stack::expr::ExprKind;
+use crate::stack::{Diagnostic, Resource, Stack};
+use crate::value::Value;
+
+/// The stack's karpenter pools.
+pub(crate) fn pools(stack: &Stack) -> impl Iterator<Item = &Resource> {
+    stack.resources.iter().filter(|r| r.kind.name() == "karpenter_pool")
+}
+
+/// The capacity types a pool allows, as written or defaulted (`KarpenterPool::normalize`).
+fn capacity_types(pool: &Resource) -> Vec<String> {
+    let written = strings(lit(pool, "capacity_types"));
+    if !written.is_empty() || pool.attrs.contains_key("capacity_types") {
+        return written;
+    }
+    vec![if written_reservations(pool) { "reserved" } else { "on-demand" }.to_string()]
+}
+
+fn written_reservations(pool: &Resource) -> bool {
+    written(pool, "capacity_reservations")
+}
+
+/// The stack's reservations (ODCRs and Capacity Blocks) a pool names, with where each is
+/// written; items that are not a reference to one are `Err` with their span.
+fn reservations<'a>(stack: &'a Stack, pool: &Resource) -> Vec<Result<&'a Resource, crate::stack::Span>> {
+    let Some(ExprKind::List(items)) = pool.attrs.get("capacity_reservations").map(|e| &e.kind) else { return vec![] };
+    items
+        .iter()
+        .map(|e| {
+            e.as_single_ref()
+                .filter(|x| x.output == "id")
+                .and_then(|x| stack.get(&x.address))
+                .filter(|r| matches!(r.kind.name(), "capacity_reservation" | "capacity_block"))
+                .ok_or(e.span.clone())
+        })
+        .collect()
+}
+
+/// The reservation a node group runs on, through its launch template.
+fn node_group_reservation<'a>(stack: &'a Stack, ng: &Resource) -> Option<&'a Resource> {
+    let lt = referenced(stack, ng, "launch_template", "launch_template")?;
+    super::target(stack, lt, "capacity_reservation")
+        .filter(|r| matches!(r.kind.name(), "capacity_reservation" | "capacity_block"))
+}
+
+/// `p5.48xlarge` → `p5`: the family Karpenter's `instance-family` label holds.
+fn family(instance_type: &str) -> &str {
+    instance_type.split('.').next().unwrap_or(instance_type)
+}
+
+/// Rules that need only the stack.
+pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for pool in pools(stack) {
+        reserved_capacity(stack, pool, &mut d);
+        spot_breadth(pool, &mut d);
+    }
+    d.extend(device_plugin_labels(stack));
+    d
+}
+
+/// "reserved" and `capacity_reservations` go together, the reservations are this stack's,
+/// in the pool's zones, of a type the pool runs, and not also a node group's.
+fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
+    let capacity = capacity_types(pool);
+    let reserved = capacity.iter().any(|c| c == "reserved");
+    if reserved && !written_reservations(pool) {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` allows \"reserved\" capacity but names no `capacity_reservations`", pool.address),
+                span(pool, "capacity_types"),
+            )
+            .help(
+                "add capacity_reservations = [\"${capacity_block.NAME.id}\"] (or an ODCR's id), or remove \"reserved\"",
+            ),
+        );
+    }
+    if !reserved && written_reservations(pool) {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` names capacity_reservations, but its capacity_types ({}) leave out \"reserved\": the reservations would never be used",
+                    pool.address,
+                    capacity.join(", ")
+                ),
+                span(pool, "capacity_types"),
+            )
+            .help("add \"reserved\" to capacity_types (Karpenter fills reserved capacity first), or remove capacity_reservations"),
+        );
+    }
+    let zones = subnet_zones(stack, pool);
+    let types = strings(lit(pool, "instance_types"));
+    let families = strings(lit(pool, "instance_families"));
+    for r in reservations(stack, pool) {
+        let res = match r {
+            Ok(res) => res,
+            Err(at) => {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: capacity_reservations takes this stack's reservations", pool.address),
+                        at.or(span(pool, "capacity_reservations")),
+                    )
+                    .help("refer to one: \"${capacity_reservation.NAME.id}\" or \"${capacity_block.NAME.id}\", so gpustack can check its zone and type"),
+                );
+                continue;
+            }
+        };
+        let zone = lit_str(res, "availability_zone");
+        match &zone {
+            Some(z) if !zones.is_empty() && !zones.contains(z) => d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` reserves capacity in {z}, but the subnets of `{}` are in {}",
+                        res.address,
+                        pool.address,
+                        zones.join(", ")
+                    ),
+                    span(pool, "subnets"),
+                )
+                .help(format!("add a subnet in {z} to the pool: a reservation serves one zone")),
+            ),
+            None if res.kind.name() == "capacity_block" => d.push(
+                Diagnostic::error(
+                    format!("`{}` names no availability_zone, and `{}` runs on it", res.address, pool.address),
+                    res.span.clone(),
+                )
+                .help(format!(
+                    "set availability_zone to the zone of the pool's subnets{}: the offering search only looks at node groups' zones",
+                    zones.first().map(|z| format!(" (\"{z}\")")).unwrap_or_default()
+                )),
+            ),
+            _ => {}
+        }
+        if let Some(t) = lit_str(res, "instance_type") {
+            let runs = if families.is_empty() { types.contains(&t) } else { families.iter().any(|f| f == family(&t)) };
+            if (!types.is_empty() || !families.is_empty()) && !runs {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}` reserves {t}, which `{}` never launches", res.address, pool.address),
+                        span(pool, if families.is_empty() { "instance_types" } else { "instance_families" }),
+                    )
+                    .help(format!(
+                        "add {} to the pool, or it pays for the reservation and runs elsewhere",
+                        if families.is_empty() { t.clone() } else { family(&t).to_string() }
+                    )),
+                );
+            }
+        }
+        for ng in
+            node_groups(stack).filter(|ng| node_group_reservation(stack, ng).is_some_and(|x| x.address == res.address))
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` and `{}` both run on `{}`", pool.address, ng.address, res.address),
+                    span(pool, "capacity_reservations"),
+                )
+                .help(
+                    "give the reservation to one of them: the other would take its instances and leave the first short",
+                ),
+            );
+        }
+    }
+}
+
+/// Spot needs room to find capacity: as node groups are warned about a single type.
+fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
+    if !capacity_types(pool).iter().any(|c| c == "spot") {
+        return;
+    }
+    for k in ["instance_types", "instance_families"] {
+        let n = strings(lit(pool, k)).len();
+        if pool.attrs.contains_key(k) && (1..3).contains(&n) {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}`: Spot over {n} instance {} often finds no capacity",
+                        pool.address,
+                        if k == "instance_types" { "type(s)" } else { "family(ies)" }
+                    ),
+                    span(pool, k),
+                )
+                .help("list at least three interchangeable ones, e.g. instance_families = [\"g6\", \"g6e\", \"g5\"]"),
+            );
+        }
+    }
+}
+
+/// The node labels the NVIDIA device plugin needs on an AL2023 NVIDIA node group with
+/// `gpu_sharing`: `nvidia.com/device-plugin.config=<name>` selects its sharing config, and
+/// `nvidia.com/gpu.present=true` matches the chart's default affinity (aws-facts §14).
+pub(super) fn device_plugin_labels(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for (ng, config) in crate::manifests::al2023_sharing(stack) {
+        let labels = lit(ng, "labels").and_then(|v| v.as_table().cloned()).unwrap_or_default();
+        let want = [("nvidia.com/device-plugin.config", config.as_str()), ("nvidia.com/gpu.present", "true")];
+        let missing: Vec<String> = want
+            .iter()
+            .filter(|(k, v)| labels.get(*k).and_then(Value::as_str) != Some(*v))
+            .map(|(k, v)| format!("\"{k}\" = \"{v}\""))
+            .collect();
+        if !missing.is_empty() {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}`: the NVIDIA device plugin (nvidia-device-plugin/values.yaml) applies GPU sharing only to nodes labelled {}",
+                        ng.address,
+                        missing.join(" and ")
+                    ),
+                    span(ng, "labels"),
+                )
+                .help(format!("add to the node group: labels = {{ {} }}", missing.join(", "))),
+            );
+        }
+    }
+    d
+}
+
+/// Reports an instance type the catalog does not know (`resource`, attribute, type): shared
+/// with the node groups' checks so a type is reported once.
+pub(super) type Unknown<'a> = dyn FnMut(&Resource, &str, &str, &mut Vec<Diagnostic>) + 'a;
+
+/// The catalog rules of pools: every listed type known, `gpu_limit` at least one instance's
+/// GPUs, EFA on types that have it (one layout, which gpustack's embedded catalog must know:
+/// the YAML is rendered from it), GPU sharing on GPUs that take it. Notes say what the
+/// catalog made of each pool.
+pub(super) fn check_catalog(
+    stack: &Stack,
+    info: &dyn Fn(&str) -> Option<InstanceInfo>,
+    unknown: &mut Unknown<'_>,
+    d: &mut Vec<Diagnostic>,
+    notes: &mut BTreeMap<String, String>,
+) {
+    for pool in pools(stack) {
+        let types = strings(lit(pool, "instance_types"));
+        let known: Vec<(String, InstanceInfo)> = types
+            .iter()
+            .filter_map(|t| match info(t) {
+                Some(i) => Some((t.clone(), i)),
+                None => {
+                    unknown(pool, "instance_types", t, d);
+                    None
+                }
+            })
+            .collect();
+        let limit = lit(pool, "gpu_limit").and_then(|v| v.as_int());
+        for (t, i) in &known {
+            if let Some(limit) = limit.filter(|l| *l < i64::from(i.gpus)) {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: gpu_limit = {limit} is less than the {} GPUs of one {t}: Karpenter could never launch it", pool.address, i.gpus),
+                        span(pool, "gpu_limit"),
+                    )
+                    .help(format!("set gpu_limit ≥ {} (a multiple of it, for whole nodes), or drop {t}", i.gpus)),
+                );
+            }
+        }
+        let mut note: Vec<String> = known.iter().take(1).map(|(t, i)| format!("{t}: {}", i.summary())).collect();
+        if pool.attrs.contains_key("efa") {
+            note.extend(efa(pool, &known, d));
+        }
+        if let Some(s) = super::catalog::sharing(pool) {
+            for (t, i) in &known {
+                super::catalog::check_sharing(pool, t, i, &s, d);
+            }
+            note.push(format!(
+                "gpu_sharing {} → Bottlerocket user data, for Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install",
+                s.strategy
+            ));
+        }
+        if !pool.attrs.contains_key("data_volume")
+            && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
+        {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}` runs {t} ({}) with no `data_volume`: container images get Karpenter's {} GiB default",
+                        pool.address,
+                        i.summary(),
+                        crate::resources::karpenter_pool::DEFAULT_DATA_GIB
+                    ),
+                    pool.span.clone(),
+                )
+                .help(
+                    "add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot",
+                ),
+            );
+        }
+        if !note.is_empty() {
+            notes.insert(pool.address.clone(), note.join("; "));
+        }
+    }
+    bottlerocket_sharing_notes(stack, notes);
+}
+
+/// A Bottlerocket node group whose template shares GPUs gets no NVIDIA device-plugin values:
+/// its plugin runs on the host and reads the sharing from user data, and a second plugin as
+/// a DaemonSet conflicts with it (bottlerocket#4309). The plan says so beside the group.
+fn bottlerocket_sharing_notes(stack: &Stack, notes: &mut BTreeMap<String, String>) {
+    for ng in node_groups(stack) {
+        let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+        let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") else { continue };
+        let Some(s) = super::catalog::sharing(lt) else { continue };
+        if ami == "auto" || ami.starts_with("BOTTLEROCKET_") {
+            let line = format!(
+                "gpu_sharing {} runs in Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install",
+                s.strategy
+            );
+            let note = notes.entry(ng.address.clone()).or_default();
+            if !note.is_empty() {
+                note.push_str("; ");
+            }
+            note.push_str(&line);
+        }
+    }
+}
+
+/// EFA on each listed type, one layout for all, known to the embedded catalog. The note.
+fn efa(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) -> Option<String> {
+    let asked = lit(pool, "efa")
+        .and_then(|v| v.as_table().and_then(|t| t.get("interfaces")).and_then(Value::as_int))
+        .map(|n| n.max(1) as u32);
+    let mut layouts: BTreeMap<Vec<u32>, Vec<&str>> = BTreeMap::new();
+    for (t, i) in known {
+        if i.max_efa_interfaces == 0 {
+            d.push(
+                Diagnostic::error(format!("`{}`: {t} does not support EFA", pool.address), span(pool, "efa"))
+                    .help("remove `efa`, or list only EFA types (p5.48xlarge, p4d.24xlarge, g6.12xlarge…)"),
+            );
+            continue;
+        }
+        if let Some(n) = asked.filter(|n| *n > i.max_efa_interfaces) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: {t} has at most {} EFA interfaces, not {n}", pool.address, i.max_efa_interfaces),
+                    span(pool, "efa"),
+                )
+                .help(format!("set interfaces = {} or \"max\"", i.max_efa_interfaces)),
+            );
+            continue;
+        }
+        if catalog::embedded().get(t).is_none() {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: {} does not know {t}'s EFA cards, which the pool's networkInterfaces are rendered from", pool.address, catalog::embedded().label()),
+                    span(pool, "instance_types"),
+                )
+                .help("use a type gpustack knows, or a newer gpustack; a launch_template with efa lays out any type EC2 knows"),
+            );
+            continue;
+        }
+        layouts
+            .entry(i.efa_interfaces(asked.map(i64::from)).map(|l| l.efa_cards()).unwrap_or_default())
+            .or_default()
+            .push(t);
+    }
+    if layouts.len() > 1 {
+        let groups: Vec<String> =
+            layouts.iter().map(|(c, ts)| format!("{} ({} EFA)", ts.join(", "), c.len())).collect();
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: one EC2NodeClass has one EFA layout, but its types differ: {}",
+                    pool.address,
+                    groups.join(" vs ")
+                ),
+                span(pool, "instance_types"),
+            )
+            .help("split the pool by layout, or set efa.interfaces to a count every type has on the same cards"),
+        );
+        return None;
+    }
+    let (cards, _) = layouts.into_iter().next()?;
+    let shown = match (cards.first(), cards.last()) {
+        (Some(a), Some(b)) if a != b => format!("cards {a}–{b}"),
+        (Some(a), _) => format!("card {a}"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{} EFA interface(s): efa-only on {shown}, an ENA primary on card 0; the EFA device plugin's values: efa-device-plugin/values.yaml",
+        cards.len()
+    ))
+}
+
+/// Every instance type the pools list, for the catalog read.
+pub(super) fn catalog_types(stack: &Stack) -> BTreeSet<String> {
+    pools(stack).flat_map(|p| strings(lit(p, "instance_types"))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::stack::{Source, Stack, VarSources};
+
+    /// The stack as the language reads it (an AL2023 group with a sharing template is also
+    /// refused by the Bottlerocket user-data rule, so the load step cannot be used here).
+    fn parsed(text: &str) -> Stack {
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let (stack, diags) =
+            Stack::parse(Source::new("t.toml", text.into()), &vars, &crate::resources::schemas()).unwrap();
+        assert!(diags.iter().all(|d| !d.is_error()), "{diags:?}");
+        stack
+    }
+
+    fn group(labels: &str) -> String {
+        format!(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[launch_template.shared]
+gpu_sharing = {{ strategy = "mps", replicas = 4 }}
+
+[node_group.inference]
+cluster         = "main"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["subnet-1"]
+launch_template = "${{launch_template.shared.id}}"
+ami_type        = "AL2023_x86_64_NVIDIA"
+instance_types  = ["g6.xlarge"]
+labels          = {labels}
+"#
+        )
+    }
+
+    #[test]
+    fn an_al2023_sharing_group_is_told_which_labels_select_its_config() {
+        let d = super::device_plugin_labels(&parsed(&group("{}")));
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(!d[0].is_error());
+        assert!(
+            d[0].message
+                .contains("\"nvidia.com/device-plugin.config\" = \"mps-4\" and \"nvidia.com/gpu.present\" = \"true\""),
+            "{}",
+            d[0].message
+        );
+        assert_eq!(
+            d[0].help.as_deref(),
+            Some(
+                "add to the node group: labels = { \"nvidia.com/device-plugin.config\" = \"mps-4\", \"nvidia.com/gpu.present\" = \"true\" }"
+            )
+        );
+        let labelled = group(r#"{ "nvidia.com/device-plugin.config" = "mps-4", "nvidia.com/gpu.present" = "true" }"#);
+        assert!(super::device_plugin_labels(&parsed(&labelled)).is_empty());
+        // Bottlerocket: the host's plugin takes the sharing from user data; no labels needed.
+        let bottlerocket = group("{}").replace("ami_type        = \"AL2023_x86_64_NVIDIA\"\n", "");
+        assert!(super::device_plugin_labels(&parsed(&bottlerocket)).is_empty());
+    }
+}

@@ -1,0 +1,412 @@
+//! `gpustack validate` on karpenter_pool stacks: each rule refuses one stack (its message,
+//! the line it points at, its help) and accepts the fixed one. Offline: AWS_ENDPOINT_URL is
+//! a closed port, so no call is made.
+
+use std::process::Command;
+
+use crate::harness::bin;
+
+struct Checked {
+    code: i32,
+    stderr: String,
+}
+
+fn validate(text: &str) -> Checked {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), text).unwrap();
+    let out = Command::new(bin())
+        .args(["validate", "s.toml"])
+        .current_dir(dir.path())
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    Checked { code: out.status.code().unwrap_or(-1), stderr: String::from_utf8_lossy(&out.stderr).into() }
+}
+
+/// A network with a NAT gateway, a cluster, a node role, an ODCR of g6.12xlarge and a
+/// Capacity Block of p5.48xlarge (both in us-west-2a), then `extra`.
+fn stack(extra: &str) -> String {
+    format!(
+        r#"[stack]
+name   = "v"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "10.0.0.0/16"
+internet_gateway = true
+
+[subnet.pub]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.0.0.0/20"
+availability_zone = "us-west-2a"
+public            = true
+
+[nat_gateway.out]
+subnet = "${{subnet.pub.id}}"
+
+[subnet.a]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.0.16.0/20"
+availability_zone = "us-west-2a"
+nat_gateway       = "${{nat_gateway.out.id}}"
+
+[subnet.b]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.0.32.0/20"
+availability_zone = "us-west-2b"
+nat_gateway       = "${{nat_gateway.out.id}}"
+
+[subnet.closed]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.0.48.0/20"
+availability_zone = "us-west-2a"
+
+[iam_role.cluster]
+service = "eks.amazonaws.com"
+
+[iam_role.node]
+service = "ec2.amazonaws.com"
+
+[eks_cluster.main]
+version             = "1.31"
+role                = "${{iam_role.cluster.arn}}"
+subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
+public_access_cidrs = ["203.0.113.0/24"]
+
+[capacity_reservation.odcr]
+instance_type     = "g6.12xlarge"
+availability_zone = "us-west-2a"
+instance_count    = 1
+end_date          = "2027-01-01T00:00:00Z"
+
+[capacity_block.blk]
+instance_type     = "p5.48xlarge"
+instance_count    = 1
+duration_hours    = 24
+start_after       = "2026-12-01T00:00:00Z"
+start_before      = "2026-12-08T00:00:00Z"
+availability_zone = "us-west-2a"
+max_upfront_usd   = 40000
+{extra}"#
+    )
+}
+
+/// A pool with the wiring every pool needs, then `body` (one attribute a line).
+fn pool(name: &str, body: &str) -> String {
+    format!(
+        "\n[karpenter_pool.{name}]\ncluster         = \"${{eks_cluster.main.name}}\"\nnode_role       = \"${{iam_role.node.name}}\"\nsecurity_groups = [\"${{eks_cluster.main.security_group_id}}\"]\ndata_volume     = {{ size_gib = 200 }}\n{body}\n"
+    )
+}
+
+/// The stack is refused with `message`, pointing at a line containing `at`, with `help`.
+fn refused(text: &str, message: &str, at: &str, help: &str) {
+    let c = validate(text);
+    assert_eq!(c.code, 1, "expected a refusal:\n{}", c.stderr);
+    let block = c
+        .stderr
+        .split("\nerror: ")
+        .map(|b| b.trim_start_matches("error: "))
+        .find(|b| b.contains(message))
+        .unwrap_or_else(|| panic!("no error {message:?}:\n{}", c.stderr));
+    assert!(block.contains(at), "{message:?} should point at {at:?}:\n{block}");
+    assert!(block.contains(&format!("help: {help}")), "{message:?} should help with {help:?}:\n{block}");
+}
+
+/// The stack is accepted with no error and no warning mentioning `absent`.
+fn accepted(text: &str, absent: &str) {
+    let c = validate(text);
+    assert_eq!(c.code, 0, "expected valid:\n{}", c.stderr);
+    assert!(!c.stderr.contains(absent), "no {absent:?} expected:\n{}", c.stderr);
+}
+
+const RESERVED_P5: &str = "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8";
+
+#[test]
+fn reserved_capacity_needs_reservations() {
+    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_types = [\"reserved\", \"on-demand\"]")));
+    refused(
+        &text,
+        "`karpenter_pool.p` allows \"reserved\" capacity but names no `capacity_reservations`",
+        "capacity_types = [\"reserved\", \"on-demand\"]",
+        "add capacity_reservations = [\"${capacity_block.NAME.id}\"]",
+    );
+    let fixed = format!(
+        "{RESERVED_P5}\ncapacity_types = [\"reserved\", \"on-demand\"]\ncapacity_reservations = [\"${{capacity_block.blk.id}}\"]"
+    );
+    accepted(&stack(&pool("p", &fixed)), "capacity_reservations");
+}
+
+#[test]
+fn reservations_need_reserved_capacity() {
+    let text = stack(&pool(
+        "p",
+        &format!(
+            "{RESERVED_P5}\ncapacity_types = [\"on-demand\"]\ncapacity_reservations = [\"${{capacity_block.blk.id}}\"]"
+        ),
+    ));
+    refused(
+        &text,
+        "leave out \"reserved\": the reservations would never be used",
+        "capacity_types = [\"on-demand\"]",
+        "add \"reserved\" to capacity_types",
+    );
+    // Without capacity_types, a pool with reservations is reserved.
+    accepted(
+        &stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"${{capacity_block.blk.id}}\"]"))),
+        "reserved",
+    );
+}
+
+#[test]
+fn a_reservation_must_be_in_the_pools_zones() {
+    let body = "subnets = [\"${subnet.b.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\ncapacity_reservations = [\"${capacity_block.blk.id}\"]";
+    refused(
+        &stack(&pool("p", body)),
+        "`capacity_block.blk` reserves capacity in us-west-2a, but the subnets of `karpenter_pool.p` are in us-west-2b",
+        "subnets = [\"${subnet.b.id}\"]",
+        "add a subnet in us-west-2a to the pool",
+    );
+    accepted(
+        &stack(&pool("p", &body.replace("${subnet.b.id}\"]", "${subnet.a.id}\", \"${subnet.b.id}\"]"))),
+        "reserves capacity",
+    );
+}
+
+#[test]
+fn a_pools_capacity_block_names_its_zone() {
+    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"${{capacity_block.blk.id}}\"]")))
+        .replace("availability_zone = \"us-west-2a\"\nmax_upfront_usd", "max_upfront_usd");
+    refused(
+        &text,
+        "`capacity_block.blk` names no availability_zone, and `karpenter_pool.p` runs on it",
+        "[capacity_block.blk]",
+        "set availability_zone to the zone of the pool's subnets (\"us-west-2a\")",
+    );
+    accepted(
+        &stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"${{capacity_block.blk.id}}\"]"))),
+        "availability_zone",
+    );
+}
+
+#[test]
+fn a_pool_must_run_the_type_it_reserves() {
+    let text =
+        stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"${{capacity_reservation.odcr.id}}\"]")));
+    refused(
+        &text,
+        "`capacity_reservation.odcr` reserves g6.12xlarge, which `karpenter_pool.p` never launches",
+        "instance_types = [\"p5.48xlarge\"]",
+        "add g6.12xlarge to the pool",
+    );
+    let families = "subnets = [\"${subnet.a.id}\"]\ninstance_families = [\"g6\"]\ngpu_limit = 8\ncapacity_reservations = [\"${capacity_reservation.odcr.id}\"]";
+    accepted(&stack(&pool("p", families)), "never launches");
+}
+
+#[test]
+fn a_reservation_is_not_shared_by_a_pool_and_a_node_group() {
+    let group = r#"
+[launch_template.lt]
+instance_type        = "p5.48xlarge"
+capacity_reservation = "${capacity_block.blk.id}"
+market               = "capacity-block"
+data_volume          = { size_gib = 200 }
+
+[node_group.train]
+cluster         = "${eks_cluster.main.name}"
+node_role       = "${iam_role.node.arn}"
+subnets         = ["${subnet.a.id}"]
+launch_template = "${launch_template.lt.id}"
+capacity_type   = "CAPACITY_BLOCK"
+scaling         = { min = 0, max = 1 }
+"#;
+    let text = stack(&format!(
+        "{group}{}",
+        pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"${{capacity_block.blk.id}}\"]"))
+    ));
+    refused(
+        &text,
+        "`karpenter_pool.p` and `node_group.train` both run on `capacity_block.blk`",
+        "capacity_reservations = [\"${capacity_block.blk.id}\"]",
+        "give the reservation to one of them",
+    );
+    accepted(
+        &stack(&format!("{group}{}", pool("p", &format!("{RESERVED_P5}\ncapacity_types = [\"on-demand\"]")))),
+        "both run on",
+    );
+}
+
+#[test]
+fn capacity_reservations_are_this_stacks() {
+    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"cr-0123456789abcdef0\"]")));
+    refused(
+        &text,
+        "`karpenter_pool.p`: capacity_reservations takes this stack's reservations",
+        "cr-0123456789abcdef0",
+        "refer to one: \"${capacity_reservation.NAME.id}\"",
+    );
+}
+
+#[test]
+fn gpu_limit_covers_one_instance() {
+    let text = stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]\ngpu_limit = 2",
+    ));
+    refused(
+        &text,
+        "gpu_limit = 2 is less than the 4 GPUs of one g6.12xlarge: Karpenter could never launch it",
+        "gpu_limit = 2",
+        "set gpu_limit ≥ 4",
+    );
+    accepted(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]\ngpu_limit = 4",
+        )),
+        "gpu_limit",
+    );
+}
+
+#[test]
+fn efa_needs_efa_types_with_one_layout() {
+    let text = stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"p5.48xlarge\", \"p4d.24xlarge\"]\ngpu_limit = 8\nefa = {}",
+    ));
+    refused(
+        &text,
+        "one EC2NodeClass has one EFA layout, but its types differ: p4d.24xlarge (4 EFA) vs p5.48xlarge (32 EFA)",
+        "instance_types = [\"p5.48xlarge\", \"p4d.24xlarge\"]",
+        "split the pool by layout",
+    );
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 8\nefa = {}")),
+        "`karpenter_pool.p`: g6.xlarge does not support EFA",
+        "efa = {}",
+        "remove `efa`, or list only EFA types",
+    );
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_families = [\"p5\"]\ngpu_limit = 8\nefa = {}")),
+        "`efa` needs instance_types, not instance_families",
+        "efa = {}",
+        "the EFA interfaces are laid out per instance type",
+    );
+    accepted(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\nefa = {}",
+        )),
+        "EFA",
+    );
+}
+
+#[test]
+fn a_pool_needs_a_way_out() {
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.closed.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1")),
+        "`karpenter_pool.p` runs in `subnet.closed`, which is private with no NAT gateway and no VPC endpoints",
+        "subnets = [\"${subnet.closed.id}\"]",
+        "give it a way out through a NAT gateway",
+    );
+    // EFA's many interfaces get no public IP: a public subnet is no way out for them.
+    refused(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.pub.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\nefa = {}",
+        )),
+        "which is public, but EFA's several network interfaces get no public IP",
+        "subnets = [\"${subnet.pub.id}\"]",
+        "give it a way out through a NAT gateway",
+    );
+    accepted(
+        &stack(&pool("p", "subnets = [\"${subnet.pub.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1")),
+        "way out",
+    );
+}
+
+#[test]
+fn spot_over_fewer_than_three_types_is_a_warning() {
+    let c = validate(&stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ncapacity_types = [\"spot\"]\ninstance_types = [\"g6.xlarge\", \"g5.xlarge\"]\ngpu_limit = 4",
+    )));
+    assert_eq!(c.code, 0, "a warning, not an error:\n{}", c.stderr);
+    assert!(
+        c.stderr.contains("warning: `karpenter_pool.p`: Spot over 2 instance type(s) often finds no capacity"),
+        "{}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("help: list at least three interchangeable ones"), "{}", c.stderr);
+    accepted(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ncapacity_types = [\"spot\"]\ninstance_families = [\"g5\", \"g6\", \"g6e\"]\ngpu_limit = 4",
+        )),
+        "Spot over",
+    );
+}
+
+#[test]
+fn a_pools_own_attributes_follow_karpenters_rules() {
+    let text = stack(&pool(
+        "p",
+        r#"subnets = ["${subnet.a.id}"]
+instance_types = ["g6.xlarge"]
+instance_families = ["g6"]
+gpu_limit = 4
+weight = 101
+ami = "al2023@latest"
+disruption = { consolidate_after = "1d", budget = "110%" }
+node_labels = { "karpenter.sh/capacity-type" = "spot" }"#,
+    ));
+    refused(&text, "sets both instance_types and instance_families", "instance_families = [\"g6\"]", "keep one");
+    refused(
+        &text,
+        "weight = 101 is outside Karpenter's 1–100",
+        "weight = 101",
+        "pools with a higher weight fill first",
+    );
+    refused(
+        &text,
+        "ami = \"al2023@latest\" is not a Bottlerocket alias",
+        "ami = \"al2023@latest\"",
+        "use \"bottlerocket@latest\"",
+    );
+    refused(
+        &text,
+        "`disruption.consolidate_after` = \"1d\" is not a Karpenter duration",
+        "consolidate_after = \"1d\"",
+        "write hours, minutes and seconds",
+    );
+    refused(&text, "`disruption.budget` must be a node count or a percentage", "budget = \"110%\"", "e.g. budget = 1");
+    refused(
+        &text,
+        "Karpenter refuses the node label \"karpenter.sh/capacity-type\"",
+        "karpenter.sh/capacity-type",
+        "karpenter.sh, karpenter.k8s.aws and kubernetes.io/hostname labels are set by Karpenter",
+    );
+    accepted(
+        &stack(&pool(
+            "p",
+            r#"subnets = ["${subnet.a.id}"]
+instance_types = ["g6.xlarge"]
+gpu_limit = 4
+weight = 100
+ami = "bottlerocket@v1.57.0"
+disruption = { consolidate_after = "1h30m", budget = 2, expire_after = "Never", termination_grace_period = "48h" }
+node_labels = { "gpustack.io/pool" = "p" }"#,
+        )),
+        "karpenter_pool",
+    );
+    // The launch template's own checks of gpu_sharing and data_volume apply to pools.
+    refused(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 4\ngpu_sharing = { strategy = \"time-slicing\", replicas = 1 }",
+        )),
+        "time-slicing replicas must be at least 2, found 1",
+        "replicas = 1",
+        "with 1 replica nothing is shared",
+    );
+}
