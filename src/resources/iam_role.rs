@@ -139,7 +139,9 @@ impl Kind for IamRole {
             let _p = ctx.permit(Service::Iam).await;
             pages.next().await
         } {
-            for r in page.map_err(err("ListRoles"))?.roles() {
+            // PathPrefix also lists deeper paths: `karpenter_controller` keeps its roles under
+            // `/gpustack/<stack>/karpenter/`, and they are not iam_role's.
+            for r in page.map_err(err("ListRoles"))?.roles().iter().filter(|r| r.path() == path(ctx)) {
                 let name = r.role_name().to_string();
                 let address = match name.strip_prefix(&format!("{}-", ctx.stack)) {
                     Some(rest) => Some(format!("iam_role.{rest}")),
