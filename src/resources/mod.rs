@@ -4,6 +4,7 @@
 pub mod capacity_block;
 pub mod capacity_reservation;
 mod cidr;
+mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
 mod iam_role;
@@ -45,6 +46,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &image_cache::ImageCache,
     &eks_cluster::EksCluster,
     &eks_addon::EksAddon,
+    &eks_access_entry::EksAccessEntry,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
     &priority_class::PriorityClass,
