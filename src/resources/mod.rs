@@ -9,6 +9,7 @@ mod eks_addon;
 mod eks_cluster;
 mod iam_role;
 mod image_cache;
+pub mod karpenter_controller;
 pub mod launch_template;
 mod nat_gateway;
 pub mod node_group;
@@ -47,6 +48,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &eks_cluster::EksCluster,
     &eks_addon::EksAddon,
     &eks_access_entry::EksAccessEntry,
+    &karpenter_controller::KarpenterController,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
     &priority_class::PriorityClass,
