@@ -4,6 +4,7 @@
 //! the instance catalog (embedded, or EC2's at plan and apply time, before any call that
 //! changes anything). The rules never call a mutating API and know nothing of plans.
 
+mod access;
 mod catalog;
 mod egress;
 #[cfg(test)]
@@ -257,6 +258,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     }
     d.extend(shared_blocks(stack));
     d.extend(egress::egress(stack));
+    d.extend(access::access(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.
