@@ -222,7 +222,12 @@ pub fn document(stack: &Stack) -> Json {
     let resource_tag = json!({ "StringEquals": { &stack_tag: stack.name } });
     let queues = json!(format!("arn:aws:sqs:{region}:*:{}-*", stack.name));
     // Tagging on creation needs sqs:TagQueue too (SQS Developer Guide, "Tagging queues").
-    push("SqsCreateStackQueues", of(&|a| matches!(a, "sqs:CreateQueue" | "sqs:TagQueue")), queues.clone(), Some(request_tag.clone()));
+    push(
+        "SqsCreateStackQueues",
+        of(&|a| matches!(a, "sqs:CreateQueue" | "sqs:TagQueue")),
+        queues.clone(),
+        Some(request_tag.clone()),
+    );
     push(
         "SqsManageStackQueues",
         of(&|a| a.starts_with("sqs:") && !is_read(a) && a != "sqs:CreateQueue"),
@@ -230,7 +235,12 @@ pub fn document(stack: &Stack) -> Json {
         Some(resource_tag.clone()),
     );
     let rules = json!(format!("arn:aws:events:{region}:*:rule/{}-*", stack.name));
-    push("EventsCreateStackRules", of(&|a| matches!(a, "events:PutRule" | "events:TagResource")), rules.clone(), Some(request_tag));
+    push(
+        "EventsCreateStackRules",
+        of(&|a| matches!(a, "events:PutRule" | "events:TagResource")),
+        rules.clone(),
+        Some(request_tag),
+    );
     push("EventsManageStackRules", of(&|a| a.starts_with("events:") && !is_read(a)), rules, Some(resource_tag));
     push(
         "Ec2Quotas",

@@ -143,16 +143,16 @@ impl Kind for EksAccessEntry {
         let entry = match sent {
             Ok(out) => out.access_entry,
             // An interrupted earlier run may have made it: take it only if it is ours.
-            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => match describe(ctx, cluster, principal)
-                .await?
-            {
-                Some(a) if eks::is_ours(ctx, a.tags(), req.address) => Some(a),
-                _ => {
-                    return Err(e.taken_by_other(&format!(
+            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
+                match describe(ctx, cluster, principal).await? {
+                    Some(a) if eks::is_ours(ctx, a.tags(), req.address) => Some(a),
+                    _ => {
+                        return Err(e.taken_by_other(&format!(
                         "{principal} already has an access entry in {cluster}; EKS makes one itself for the node role of a managed node group (and for the cluster's creator), so leave this entry out of the stack or use another role"
                     )));
+                    }
                 }
-            },
+            }
             Err(e) => return Err(e),
         };
         for (arn, scope) in policies(i) {
@@ -171,13 +171,14 @@ impl Kind for EksAccessEntry {
             }
             let cluster = c.name().unwrap_or_default().to_string();
             let pages = ctx.eks.list_access_entries().cluster_name(&cluster).into_paginator().send();
-            let principals =
-                match ctx.all_pages(Service::Eks, "ListAccessEntries", pages, |p| p.access_entries.unwrap_or_default()).await
-                {
-                    Ok(p) => p,
-                    Err(e) if e.is_not_found() => continue,
-                    Err(e) => return Err(e),
-                };
+            let principals = match ctx
+                .all_pages(Service::Eks, "ListAccessEntries", pages, |p| p.access_entries.unwrap_or_default())
+                .await
+            {
+                Ok(p) => p,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
             // ListAccessEntries names principals only: each is described for its type and tags.
             // Entries EKS made itself (node groups, the creator) carry no gpustack tags.
             for principal in principals {
@@ -277,9 +278,11 @@ pub fn is_principal_arn(arn: &str) -> bool {
 fn scope_of(v: &Value) -> Option<Option<Vec<String>>> {
     match v {
         Value::Str(s) if s == "cluster" => Some(None),
-        Value::List(l) if !l.is_empty() => {
-            l.iter().map(|n| n.as_str().filter(|n| !n.is_empty()).map(str::to_string)).collect::<Option<Vec<_>>>().map(Some)
-        }
+        Value::List(l) if !l.is_empty() => l
+            .iter()
+            .map(|n| n.as_str().filter(|n| !n.is_empty()).map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .map(Some),
         _ => None,
     }
 }
@@ -338,10 +341,17 @@ async fn associate(ctx: &Ctx, cluster: &str, principal: &str, policy: &str, scop
 
 /// A STANDARD entry's policies, as the `policies` input writes them.
 async fn associated(ctx: &Ctx, cluster: &str, principal: &str) -> Result<Vec<Value>> {
-    let pages =
-        ctx.eks.list_associated_access_policies().cluster_name(cluster).principal_arn(principal).into_paginator().send();
+    let pages = ctx
+        .eks
+        .list_associated_access_policies()
+        .cluster_name(cluster)
+        .principal_arn(principal)
+        .into_paginator()
+        .send();
     let found = ctx
-        .all_pages(Service::Eks, "ListAssociatedAccessPolicies", pages, |p| p.associated_access_policies.unwrap_or_default())
+        .all_pages(Service::Eks, "ListAssociatedAccessPolicies", pages, |p| {
+            p.associated_access_policies.unwrap_or_default()
+        })
         .await?;
     Ok(found
         .iter()

@@ -204,7 +204,8 @@ impl Kind for KarpenterController {
             tokio::try_join!(interruption::queues(ctx, &prefix), identity::stack_associations(ctx))?;
         let mut out = vec![];
         for role in roles {
-            let Some(name) = role.role_name().strip_prefix(&format!("{}-", ctx.stack)).and_then(|r| r.strip_suffix("-karpenter"))
+            let Some(name) =
+                role.role_name().strip_prefix(&format!("{}-", ctx.stack)).and_then(|r| r.strip_suffix("-karpenter"))
             else {
                 continue;
             };
@@ -376,7 +377,11 @@ fn version_of(i: &Attrs) -> Result<(u32, u32)> {
 }
 
 fn account(i: &Attrs) -> identity::Account<'_> {
-    identity::Account { cluster: s(i, "cluster"), namespace: s(i, "namespace"), service_account: s(i, "service_account") }
+    identity::Account {
+        cluster: s(i, "cluster"),
+        namespace: s(i, "namespace"),
+        service_account: s(i, "service_account"),
+    }
 }
 
 /// The stack's region, as the SDK clients were built for it.

@@ -57,7 +57,8 @@ fn entry(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
         // EKS enters a managed node group's role itself (EC2_LINUX): a second entry is a 409.
         let principal = r.attrs.get("principal_arn");
         if let Some(ng) = node_groups(stack).find(|ng| {
-            target(stack, ng, "cluster").is_some_and(|x| x.address == c.address) && same(ng.attrs.get("node_role"), principal)
+            target(stack, ng, "cluster").is_some_and(|x| x.address == c.address)
+                && same(ng.attrs.get("node_role"), principal)
         }) {
             d.push(
                 Diagnostic::error(
@@ -74,7 +75,10 @@ fn entry(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
     if lit_str(r, "type").as_deref() == Some("EC2_LINUX") && written(r, "policies") {
         d.push(
             Diagnostic::error(
-                format!("`{}` is EC2_LINUX, which takes no access policies (EKS answers only STANDARD entries)", r.address),
+                format!(
+                    "`{}` is EC2_LINUX, which takes no access policies (EKS answers only STANDARD entries)",
+                    r.address
+                ),
                 span(r, "policies"),
             )
             .help("remove `policies` (EC2_LINUX nodes get system:nodes), or make the entry type = \"STANDARD\""),
@@ -98,7 +102,7 @@ fn karpenter(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
                     span(r, "cluster"),
                 )
                 .help(format!(
-                    "add to the stack:\n[eks_addon.pod_identity]\ncluster = \"${{{}.name}}\"\naddon   = \"eks-pod-identity-agent\"",
+                    "add [eks_addon.pod_identity] with cluster = \"${{{}.name}}\" and addon = \"eks-pod-identity-agent\"",
                     c.address
                 )),
             );
@@ -107,8 +111,11 @@ fn karpenter(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
     if let Some(v) = lit_str(r, "version") {
         match controller::version(&v) {
             None => d.push(
-                Diagnostic::error(format!("`{}`: version \"{v}\" is not a Karpenter version", r.address), span(r, "version"))
-                    .help("write the release as MAJOR.MINOR.PATCH without a leading v, e.g. version = \"1.6.8\""),
+                Diagnostic::error(
+                    format!("`{}`: version \"{v}\" is not a Karpenter version", r.address),
+                    span(r, "version"),
+                )
+                .help("write the release as MAJOR.MINOR.PATCH without a leading v, e.g. version = \"1.6.8\""),
             ),
             Some(ver) if ver < (1, 6) => d.push(
                 Diagnostic::error(
@@ -169,7 +176,11 @@ fn names(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
                     ),
                     r.span.clone(),
                 )
-                .help(format!("shorten the resource name `{}` (or the stack name) by {}", r.name, name.len() - max)),
+                .help(format!(
+                    "shorten the resource name `{}` (or the stack name) by {}",
+                    r.name,
+                    name.len() - max
+                )),
             );
         }
     }

@@ -12,6 +12,7 @@ mod eks;
 mod faults;
 mod gpu_rules;
 mod image_cache;
+mod karpenter_aws;
 mod lifecycle;
 mod locking;
 mod manifests;

@@ -38,7 +38,9 @@ pub async fn create_role(ctx: &Ctx, name: &str, address: &str, all_tags: &[(Stri
         Ok(out) => Ok(out.role().map(|r| r.arn().to_string()).unwrap_or_default()),
         Err(e) if e.as_service_error().is_some_and(|se| se.is_entity_already_exists_exception()) => {
             let role = get_role(ctx, name).await?;
-            let tagged = |k: &str, v: &str| role.as_ref().is_some_and(|r| r.tags().iter().any(|t| t.key() == k && t.value() == v));
+            let tagged = |k: &str, v: &str| {
+                role.as_ref().is_some_and(|r| r.tags().iter().any(|t| t.key() == k && t.value() == v))
+            };
             match role.as_ref() {
                 Some(r) if tagged(tags::STACK, &ctx.stack) && tagged(tags::ADDRESS, address) => Ok(r.arn().to_string()),
                 _ => Err(AwsError {
@@ -90,7 +92,13 @@ pub async fn put_policy(ctx: &Ctx, role: &str, doc: &Json) -> Result<()> {
 pub async fn policy(ctx: &Ctx, role: &str) -> Result<Option<Json>> {
     let out = {
         let _p = ctx.permit(Service::Iam).await;
-        ctx.iam.get_role_policy().role_name(role).policy_name(super::policy::NAME).send().await.map_err(err("GetRolePolicy"))
+        ctx.iam
+            .get_role_policy()
+            .role_name(role)
+            .policy_name(super::policy::NAME)
+            .send()
+            .await
+            .map_err(err("GetRolePolicy"))
     };
     match out {
         Ok(o) => {
@@ -124,7 +132,13 @@ pub async fn delete_role(ctx: &Ctx, name: &str) -> Result<()> {
 pub async fn sync_role_tags(ctx: &Ctx, role: &str, removed: &[String], set: &HashMap<String, String>) -> Result<()> {
     let _p = ctx.permit(Service::Iam).await;
     if !removed.is_empty() {
-        ctx.iam.untag_role().role_name(role).set_tag_keys(Some(removed.to_vec())).send().await.map_err(err("UntagRole"))?;
+        ctx.iam
+            .untag_role()
+            .role_name(role)
+            .set_tag_keys(Some(removed.to_vec()))
+            .send()
+            .await
+            .map_err(err("UntagRole"))?;
     }
     let set: Vec<Tag> = set.iter().filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok()).collect();
     if !set.is_empty() {
@@ -150,7 +164,10 @@ pub async fn find(ctx: &Ctx, at: &Account<'_>) -> Result<Option<PodIdentityAssoc
         .service_account(at.service_account)
         .into_paginator()
         .send();
-    let found = match ctx.all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default()).await {
+    let found = match ctx
+        .all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default())
+        .await
+    {
         Ok(f) => f,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e),
@@ -259,12 +276,14 @@ pub async fn stack_associations(ctx: &Ctx) -> Result<Vec<PodIdentityAssociation>
     for c in ctx.stack_clusters().await? {
         let cluster = c.name().unwrap_or_default().to_string();
         let pages = ctx.eks.list_pod_identity_associations().cluster_name(&cluster).into_paginator().send();
-        let listed =
-            match ctx.all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default()).await {
-                Ok(l) => l,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e),
-            };
+        let listed = match ctx
+            .all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default())
+            .await
+        {
+            Ok(l) => l,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        };
         for id in listed.iter().filter_map(|a| a.association_id()) {
             if let Some(a) = describe(ctx, &cluster, id).await?
                 && a.tags().and_then(|t| t.get(tags::STACK)) == Some(&ctx.stack)

@@ -41,7 +41,12 @@ pub struct Rule {
 pub const RULES: &[Rule] = &[
     Rule { suffix: "health", source: "aws.health", detail_type: "AWS Health Event", since: (1, 6) },
     Rule { suffix: "spot", source: "aws.ec2", detail_type: "EC2 Spot Instance Interruption Warning", since: (1, 6) },
-    Rule { suffix: "rebalance", source: "aws.ec2", detail_type: "EC2 Instance Rebalance Recommendation", since: (1, 6) },
+    Rule {
+        suffix: "rebalance",
+        source: "aws.ec2",
+        detail_type: "EC2 Instance Rebalance Recommendation",
+        since: (1, 6),
+    },
     Rule { suffix: "state", source: "aws.ec2", detail_type: "EC2 Instance State-change Notification", since: (1, 6) },
     Rule {
         suffix: "reserved",

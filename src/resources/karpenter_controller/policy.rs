@@ -287,7 +287,8 @@ pub fn named(doc: &Json) -> (Option<String>, Option<String>) {
     let resource = |sid: &str| -> Option<String> {
         doc["Statement"].as_array()?.iter().find(|s| s["Sid"] == sid)?["Resource"].as_str().map(str::to_string)
     };
-    let cluster = resource("AllowAPIServerEndpointDiscovery").and_then(|a| a.rsplit_once(":cluster/").map(|x| x.1.to_string()));
+    let cluster =
+        resource("AllowAPIServerEndpointDiscovery").and_then(|a| a.rsplit_once(":cluster/").map(|x| x.1.to_string()));
     (cluster, resource("AllowPassingInstanceRole"))
 }
 
@@ -349,8 +350,8 @@ mod tests {
         for name in ["c", "a-20-character-name", &"x".repeat(100)] {
             let s = scope(name);
             let doc = document((1, 6), &s);
-            let expected = 4936 + 15 * name.len() + 29 * s.region.len() + 28 * 3 + 5 * 12 + s.queue_arn.len()
-                + s.node_role.len();
+            let expected =
+                4936 + 15 * name.len() + 29 * s.region.len() + 28 * 3 + 5 * 12 + s.queue_arn.len() + s.node_role.len();
             assert_eq!(size(&doc), expected, "cluster name {name}");
             assert_eq!(size(&doc), 5425 + 17 * name.len());
         }
@@ -417,7 +418,10 @@ mod tests {
         assert_eq!(pass["Condition"]["StringEquals"]["iam:PassedToService"][0], "ec2.amazonaws.com");
         assert_eq!(doc.to_string().matches(&s.node_role).count(), 1);
         assert_eq!(statement(&doc, "AllowInterruptionQueueActions")["Resource"], s.queue_arn.as_str());
-        assert_eq!(statement(&doc, "AllowRegionalReadActions")["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-west-2");
+        assert_eq!(
+            statement(&doc, "AllowRegionalReadActions")["Condition"]["StringEquals"]["aws:RequestedRegion"],
+            "us-west-2"
+        );
         assert_eq!(named(&doc), (Some("gpu-main".into()), Some(s.node_role.clone())));
     }
 
