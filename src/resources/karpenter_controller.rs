@@ -300,13 +300,16 @@ impl Kind for KarpenterController {
         }
         let token = uuid::Uuid::new_v4().to_string();
         let assoc = identity::ensure_association(ctx, &account(new), &role_arn, &tag_map, &token).await?;
-        if has("namespace") || has("service_account") {
-            // The old service account's association goes, if it still gives this role.
-            if let Some(a) = identity::find(ctx, &account(old)).await?
-                && a.role_arn() == Some(role_arn.as_str())
-            {
-                identity::delete_association(ctx, s(old, "cluster"), a.association_id().unwrap_or_default()).await?;
-            }
+        // The old service account's association goes, if it still gives this role. (A controller
+        // adopted without its association has no old service account.)
+        let before = account(old);
+        if (has("namespace") || has("service_account"))
+            && !before.namespace.is_empty()
+            && !before.service_account.is_empty()
+            && let Some(a) = identity::find(ctx, &before).await?
+            && a.role_arn() == Some(role_arn.as_str())
+        {
+            identity::delete_association(ctx, s(old, "cluster"), a.association_id().unwrap_or_default()).await?;
         }
         if has("tags") {
             let (o, nw) = (tags::user_tags(old), tags::user_tags(new));

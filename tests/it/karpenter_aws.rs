@@ -302,6 +302,44 @@ fn karpenter_controller_and_access_entries_apply_update_repair_and_destroy() {
     let again = logged(&env, &mut calls, &["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "repaired: {again:?}");
 
+    // Another service account gets a new association and the old one goes; tags follow on
+    // every part.
+    let view_ml = format!(r#"[{{ policy_arn = "{VIEW}", scope = ["ml"] }}]"#);
+    env.write(
+        "s.toml",
+        &stack("kap", "1.10.2", &view_ml).replace(
+            "tags      = { owner = \"platform\" }",
+            "service_account = \"karpenter-ctl\"\ntags      = { owner = \"ml-platform\", cost = \"gpu\" }",
+        ),
+    );
+    let plan = logged(&env, &mut calls, &["plan", "s.toml"]);
+    assert!(plan.stdout.contains("service_account: \"karpenter\" → \"karpenter-ctl\""), "{plan:?}");
+    assert!(plan.stdout.contains("Plan: 0 to add, 1 to change, 0 to replace, 0 to delete."), "{plan:?}");
+    ok(&env, &mut calls, &["apply", "s.toml", "--auto-approve"]);
+    let moved = env.state("kap")["resources"]["karpenter_controller.main"]["outputs"]["association_id"].clone();
+    assert_ne!(moved, association.as_str(), "a new association");
+    let (eks, sqs, events, iam) = (env.emu.eks(), env.emu.sqs(), env.emu.events(), env.emu.iam());
+    block_on(async move {
+        let listed = eks.list_pod_identity_associations().cluster_name("kap-main").send().await.unwrap();
+        let listed = listed.associations();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!((listed[0].service_account(), listed[0].association_id()), (Some("karpenter-ctl"), moved.as_str()));
+        let url = sqs.get_queue_url().queue_name("kap-main").send().await.unwrap().queue_url.unwrap();
+        let q = sqs.list_queue_tags().queue_url(url).send().await.unwrap();
+        let q = q.tags().unwrap();
+        assert_eq!(
+            (q.get("owner").map(String::as_str), q.get("cost").map(String::as_str)),
+            (Some("ml-platform"), Some("gpu"))
+        );
+        let rule = events.describe_rule().name("kap-main-reserved").send().await.unwrap();
+        let t = events.list_tags_for_resource().resource_arn(rule.arn().unwrap()).send().await.unwrap();
+        assert!(t.tags().iter().any(|t| t.key() == "owner" && t.value() == "ml-platform"), "{t:?}");
+        let r = iam.list_role_tags().role_name("kap-main-karpenter").send().await.unwrap();
+        assert!(r.tags().iter().any(|t| t.key() == "cost" && t.value() == "gpu"), "{r:?}");
+    });
+    let again = logged(&env, &mut calls, &["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "in sync after the move: {again:?}");
+
     // Destroy leaves nothing; the queue name then stays blocked for a while (SQS: 60 s; here 20 s).
     env.emu.control("POST", "/_gpustack/sqs?deleted_recently_seconds=20");
     ok(&env, &mut calls, &["destroy", "s.toml", "--auto-approve"]);
