@@ -11,7 +11,10 @@
 //! - IAM changes and `iam:PassRole` are limited to the stack's role path
 //!   `/gpustack/<stack>/` (IAM ARNs carry the path: Service Authorization Reference, IAM);
 //! - SSM parameters to AWS's public `/aws/service/` tree; Run Command to the
-//!   `AWS-RunShellScript` document and instances tagged for the stack.
+//!   `AWS-RunShellScript` document and instances tagged for the stack;
+//! - SQS queues and EventBridge rules to the stack's names (`<stack>-*`, as the kinds name
+//!   them), created only with the `gpustack:stack` tag and changed only when they carry it
+//!   (a name prefix alone would also match a stack whose name extends this one's).
 //!
 //! It reads the stack file only: no AWS call.
 
@@ -173,11 +176,16 @@ pub fn document(stack: &Stack) -> Json {
         // credentials ("missing permissions for 'iam:GetRole'", terraform-aws-eks#823).
         push("EksServiceLinkedRoleLookup", vec!["iam:GetRole"], json!("arn:aws:iam::*:role/aws-service-role/*"), None);
     }
+    // A Pod Identity association passes its role to EKS Pod Identity (EKS UG `pod-id-association`).
+    let mut passed_to = vec!["eks.amazonaws.com", "ec2.amazonaws.com"];
+    if has("eks:CreatePodIdentityAssociation") {
+        passed_to.push("pods.eks.amazonaws.com");
+    }
     push(
         "PassStackRoles",
         of(&|a| a == "iam:PassRole"),
         json!(passed),
-        Some(json!({ "StringEquals": { "iam:PassedToService": ["eks.amazonaws.com", "ec2.amazonaws.com"] } })),
+        Some(json!({ "StringEquals": { "iam:PassedToService": passed_to } })),
     );
     push(
         "EksServiceLinkedRoles",
@@ -210,6 +218,30 @@ pub fn document(stack: &Stack) -> Json {
         // hosted zone: CreateVpcEndpoint's dependent action (Service Authorization Reference).
         push("EndpointPrivateDns", vec!["route53:AssociateVPCWithHostedZone"], json!("*"), None);
     }
+    let request_tag = json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } });
+    let resource_tag = json!({ "StringEquals": { &stack_tag: stack.name } });
+    let queues = json!(format!("arn:aws:sqs:{region}:*:{}-*", stack.name));
+    // Tagging on creation needs sqs:TagQueue too (SQS Developer Guide, "Tagging queues").
+    push(
+        "SqsCreateStackQueues",
+        of(&|a| matches!(a, "sqs:CreateQueue" | "sqs:TagQueue")),
+        queues.clone(),
+        Some(request_tag.clone()),
+    );
+    push(
+        "SqsManageStackQueues",
+        of(&|a| a.starts_with("sqs:") && !is_read(a) && a != "sqs:CreateQueue"),
+        queues,
+        Some(resource_tag.clone()),
+    );
+    let rules = json!(format!("arn:aws:events:{region}:*:rule/{}-*", stack.name));
+    push(
+        "EventsCreateStackRules",
+        of(&|a| matches!(a, "events:PutRule" | "events:TagResource")),
+        rules.clone(),
+        Some(request_tag),
+    );
+    push("EventsManageStackRules", of(&|a| a.starts_with("events:") && !is_read(a)), rules, Some(resource_tag));
     push(
         "Ec2Quotas",
         of(&|a| a.starts_with("servicequotas:GetServiceQuota")),

@@ -23,7 +23,7 @@ const POLL_MAX: Seconds = Seconds { var: "GPUSTACK_POLL_MAX_SECONDS", default: 1
 const HEARTBEAT: Seconds = Seconds { var: "GPUSTACK_HEARTBEAT_SECONDS", default: 30.0, min: 0.1, max: 86400.0 };
 
 /// The services whose concurrent calls `GPUSTACK_PARALLELISM_<NAME>` limits (`aws::Service::name`).
-const PARALLELISM_SERVICES: [&str; 5] = ["ec2", "iam", "eks", "ssm", "quotas"];
+const PARALLELISM_SERVICES: [&str; 7] = ["ec2", "iam", "eks", "ssm", "quotas", "sqs", "events"];
 /// Concurrent calls per service: at least one, and few enough that AWS's throttling, not the
 /// tool, is the limit people meet.
 const PARALLELISM_RANGE: std::ops::RangeInclusive<usize> = 1..=1024;
@@ -34,7 +34,7 @@ pub struct Settings {
     pub poll_max: Duration,
     pub heartbeat: Duration,
     /// Overrides per service name; `None` keeps the service's default.
-    parallelism: [(&'static str, Option<usize>); 5],
+    parallelism: [(&'static str, Option<usize>); 7],
 }
 
 impl Default for Settings {

@@ -36,6 +36,8 @@ pub enum Service {
     Eks,
     Ssm,
     Quotas,
+    Sqs,
+    Events,
 }
 
 impl Service {
@@ -46,6 +48,8 @@ impl Service {
             Service::Eks => "eks",
             Service::Ssm => "ssm",
             Service::Quotas => "quotas",
+            Service::Sqs => "sqs",
+            Service::Events => "events",
         }
     }
 
@@ -57,6 +61,9 @@ impl Service {
             Service::Eks => 8,
             Service::Ssm => 8,
             Service::Quotas => 4,
+            Service::Sqs => 8,
+            // EventBridge's control plane allows few calls per second (PutRule, PutTargets).
+            Service::Events => 4,
         }
     }
 }
@@ -69,12 +76,14 @@ pub struct Ctx {
     pub eks: aws_sdk_eks::Client,
     pub ssm: aws_sdk_ssm::Client,
     pub quotas: aws_sdk_servicequotas::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub events: aws_sdk_eventbridge::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
     /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
     clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
-    limits: Arc<[(Service, Semaphore); 5]>,
+    limits: Arc<[(Service, Semaphore); 7]>,
 }
 
 impl Ctx {
@@ -97,6 +106,8 @@ impl Ctx {
             eks: aws_sdk_eks::Client::new(&conf),
             ssm: aws_sdk_ssm::Client::new(&conf),
             quotas: aws_sdk_servicequotas::Client::new(&conf),
+            sqs: aws_sdk_sqs::Client::new(&conf),
+            events: aws_sdk_eventbridge::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -106,6 +117,8 @@ impl Ctx {
                 limit(Service::Eks),
                 limit(Service::Ssm),
                 limit(Service::Quotas),
+                limit(Service::Sqs),
+                limit(Service::Events),
             ]),
         }
     }

@@ -130,7 +130,9 @@ impl Kind for IamRole {
         let pages = ctx.iam.list_roles().path_prefix(path(ctx)).into_paginator().send();
         let roles = ctx.all_pages(Service::Iam, "ListRoles", pages, |p| p.roles).await?;
         let mut found = vec![];
-        for r in roles {
+        // PathPrefix also lists deeper paths: `karpenter_controller` keeps its roles under
+        // `/gpustack/<stack>/karpenter/`, and they are not iam_role's.
+        for r in roles.into_iter().filter(|r| r.path() == path(ctx)) {
             let name = r.role_name().to_string();
             let address = match name.strip_prefix(&format!("{}-", ctx.stack)) {
                 Some(rest) => Some(format!("iam_role.{rest}")),

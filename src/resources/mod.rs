@@ -4,10 +4,12 @@
 pub mod capacity_block;
 pub mod capacity_reservation;
 mod cidr;
+mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
 mod iam_role;
 mod image_cache;
+pub mod karpenter_controller;
 pub mod karpenter_pool;
 pub mod launch_template;
 mod nat_gateway;
@@ -45,6 +47,8 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &image_cache::ImageCache,
     &eks_cluster::EksCluster,
     &eks_addon::EksAddon,
+    &eks_access_entry::EksAccessEntry,
+    &karpenter_controller::KarpenterController,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
     &karpenter_pool::KarpenterPool,

@@ -5,6 +5,7 @@
 //! (embedded, or EC2's at plan and apply time, before any call that changes anything).
 //! The rules never call a mutating API and know nothing of plans.
 
+mod access;
 mod catalog;
 mod egress;
 mod karpenter;
@@ -260,6 +261,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(shared_blocks(stack));
     d.extend(egress::egress(stack));
     d.extend(karpenter::offline(stack));
+    d.extend(access::access(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

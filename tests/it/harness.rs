@@ -393,3 +393,26 @@ impl Emulator {
         block_on(s3.put_object().bucket(bucket).key(key).body(body).send()).unwrap();
     }
 }
+
+/// SQS and EventBridge, for the Karpenter controller's interruption queue and rules.
+impl Emulator {
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        let conf = aws_sdk_sqs::Config::builder()
+            .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "test"))
+            .build();
+        aws_sdk_sqs::Client::from_conf(conf)
+    }
+
+    pub fn events(&self) -> aws_sdk_eventbridge::Client {
+        let conf = aws_sdk_eventbridge::Config::builder()
+            .behavior_version(aws_sdk_eventbridge::config::BehaviorVersion::latest())
+            .region(aws_sdk_eventbridge::config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_eventbridge::config::Credentials::new("test", "test", None, None, "test"))
+            .build();
+        aws_sdk_eventbridge::Client::from_conf(conf)
+    }
+}

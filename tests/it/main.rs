@@ -13,6 +13,7 @@ mod faults;
 mod gpu_rules;
 mod image_cache;
 mod karpenter;
+mod karpenter_aws;
 mod lifecycle;
 mod locking;
 mod manifests;

@@ -1,0 +1,415 @@
+//! `eks_access_entry`: which IAM principal may reach a cluster's Kubernetes API, and as what
+//! (aws-facts §12). `EC2_LINUX` is for a node role whose nodes are not in a managed node group
+//! (Karpenter's): EKS maps it to `system:nodes` and it takes no access policies. `STANDARD` is
+//! for people and tools, with access policies scoped to the cluster or to namespaces. Policies
+//! change in place; the cluster, the principal and the type replace (EKS cannot change them).
+//!
+//! It does not set `kubernetesGroups` or `username`, and it never lists the policies of an
+//! entry that is not `STANDARD`: EKS refuses that call (aws-controllers-k8s/community#2144).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{AccessEntry, AccessScope, AccessScopeType, AuthenticationMode};
+
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use crate::aws::{Absent, AwsError, Ctx, Service, eks, err, tags};
+use crate::stack::expr::ExprKind;
+use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct EksAccessEntry;
+
+pub const TYPES: &[&str] = &["EC2_LINUX", "STANDARD"];
+
+const POLICY: &[Attr] = &[
+    Attr::req("policy_arn", Ty::Str, OnChange::Update),
+    // "cluster", or a list of namespaces (checked by `validate`).
+    Attr::req("scope", Ty::Any, OnChange::Update),
+];
+
+const ATTRS: &[Attr] = &[
+    Attr::req("cluster", Ty::Str, OnChange::Replace),
+    Attr::req("principal_arn", Ty::Str, OnChange::Replace),
+    // Required, not defaulted: EKS's own default is STANDARD, which gives a node role no
+    // node identity (its nodes never join), gpustack's likeliest use is EC2_LINUX, and the
+    // type can never change afterwards. A default that differs from the API's would surprise
+    // the people who know the API; the one that matches it would fail Karpenter silently.
+    Attr::req("type", Ty::Enum(TYPES), OnChange::Replace),
+    Attr::opt("policies", Ty::List(&Ty::Object(POLICY)), Dflt::EmptyList, OnChange::Update),
+    TAGS,
+];
+
+impl Schema for EksAccessEntry {
+    fn name(&self) -> &'static str {
+        "eks_access_entry"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("arn", Ty::Str)]
+    }
+}
+
+#[async_trait]
+impl Kind for EksAccessEntry {
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "eks:CreateAccessEntry",
+            "eks:DescribeAccessEntry",
+            "eks:ListAccessEntries",
+            "eks:DeleteAccessEntry",
+            "eks:AssociateAccessPolicy",
+            "eks:DisassociateAccessPolicy",
+            "eks:ListAssociatedAccessPolicies",
+            "eks:ListClusters",
+            "eks:DescribeCluster",
+            "eks:TagResource",
+            "eks:UntagResource",
+        ]
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        super::node_group::require_stack_cluster(r, diags);
+        if let Some(e) = r.attrs.get("principal_arn")
+            && let Some(arn) = e.as_literal().and_then(Value::as_str)
+            && !is_principal_arn(arn)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}`: principal_arn \"{arn}\" is not the ARN of an IAM role or user", r.address),
+                    e.span.clone(),
+                )
+                .help("write arn:aws:iam::ACCOUNT:role/NAME, or refer to a role: \"${iam_role.NAME.arn}\""),
+            );
+        }
+        for (policy_arn, scope) in written_policies(r) {
+            if let Some(e) = policy_arn
+                && let Some(arn) = e.as_literal().and_then(Value::as_str)
+                && !arn.contains(":cluster-access-policy/")
+            {
+                diags.push(
+                    Diagnostic::error(format!("`{}`: \"{arn}\" is not an EKS access policy ARN", r.address), e.span.clone())
+                        .help("access policies are named arn:aws:eks::aws:cluster-access-policy/NAME (aws eks list-access-policies)"),
+                );
+            }
+            if let Some(e) = scope
+                && let Some(v) = e.as_literal()
+                && scope_of(v).is_none()
+            {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`{}`: an access policy's scope is \"cluster\" or a list of namespaces", r.address),
+                        e.span.clone(),
+                    )
+                    .help("write scope = \"cluster\", or scope = [\"team-a\", \"team-b\"]"),
+                );
+            }
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        if let Some(Value::List(l)) = inputs.get_mut("policies") {
+            for p in l.iter_mut() {
+                if let Value::Table(t) = p
+                    && let Some(Value::List(ns)) = t.get_mut("scope")
+                {
+                    ns.sort_by_key(Value::interpolate);
+                    ns.dedup();
+                }
+            }
+            l.sort_by_key(|p| p.as_table().and_then(|t| t.get("policy_arn")).map(Value::interpolate));
+        }
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let i = req.inputs;
+        let (cluster, principal) = (str_attr(i, "cluster"), str_attr(i, "principal_arn"));
+        let sent = {
+            let _p = ctx.permit(Service::Eks).await;
+            ctx.eks
+                .create_access_entry()
+                .cluster_name(cluster)
+                .principal_arn(principal)
+                .r#type(str_attr(i, "type"))
+                .set_tags(Some(eks::tag_map(ctx, req.address, i)))
+                .client_request_token(req.token)
+                .send()
+                .await
+                .map_err(err("CreateAccessEntry"))
+        };
+        let entry = match sent {
+            Ok(out) => out.access_entry,
+            // An interrupted earlier run may have made it: take it only if it is ours.
+            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
+                match describe(ctx, cluster, principal).await? {
+                    Some(a) if eks::is_ours(ctx, a.tags(), req.address) => Some(a),
+                    _ => {
+                        return Err(e.taken_by_other(&format!(
+                        "{principal} already has an access entry in {cluster}; EKS makes one itself for the node role of a managed node group (and for the cluster's creator), so leave this entry out of the stack or use another role"
+                    )));
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        for (arn, scope) in policies(i) {
+            associate(ctx, cluster, principal, &arn, &scope).await?;
+        }
+        Ok(recorded(entry.as_ref().and_then(AccessEntry::access_entry_arn).unwrap_or_default()))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let mut out = vec![];
+        for c in ctx.stack_clusters().await? {
+            // A cluster in CONFIG_MAP mode has no access entries, and EKS refuses to list them.
+            let mode = c.access_config().and_then(|a| a.authentication_mode());
+            if !matches!(mode, Some(AuthenticationMode::Api | AuthenticationMode::ApiAndConfigMap)) {
+                continue;
+            }
+            let cluster = c.name().unwrap_or_default().to_string();
+            let pages = ctx.eks.list_access_entries().cluster_name(&cluster).into_paginator().send();
+            let principals = match ctx
+                .all_pages(Service::Eks, "ListAccessEntries", pages, |p| p.access_entries.unwrap_or_default())
+                .await
+            {
+                Ok(p) => p,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            // ListAccessEntries names principals only: each is described for its type and tags.
+            // Entries EKS made itself (node groups, the creator) carry no gpustack tags.
+            for principal in principals {
+                let Some(a) = describe(ctx, &cluster, &principal).await? else { continue };
+                let all: BTreeMap<String, String> = a.tags().cloned().unwrap_or_default().into_iter().collect();
+                if all.get(tags::STACK) != Some(&ctx.stack) {
+                    continue;
+                }
+                let kind = a.r#type().unwrap_or_default().to_string();
+                let mut attrs = Attrs::from([
+                    ("cluster".into(), Value::str(cluster.clone())),
+                    ("principal_arn".into(), Value::str(principal.clone())),
+                    ("type".into(), Value::str(kind.clone())),
+                    ("tags".into(), tags::observed(&all)),
+                ]);
+                // Only a STANDARD entry may be asked for its policies (aws-facts §12).
+                let policies = if kind == "STANDARD" { associated(ctx, &cluster, &principal).await? } else { vec![] };
+                attrs.insert("policies".into(), Value::List(policies));
+                self.normalize(&mut attrs);
+                let rec = recorded(a.access_entry_arn().unwrap_or_default());
+                out.push(Observed {
+                    address: all.get(tags::ADDRESS).cloned(),
+                    id: rec.id,
+                    attrs,
+                    outputs: rec.outputs,
+                    retained: false,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        let (cluster, principal) = (str_attr(new, "cluster"), str_attr(new, "principal_arn"));
+        if changed.iter().any(|c| c == "policies") {
+            let (before, after): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                (policies(old).into_iter().collect(), policies(new).into_iter().collect());
+            for arn in before.keys().filter(|a| !after.contains_key(*a)) {
+                let _p = ctx.permit(Service::Eks).await;
+                (ctx.eks
+                    .disassociate_access_policy()
+                    .cluster_name(cluster)
+                    .principal_arn(principal)
+                    .policy_arn(arn)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(err("DisassociateAccessPolicy")))
+                .absent_ok()
+                .map(|_| ())?;
+            }
+            // Associating a policy again replaces its scope (EKS UG `access-policies`).
+            for (arn, scope) in after.iter().filter(|(a, sc)| before.get(*a) != Some(sc)) {
+                associate(ctx, cluster, principal, arn, scope).await?;
+            }
+        }
+        if changed.iter().any(|c| c == "tags") {
+            eks::sync_tags(ctx, id, old, new).await?;
+        }
+        Ok(recorded(id))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        // Deleting an entry deletes its policy associations (EKS UG `deleting-access-entries`).
+        let _p = ctx.permit(Service::Eks).await;
+        (ctx.eks
+            .delete_access_entry()
+            .cluster_name(str_attr(inputs, "cluster"))
+            .principal_arn(str_attr(inputs, "principal_arn"))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(err("DeleteAccessEntry")))
+        .absent_ok()
+        .map(|_| ())
+    }
+}
+
+/// `arn:<partition>:iam::<account>:role/…` or `…:user/…` (a path is allowed).
+pub fn is_principal_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", p, "iam", "", account, rest]
+        if p.starts_with("aws") && account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())
+            && (rest.starts_with("role/") || rest.starts_with("user/")))
+}
+
+/// The scope a `scope` value stands for: None for a cluster-wide scope, the namespaces
+/// otherwise; `None` outside when the value is neither.
+fn scope_of(v: &Value) -> Option<Option<Vec<String>>> {
+    match v {
+        Value::Str(s) if s == "cluster" => Some(None),
+        Value::List(l) if !l.is_empty() => l
+            .iter()
+            .map(|n| n.as_str().filter(|n| !n.is_empty()).map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .map(Some),
+        _ => None,
+    }
+}
+
+/// Each written policy's `policy_arn` and `scope` expressions, for the offline checks.
+fn written_policies(r: &Resource) -> Vec<(Option<&crate::stack::Expr>, Option<&crate::stack::Expr>)> {
+    match r.attrs.get("policies").map(|e| &e.kind) {
+        Some(ExprKind::List(items)) => items
+            .iter()
+            .filter_map(|p| match &p.kind {
+                ExprKind::Table(t) => Some((t.get("policy_arn"), t.get("scope"))),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// The `policies` input as (policy ARN, scope).
+fn policies(a: &Attrs) -> Vec<(String, Value)> {
+    a.get("policies")
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| {
+            let t = p.as_table()?;
+            Some((t.get("policy_arn")?.as_str()?.to_string(), t.get("scope")?.clone()))
+        })
+        .collect()
+}
+
+async fn associate(ctx: &Ctx, cluster: &str, principal: &str, policy: &str, scope: &Value) -> Result<()> {
+    let scope = match scope_of(scope) {
+        Some(None) => AccessScope::builder().r#type(AccessScopeType::Cluster).build(),
+        Some(Some(ns)) => AccessScope::builder().r#type(AccessScopeType::Namespace).set_namespaces(Some(ns)).build(),
+        None => {
+            return Err(AwsError {
+                operation: "AssociateAccessPolicy",
+                code: None,
+                detail: format!("the scope of {policy} is neither \"cluster\" nor a list of namespaces"),
+            });
+        }
+    };
+    let _p = ctx.permit(Service::Eks).await;
+    ctx.eks
+        .associate_access_policy()
+        .cluster_name(cluster)
+        .principal_arn(principal)
+        .policy_arn(policy)
+        .access_scope(scope)
+        .send()
+        .await
+        .map_err(err("AssociateAccessPolicy"))?;
+    Ok(())
+}
+
+/// A STANDARD entry's policies, as the `policies` input writes them.
+async fn associated(ctx: &Ctx, cluster: &str, principal: &str) -> Result<Vec<Value>> {
+    let pages = ctx
+        .eks
+        .list_associated_access_policies()
+        .cluster_name(cluster)
+        .principal_arn(principal)
+        .into_paginator()
+        .send();
+    let found = ctx
+        .all_pages(Service::Eks, "ListAssociatedAccessPolicies", pages, |p| {
+            p.associated_access_policies.unwrap_or_default()
+        })
+        .await?;
+    Ok(found
+        .iter()
+        .map(|p| {
+            let scope = match p.access_scope() {
+                Some(sc) if sc.r#type() == Some(&AccessScopeType::Namespace) => {
+                    Value::List(sc.namespaces().iter().map(|n| Value::str(n.clone())).collect())
+                }
+                _ => Value::str("cluster"),
+            };
+            Value::Table(BTreeMap::from([
+                ("policy_arn".into(), Value::str(p.policy_arn().unwrap_or_default())),
+                ("scope".into(), scope),
+            ]))
+        })
+        .collect())
+}
+
+async fn describe(ctx: &Ctx, cluster: &str, principal: &str) -> Result<Option<AccessEntry>> {
+    let _p = ctx.permit(Service::Eks).await;
+    match ctx
+        .eks
+        .describe_access_entry()
+        .cluster_name(cluster)
+        .principal_arn(principal)
+        .send()
+        .await
+        .map_err(err("DescribeAccessEntry"))
+    {
+        Ok(o) => Ok(o.access_entry),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn recorded(arn: &str) -> Recorded {
+    Recorded { id: arn.to_string(), outputs: Attrs::from([("arn".into(), Value::str(arn))]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principals_are_iam_roles_or_users() {
+        assert!(is_principal_arn("arn:aws:iam::123456789012:role/gpustack/k/k-node"));
+        assert!(is_principal_arn("arn:aws-cn:iam::123456789012:user/alice"));
+        assert!(!is_principal_arn("arn:aws:sts::123456789012:assumed-role/x/y"));
+        assert!(!is_principal_arn("arn:aws:iam::1234:role/x"));
+        assert!(!is_principal_arn("role/x"));
+    }
+
+    #[test]
+    fn a_scope_is_the_cluster_or_namespaces() {
+        assert_eq!(scope_of(&Value::str("cluster")), Some(None));
+        assert_eq!(scope_of(&Value::List(vec![Value::str("a")])), Some(Some(vec!["a".to_string()])));
+        assert_eq!(scope_of(&Value::str("namespace")), None);
+        assert_eq!(scope_of(&Value::List(vec![])), None);
+        assert_eq!(scope_of(&Value::List(vec![Value::Int(1)])), None);
+    }
+}
