@@ -59,10 +59,47 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack)].into_iter().flatten() {
+    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack)]
+        .into_iter()
+        .flatten()
+        .chain(karpenter_values(stack, state))
+    {
         files.insert(f.path, f.text);
     }
     Ok(files.into_iter().map(|(path, text)| File { path, text }).collect())
+}
+
+/// `karpenter-chart/values.yaml` (`karpenter-chart/<name>.values.yaml` with several
+/// controllers; not under `karpenter/`, which `kubectl apply -R` takes whole): the
+/// Karpenter chart's values for each applied `karpenter_controller`: the cluster, the
+/// interruption queue by name, and the service account its Pod Identity association names
+/// (chart `charts/karpenter/values.yaml`: `settings.clusterName`, `settings.interruptionQueue`,
+/// `serviceAccount.name`; aws-facts §11). The chart version is the controller's `version`.
+pub fn karpenter_values(stack: &Stack, state: &State) -> Vec<File> {
+    let controllers: Vec<&Resource> =
+        stack.resources.iter().filter(|r| r.kind.name() == "karpenter_controller").collect();
+    let mut files = vec![];
+    for r in &controllers {
+        let Some(e) = state.resources.get(&r.address) else { continue };
+        let (inputs, outputs) = (attrs_from_json(&e.inputs), attrs_from_json(&e.outputs));
+        let get = |a: &Attrs, k: &str| a.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let (version, namespace) = (get(&inputs, "version"), get(&inputs, "namespace"));
+        let header = format!(
+            "# Values for Karpenter {version}, from {}:\n#   helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter --version {version} \\\n#     --namespace {namespace} -f THIS_FILE\n",
+            r.address
+        );
+        let values = json!({
+            "settings": { "clusterName": get(&inputs, "cluster"), "interruptionQueue": get(&outputs, "queue_name") },
+            "serviceAccount": { "create": true, "name": get(&inputs, "service_account") },
+        });
+        let path = if controllers.len() == 1 {
+            "karpenter-chart/values.yaml".to_string()
+        } else {
+            format!("karpenter-chart/{}.values.yaml", r.name)
+        };
+        files.push(File { path, text: helm_values(&header, &values) });
+    }
+    files
 }
 
 /// Helm values: a comment naming the chart, then the values (no `---`: one document).

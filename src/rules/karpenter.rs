@@ -64,9 +64,91 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
     for pool in pools(stack) {
         reserved_capacity(stack, pool, &mut d);
         spot_breadth(pool, &mut d);
+        node_role_entered(stack, pool, &mut d);
     }
     d.extend(device_plugin_labels(stack));
     d
+}
+
+/// Two expressions name the same object: references to one resource (whatever output, so
+/// `${iam_role.node.name}` and `${iam_role.node.arn}` agree), or equal literals.
+fn same_object(a: Option<&crate::stack::Expr>, b: Option<&crate::stack::Expr>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => match (a.as_single_ref(), b.as_single_ref()) {
+            (Some(x), Some(y)) => x.address == y.address,
+            (None, None) => a.as_literal().is_some() && a.as_literal() == b.as_literal(),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Nodes Karpenter launches join only if their role may: an `EC2_LINUX` access entry of the
+/// pool's cluster (EKS UG `creating-access-entries`: nodes outside managed node groups need
+/// one), unless a managed node group of that cluster uses the same role (EKS enters that role
+/// itself: aws-facts §12). Without a `karpenter_controller` for the cluster, nothing in the
+/// stack runs Karpenter: a warning, as it may be installed otherwise.
+fn node_role_entered(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
+    let cluster = pool.attrs.get("cluster");
+    let same_cluster = |r: &Resource| same_object(r.attrs.get("cluster"), cluster);
+    let role = pool.attrs.get("node_role");
+    let entered = stack.resources.iter().any(|r| {
+        r.kind.name() == "eks_access_entry"
+            && same_cluster(r)
+            && same_object(r.attrs.get("principal_arn"), role)
+            && lit_str(r, "type").as_deref() == Some("EC2_LINUX")
+    });
+    let managed = node_groups(stack).any(|ng| same_cluster(ng) && same_object(ng.attrs.get("node_role"), role));
+    if !entered && !managed {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: its node role has no EC2_LINUX access entry, so its nodes could not join the cluster", pool.address),
+                span(pool, "node_role"),
+            )
+            .help("add [eks_access_entry.NAME] with the same cluster, principal_arn = the role's ARN (\"${iam_role.NAME.arn}\") and type = \"EC2_LINUX\""),
+        );
+    }
+    let controllers: Vec<&Resource> =
+        stack.resources.iter().filter(|r| r.kind.name() == "karpenter_controller" && same_cluster(r)).collect();
+    // The controller may pass only its own node role to EC2 (iam:PassRole in its policy).
+    if let Some(c) = controllers.first()
+        && !same_object(c.attrs.get("node_role"), role)
+    {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` launches with another node role than `{}`, which may pass only its own",
+                    pool.address, c.address
+                ),
+                span(pool, "node_role"),
+            )
+            .help(format!("use the node_role of `{}` (its policy allows iam:PassRole on that role alone)", c.address)),
+        );
+    }
+    // networkInterfaces (EFA) and placementGroupSelector arrived in Karpenter 1.11 (aws-facts §10).
+    let version = controllers.first().and_then(|c| lit_str(c, "version"));
+    if let Some(v) = version.as_deref().and_then(|v| crate::resources::karpenter_controller::version(v).map(|n| (v, n)))
+        && v.1 < (1, 11)
+    {
+        for attr in ["efa", "placement_group"].into_iter().filter(|a| pool.attrs.contains_key(*a)) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: {attr} needs Karpenter 1.11 or later, but the controller runs {}", pool.address, v.0),
+                    span(pool, attr),
+                )
+                .help("set the karpenter_controller's version to \"1.11.0\" or later (EC2NodeClass networkInterfaces and placementGroupSelector came in 1.11)"),
+            );
+        }
+    }
+    if controllers.is_empty() {
+        d.push(
+            Diagnostic::warning(
+                format!("`{}`: no karpenter_controller in the stack for its cluster, so nothing here runs Karpenter", pool.address),
+                span(pool, "cluster"),
+            )
+            .help("add [karpenter_controller.NAME] (role, interruption queue, Pod Identity), or install Karpenter's AWS side yourself"),
+        );
+    }
 }
 
 /// "reserved" and `capacity_reservations` go together, the reservations are this stack's,

@@ -163,7 +163,7 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
     let sharing: Attrs =
         inputs.get("gpu_sharing").map(|g| ("gpu_sharing".to_string(), g.clone())).into_iter().collect();
     if let Ok(Some(toml)) = userdata::render(&sharing) {
-        spec.insert("userData".into(), json!(toml));
+        spec.insert("userData".into(), json!(keep_gpu_name(&toml)));
     }
     let tags: Map<String, Json> = inputs
         .get("tags")
@@ -269,4 +269,17 @@ pub fn manifest(address: &str, inputs: &Attrs, outputs: &Attrs) -> Manifest {
     let pool = address.rsplit('.').next().unwrap_or(address);
     let docs = [node_class(address, inputs, outputs), node_pool(address, inputs)];
     Manifest { file: format!("karpenter/{pool}.yaml"), yaml: rendered::yaml_documents(&docs) }
+}
+
+/// Shared GPUs keep the resource name `nvidia.com/gpu` on a pool: Bottlerocket otherwise
+/// advertises them as `nvidia.com/gpu.shared` (`rename-by-default` is true; aws-facts §4),
+/// which Karpenter does not model, so it would never launch a node for pods asking for it
+/// (kubernetes-sigs/karpenter#729, aws/karpenter-provider-aws#3376).
+fn keep_gpu_name(toml: &str) -> String {
+    let mut out = toml.to_string();
+    for strategy in ["time-slicing", "mps"] {
+        let header = format!("[settings.kubelet-device-plugins.nvidia.{strategy}]\n");
+        out = out.replace(&header, &format!("{header}rename-by-default = false\n"));
+    }
+    out
 }

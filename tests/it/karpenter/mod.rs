@@ -91,6 +91,12 @@ service          = "ec2.amazonaws.com"
 instance_profile = true
 managed_policies = ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
 
+# The pools' nodes join through their role's own entry (rules::karpenter).
+[eks_access_entry.nodes]
+cluster       = "${{eks_cluster.main.name}}"
+principal_arn = "${{iam_role.node.arn}}"
+type          = "EC2_LINUX"
+
 [eks_cluster.main]
 version             = "1.31"
 role                = "${{iam_role.cluster.arn}}"

@@ -68,6 +68,21 @@ service = "eks.amazonaws.com"
 [iam_role.node]
 service = "ec2.amazonaws.com"
 
+[eks_addon.pod_identity]
+cluster = "${{eks_cluster.main.name}}"
+addon   = "eks-pod-identity-agent"
+
+[karpenter_controller.main]
+cluster   = "${{eks_cluster.main.name}}"
+node_role = "${{iam_role.node.arn}}"
+version   = "1.14.1"
+
+# The pools' nodes join through their role's own entry (rules::karpenter).
+[eks_access_entry.nodes]
+cluster       = "${{eks_cluster.main.name}}"
+principal_arn = "${{iam_role.node.arn}}"
+type          = "EC2_LINUX"
+
 [eks_cluster.main]
 version             = "1.31"
 role                = "${{iam_role.cluster.arn}}"
@@ -212,9 +227,12 @@ capacity_reservation = "${capacity_block.blk.id}"
 market               = "capacity-block"
 data_volume          = { size_gib = 200 }
 
+[iam_role.group]
+service = "ec2.amazonaws.com"
+
 [node_group.train]
 cluster         = "${eks_cluster.main.name}"
-node_role       = "${iam_role.node.arn}"
+node_role       = "${iam_role.group.arn}"
 subnets         = ["${subnet.a.id}"]
 launch_template = "${launch_template.lt.id}"
 capacity_type   = "CAPACITY_BLOCK"
@@ -408,5 +426,45 @@ node_labels = { "gpustack.io/pool" = "p" }"#,
         "time-slicing replicas must be at least 2, found 1",
         "replicas = 1",
         "with 1 replica nothing is shared",
+    );
+}
+
+#[test]
+fn a_pools_nodes_need_an_access_entry_and_the_controllers_role() {
+    let ok = stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1"));
+    accepted(&ok, "access entry");
+    // Without its EC2_LINUX entry, nodes cannot join.
+    let no_entry = ok.replace("type          = \"EC2_LINUX\"", "type          = \"STANDARD\"");
+    refused(
+        &no_entry,
+        "`karpenter_pool.p`: its node role has no EC2_LINUX access entry, so its nodes could not join the cluster",
+        "node_role       = \"${iam_role.node.name}\"",
+        "add [eks_access_entry.NAME] with the same cluster, principal_arn = the role's ARN",
+    );
+    // The controller may pass only its own node role to EC2.
+    let other = format!(
+        "{}\n[iam_role.other]\nservice = \"ec2.amazonaws.com\"\n\n[eks_access_entry.other]\ncluster = \"${{eks_cluster.main.name}}\"\nprincipal_arn = \"${{iam_role.other.arn}}\"\ntype = \"EC2_LINUX\"\n",
+        ok.replace("node_role       = \"${iam_role.node.name}\"", "node_role       = \"${iam_role.other.name}\"")
+    );
+    refused(
+        &other,
+        "`karpenter_pool.p` launches with another node role than `karpenter_controller.main`, which may pass only its own",
+        "node_role       = \"${iam_role.other.name}\"",
+        "use the node_role of `karpenter_controller.main`",
+    );
+}
+
+#[test]
+fn efa_and_placement_groups_need_karpenter_1_11() {
+    let efa = stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\nefa = {}",
+    ));
+    accepted(&efa, "needs Karpenter 1.11");
+    refused(
+        &efa.replace("version   = \"1.14.1\"", "version   = \"1.10.2\""),
+        "`karpenter_pool.p`: efa needs Karpenter 1.11 or later, but the controller runs 1.10.2",
+        "efa = {}",
+        "set the karpenter_controller's version to \"1.11.0\" or later",
     );
 }
