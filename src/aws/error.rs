@@ -126,12 +126,22 @@ impl AwsError {
     }
 
     /// True when AWS says the object does not exist (so a delete has nothing left to do).
+    /// SQS names an unknown queue `AWS.SimpleQueueService.NonExistentQueue` (its query-compatible
+    /// code, which `aws-sdk-sqs` reads as `QueueDoesNotExist`), or `QueueDoesNotExist` in a JSON
+    /// body without that header.
     pub fn is_not_found(&self) -> bool {
         self.code.as_deref().is_some_and(|c| {
             c.ends_with(".NotFound")
                 || c.ends_with(".Unknown")
                 || c.ends_with("NotFoundException")
-                || matches!(c, "NoSuchEntity" | "ResourceNotFoundException" | "ParameterNotFound")
+                || matches!(
+                    c,
+                    "NoSuchEntity"
+                        | "ResourceNotFoundException"
+                        | "ParameterNotFound"
+                        | "AWS.SimpleQueueService.NonExistentQueue"
+                        | "QueueDoesNotExist"
+                )
         })
     }
 }
@@ -149,6 +159,32 @@ impl<T> Absent<T> for Result<T, AwsError> {
             Ok(t) => Ok(Some(t)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coded(code: &str) -> AwsError {
+        AwsError { operation: "Op", code: Some(code.into()), detail: code.into() }
+    }
+
+    #[test]
+    fn each_services_not_found_code_is_absence() {
+        for code in [
+            "InvalidGroup.NotFound",
+            "NoSuchEntity",
+            "ResourceNotFoundException",
+            "ParameterNotFound",
+            "AWS.SimpleQueueService.NonExistentQueue",
+            "QueueDoesNotExist",
+        ] {
+            assert!(coded(code).is_not_found(), "{code}");
+        }
+        for code in ["AWS.SimpleQueueService.QueueDeletedRecently", "QueueAlreadyExists", "ResourceInUseException"] {
+            assert!(!coded(code).is_not_found(), "{code}");
         }
     }
 }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use aws_sdk_eks::types::{AccessEntry, AccessScope, AccessScopeType, AuthenticationMode};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
-use crate::aws::{Absent, AwsError, Ctx, Service, eks, err, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, eks, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -127,32 +127,25 @@ impl Kind for EksAccessEntry {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
         let (cluster, principal) = (str_attr(i, "cluster"), str_attr(i, "principal_arn"));
-        let sent = {
-            let _p = ctx.permit(Service::Eks).await;
-            ctx.eks
-                .create_access_entry()
-                .cluster_name(cluster)
-                .principal_arn(principal)
-                .r#type(str_attr(i, "type"))
-                .set_tags(Some(eks::tag_map(ctx, req.address, i)))
-                .client_request_token(req.token)
-                .send()
-                .await
-                .map_err(err("CreateAccessEntry"))
-        };
-        let entry = match sent {
+        let request = ctx
+            .eks
+            .create_access_entry()
+            .cluster_name(cluster)
+            .principal_arn(principal)
+            .r#type(str_attr(i, "type"))
+            .set_tags(Some(eks::tag_map(ctx, req.address, i)))
+            .client_request_token(req.token);
+        let entry = match ctx.call(Service::Eks, "CreateAccessEntry", request.send()).await {
             Ok(out) => out.access_entry,
             // An interrupted earlier run may have made it: take it only if it is ours.
-            Err(e) if e.code.as_deref() == Some("ResourceInUseException") => {
-                match describe(ctx, cluster, principal).await? {
-                    Some(a) if eks::is_ours(ctx, a.tags(), req.address) => Some(a),
-                    _ => {
-                        return Err(e.taken_by_other(&format!(
+            Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, cluster, principal).await? {
+                Some(a) if eks::is_ours(ctx, a.tags(), req.address) => Some(a),
+                _ => {
+                    return Err(e.taken_by_other(&format!(
                         "{principal} already has an access entry in {cluster}; EKS makes one itself for the node role of a managed node group (and for the cluster's creator), so leave this entry out of the stack or use another role"
                     )));
-                    }
                 }
-            }
+            },
             Err(e) => return Err(e),
         };
         for (arn, scope) in policies(i) {
@@ -171,14 +164,9 @@ impl Kind for EksAccessEntry {
             }
             let cluster = c.name().unwrap_or_default().to_string();
             let pages = ctx.eks.list_access_entries().cluster_name(&cluster).into_paginator().send();
-            let principals = match ctx
-                .all_pages(Service::Eks, "ListAccessEntries", pages, |p| p.access_entries.unwrap_or_default())
-                .await
-            {
-                Ok(p) => p,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e),
-            };
+            let listed =
+                ctx.all_pages(Service::Eks, "ListAccessEntries", pages, |p| p.access_entries.unwrap_or_default());
+            let Some(principals) = listed.await.absent_ok()? else { continue };
             // ListAccessEntries names principals only: each is described for its type and tags.
             // Entries EKS made itself (node groups, the creator) carry no gpustack tags.
             for principal in principals {
@@ -225,18 +213,9 @@ impl Kind for EksAccessEntry {
             let (before, after): (BTreeMap<_, _>, BTreeMap<_, _>) =
                 (policies(old).into_iter().collect(), policies(new).into_iter().collect());
             for arn in before.keys().filter(|a| !after.contains_key(*a)) {
-                let _p = ctx.permit(Service::Eks).await;
-                (ctx.eks
-                    .disassociate_access_policy()
-                    .cluster_name(cluster)
-                    .principal_arn(principal)
-                    .policy_arn(arn)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(err("DisassociateAccessPolicy")))
-                .absent_ok()
-                .map(|_| ())?;
+                let request =
+                    ctx.eks.disassociate_access_policy().cluster_name(cluster).principal_arn(principal).policy_arn(arn);
+                ctx.call(Service::Eks, "DisassociateAccessPolicy", request.send()).await.absent_ok()?;
             }
             // Associating a policy again replaces its scope (EKS UG `access-policies`).
             for (arn, scope) in after.iter().filter(|(a, sc)| before.get(*a) != Some(sc)) {
@@ -251,17 +230,13 @@ impl Kind for EksAccessEntry {
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         // Deleting an entry deletes its policy associations (EKS UG `deleting-access-entries`).
-        let _p = ctx.permit(Service::Eks).await;
-        (ctx.eks
+        let request = ctx
+            .eks
             .delete_access_entry()
             .cluster_name(str_attr(inputs, "cluster"))
-            .principal_arn(str_attr(inputs, "principal_arn"))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(err("DeleteAccessEntry")))
-        .absent_ok()
-        .map(|_| ())
+            .principal_arn(str_attr(inputs, "principal_arn"));
+        ctx.call(Service::Eks, "DeleteAccessEntry", request.send()).await.absent_ok()?;
+        Ok(())
     }
 }
 
@@ -326,16 +301,14 @@ async fn associate(ctx: &Ctx, cluster: &str, principal: &str, policy: &str, scop
             });
         }
     };
-    let _p = ctx.permit(Service::Eks).await;
-    ctx.eks
+    let request = ctx
+        .eks
         .associate_access_policy()
         .cluster_name(cluster)
         .principal_arn(principal)
         .policy_arn(policy)
-        .access_scope(scope)
-        .send()
-        .await
-        .map_err(err("AssociateAccessPolicy"))?;
+        .access_scope(scope);
+    ctx.call(Service::Eks, "AssociateAccessPolicy", request.send()).await?;
     Ok(())
 }
 
@@ -371,20 +344,8 @@ async fn associated(ctx: &Ctx, cluster: &str, principal: &str) -> Result<Vec<Val
 }
 
 async fn describe(ctx: &Ctx, cluster: &str, principal: &str) -> Result<Option<AccessEntry>> {
-    let _p = ctx.permit(Service::Eks).await;
-    match ctx
-        .eks
-        .describe_access_entry()
-        .cluster_name(cluster)
-        .principal_arn(principal)
-        .send()
-        .await
-        .map_err(err("DescribeAccessEntry"))
-    {
-        Ok(o) => Ok(o.access_entry),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.eks.describe_access_entry().cluster_name(cluster).principal_arn(principal);
+    Ok(ctx.call(Service::Eks, "DescribeAccessEntry", request.send()).await.absent_ok()?.and_then(|o| o.access_entry))
 }
 
 fn recorded(arn: &str) -> Recorded {

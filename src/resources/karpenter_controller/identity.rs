@@ -9,7 +9,7 @@ use aws_sdk_eks::types::PodIdentityAssociation;
 use aws_sdk_iam::types::{Role, Tag};
 use serde_json::Value as Json;
 
-use crate::aws::{Absent, AwsError, Ctx, Service, err, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::resources::Result;
 
 /// The path of every controller role of `stack`.
@@ -22,21 +22,17 @@ pub fn path(stack: &str) -> String {
 pub async fn create_role(ctx: &Ctx, name: &str, address: &str, all_tags: &[(String, String)]) -> Result<String> {
     let tags: Vec<Tag> =
         all_tags.iter().filter_map(|(k, v)| Tag::builder().key(k.clone()).value(v.clone()).build().ok()).collect();
-    let created = {
-        let _p = ctx.permit(Service::Iam).await;
-        ctx.iam
-            .create_role()
-            .role_name(name)
-            .path(path(&ctx.stack))
-            .assume_role_policy_document(super::policy::trust().to_string())
-            .description("Karpenter controller (EKS Pod Identity), made by gpustack")
-            .set_tags(Some(tags))
-            .send()
-            .await
-    };
-    match created {
+    let request = ctx
+        .iam
+        .create_role()
+        .role_name(name)
+        .path(path(&ctx.stack))
+        .assume_role_policy_document(super::policy::trust().to_string())
+        .description("Karpenter controller (EKS Pod Identity), made by gpustack")
+        .set_tags(Some(tags));
+    match ctx.call(Service::Iam, "CreateRole", request.send()).await {
         Ok(out) => Ok(out.role().map(|r| r.arn().to_string()).unwrap_or_default()),
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_entity_already_exists_exception()) => {
+        Err(e) if e.has_code("EntityAlreadyExists") => {
             let role = get_role(ctx, name).await?;
             let tagged = |k: &str, v: &str| {
                 role.as_ref().is_some_and(|r| r.tags().iter().any(|t| t.key() == k && t.value() == v))
@@ -53,18 +49,14 @@ pub async fn create_role(ctx: &Ctx, name: &str, address: &str, all_tags: &[(Stri
                 }),
             }
         }
-        Err(e) => Err(err("CreateRole")(e)),
+        Err(e) => Err(e),
     }
 }
 
 /// The role, or None when there is none of that name.
 pub async fn get_role(ctx: &Ctx, name: &str) -> Result<Option<Role>> {
-    let _p = ctx.permit(Service::Iam).await;
-    match ctx.iam.get_role().role_name(name).send().await.map_err(err("GetRole")) {
-        Ok(o) => Ok(o.role),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.iam.get_role().role_name(name);
+    Ok(ctx.call(Service::Iam, "GetRole", request.send()).await.absent_ok()?.and_then(|o| o.role))
 }
 
 /// Every controller role of the stack (one paged call). PathPrefix lists deeper paths too.
@@ -76,73 +68,40 @@ pub async fn roles(ctx: &Ctx) -> Result<Vec<Role>> {
 }
 
 pub async fn put_policy(ctx: &Ctx, role: &str, doc: &Json) -> Result<()> {
-    let _p = ctx.permit(Service::Iam).await;
-    ctx.iam
-        .put_role_policy()
-        .role_name(role)
-        .policy_name(super::policy::NAME)
-        .policy_document(doc.to_string())
-        .send()
-        .await
-        .map_err(err("PutRolePolicy"))?;
+    let request =
+        ctx.iam.put_role_policy().role_name(role).policy_name(super::policy::NAME).policy_document(doc.to_string());
+    ctx.call(Service::Iam, "PutRolePolicy", request.send()).await?;
     Ok(())
 }
 
 /// The role's controller policy as JSON (IAM answers it URL-encoded), None when absent.
 pub async fn policy(ctx: &Ctx, role: &str) -> Result<Option<Json>> {
-    let out = {
-        let _p = ctx.permit(Service::Iam).await;
-        ctx.iam
-            .get_role_policy()
-            .role_name(role)
-            .policy_name(super::policy::NAME)
-            .send()
-            .await
-            .map_err(err("GetRolePolicy"))
+    let request = ctx.iam.get_role_policy().role_name(role).policy_name(super::policy::NAME);
+    let Some(out) = ctx.call(Service::Iam, "GetRolePolicy", request.send()).await.absent_ok()? else {
+        return Ok(None);
     };
-    match out {
-        Ok(o) => {
-            let doc = percent_encoding::percent_decode_str(o.policy_document()).decode_utf8_lossy().into_owned();
-            Ok(serde_json::from_str(&doc).ok())
-        }
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let doc = percent_encoding::percent_decode_str(out.policy_document()).decode_utf8_lossy().into_owned();
+    Ok(serde_json::from_str(&doc).ok())
 }
 
 /// Deletes the inline policy, then the role; what is already gone is success.
 pub async fn delete_role(ctx: &Ctx, name: &str) -> Result<()> {
-    {
-        let _p = ctx.permit(Service::Iam).await;
-        (ctx.iam
-            .delete_role_policy()
-            .role_name(name)
-            .policy_name(super::policy::NAME)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(err("DeleteRolePolicy")))
-        .absent_ok()
-        .map(|_| ())?;
-    }
-    let _p = ctx.permit(Service::Iam).await;
-    (ctx.iam.delete_role().role_name(name).send().await.map(|_| ()).map_err(err("DeleteRole"))).absent_ok().map(|_| ())
+    let request = ctx.iam.delete_role_policy().role_name(name).policy_name(super::policy::NAME);
+    ctx.call(Service::Iam, "DeleteRolePolicy", request.send()).await.absent_ok()?;
+    let request = ctx.iam.delete_role().role_name(name);
+    ctx.call(Service::Iam, "DeleteRole", request.send()).await.absent_ok()?;
+    Ok(())
 }
 
 pub async fn sync_role_tags(ctx: &Ctx, role: &str, removed: &[String], set: &HashMap<String, String>) -> Result<()> {
-    let _p = ctx.permit(Service::Iam).await;
     if !removed.is_empty() {
-        ctx.iam
-            .untag_role()
-            .role_name(role)
-            .set_tag_keys(Some(removed.to_vec()))
-            .send()
-            .await
-            .map_err(err("UntagRole"))?;
+        let request = ctx.iam.untag_role().role_name(role).set_tag_keys(Some(removed.to_vec()));
+        ctx.call(Service::Iam, "UntagRole", request.send()).await?;
     }
     let set: Vec<Tag> = set.iter().filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok()).collect();
     if !set.is_empty() {
-        ctx.iam.tag_role().role_name(role).set_tags(Some(set)).send().await.map_err(err("TagRole"))?;
+        let request = ctx.iam.tag_role().role_name(role).set_tags(Some(set));
+        ctx.call(Service::Iam, "TagRole", request.send()).await?;
     }
     Ok(())
 }
@@ -164,14 +123,9 @@ pub async fn find(ctx: &Ctx, at: &Account<'_>) -> Result<Option<PodIdentityAssoc
         .service_account(at.service_account)
         .into_paginator()
         .send();
-    let found = match ctx
-        .all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default())
-        .await
-    {
-        Ok(f) => f,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e),
-    };
+    let listed =
+        ctx.all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default());
+    let Some(found) = listed.await.absent_ok()? else { return Ok(None) };
     // One association per service account (EKS UG "EKS Pod Identity considerations").
     match found.first().and_then(|a| a.association_id()) {
         Some(id) => describe(ctx, at.cluster, id).await,
@@ -191,28 +145,23 @@ pub async fn ensure_association(
     if let Some(a) = find(ctx, at).await? {
         return ours(a, at, role_arn);
     }
-    let sent = {
-        let _p = ctx.permit(Service::Eks).await;
-        ctx.eks
-            .create_pod_identity_association()
-            .cluster_name(at.cluster)
-            .namespace(at.namespace)
-            .service_account(at.service_account)
-            .role_arn(role_arn)
-            .set_tags(Some(tags.clone()))
-            .client_request_token(token)
-            .send()
-            .await
-            .map_err(err("CreatePodIdentityAssociation"))
-    };
-    match sent {
+    let request = ctx
+        .eks
+        .create_pod_identity_association()
+        .cluster_name(at.cluster)
+        .namespace(at.namespace)
+        .service_account(at.service_account)
+        .role_arn(role_arn)
+        .set_tags(Some(tags.clone()))
+        .client_request_token(token);
+    match ctx.call(Service::Eks, "CreatePodIdentityAssociation", request.send()).await {
         Ok(o) => o.association.ok_or_else(|| AwsError {
             operation: "CreatePodIdentityAssociation",
             code: None,
             detail: "EKS answered without the association".into(),
         }),
         // Made meanwhile (an earlier attempt that landed): ours only if it gives our role.
-        Err(e) if e.code.as_deref() == Some("ResourceInUseException") => match find(ctx, at).await? {
+        Err(e) if e.has_code("ResourceInUseException") => match find(ctx, at).await? {
             Some(a) => ours(a, at, role_arn),
             None => Err(e),
         },
@@ -239,34 +188,15 @@ fn ours(a: PodIdentityAssociation, at: &Account<'_>, role_arn: &str) -> Result<P
 }
 
 pub async fn describe(ctx: &Ctx, cluster: &str, id: &str) -> Result<Option<PodIdentityAssociation>> {
-    let _p = ctx.permit(Service::Eks).await;
-    match ctx
-        .eks
-        .describe_pod_identity_association()
-        .cluster_name(cluster)
-        .association_id(id)
-        .send()
-        .await
-        .map_err(err("DescribePodIdentityAssociation"))
-    {
-        Ok(o) => Ok(o.association),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let request = ctx.eks.describe_pod_identity_association().cluster_name(cluster).association_id(id);
+    let described = ctx.call(Service::Eks, "DescribePodIdentityAssociation", request.send()).await;
+    Ok(described.absent_ok()?.and_then(|o| o.association))
 }
 
 pub async fn delete_association(ctx: &Ctx, cluster: &str, id: &str) -> Result<()> {
-    let _p = ctx.permit(Service::Eks).await;
-    (ctx.eks
-        .delete_pod_identity_association()
-        .cluster_name(cluster)
-        .association_id(id)
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(err("DeletePodIdentityAssociation")))
-    .absent_ok()
-    .map(|_| ())
+    let request = ctx.eks.delete_pod_identity_association().cluster_name(cluster).association_id(id);
+    ctx.call(Service::Eks, "DeletePodIdentityAssociation", request.send()).await.absent_ok()?;
+    Ok(())
 }
 
 /// The associations tagged for this stack in the stack's clusters: one paged list per
@@ -276,14 +206,9 @@ pub async fn stack_associations(ctx: &Ctx) -> Result<Vec<PodIdentityAssociation>
     for c in ctx.stack_clusters().await? {
         let cluster = c.name().unwrap_or_default().to_string();
         let pages = ctx.eks.list_pod_identity_associations().cluster_name(&cluster).into_paginator().send();
-        let listed = match ctx
-            .all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default())
-            .await
-        {
-            Ok(l) => l,
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
-        };
+        let listed =
+            ctx.all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default());
+        let Some(listed) = listed.await.absent_ok()? else { continue };
         for id in listed.iter().filter_map(|a| a.association_id()) {
             if let Some(a) = describe(ctx, &cluster, id).await?
                 && a.tags().and_then(|t| t.get(tags::STACK)) == Some(&ctx.stack)

@@ -14,7 +14,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::json;
 
 use crate::aws::wait::{Poll, until};
-use crate::aws::{AwsError, Ctx, Service, err};
+use crate::aws::{Absent, AwsError, Ctx, Service};
 use crate::resources::Result;
 
 /// The target id Karpenter's template gives the queue on every rule.
@@ -26,6 +26,11 @@ pub const RULE_NAME_MAX: usize = 64;
 /// SQS frees a deleted queue's name after 60 s (`QueueDeletedRecently`, botocore CreateQueue);
 /// gpustack waits for it up to twice that.
 const NAME_REUSE_WAIT: Duration = Duration::from_secs(120);
+/// CreateQueue's codes for a name deleted less than 60 s ago and for a name taken by a queue
+/// with other attributes (the codes `aws-sdk-sqs` reads as `QueueDeletedRecently` and
+/// `QueueNameExists`).
+const QUEUE_DELETED_RECENTLY: &str = "AWS.SimpleQueueService.QueueDeletedRecently";
+const QUEUE_NAME_EXISTS: &str = "QueueAlreadyExists";
 
 /// One EventBridge rule of the template: the event it forwards and the first version with it.
 pub struct Rule {
@@ -127,19 +132,15 @@ pub async fn ensure_queue(
 ) -> Result<()> {
     let (attributes, told) = (&queue_attributes(arn), &AtomicBool::new(false));
     let made = until(&format!("the name of SQS queue {name}"), NAME_REUSE_WAIT, move || async move {
-        let sent = {
-            let _p = ctx.permit(Service::Sqs).await;
-            ctx.sqs
-                .create_queue()
-                .queue_name(name)
-                .set_attributes(Some(attributes.clone()))
-                .set_tags(Some(tags.clone()))
-                .send()
-                .await
-        };
-        match sent {
+        let request = ctx
+            .sqs
+            .create_queue()
+            .queue_name(name)
+            .set_attributes(Some(attributes.clone()))
+            .set_tags(Some(tags.clone()));
+        match ctx.call(Service::Sqs, "CreateQueue", request.send()).await {
             Ok(_) => Ok(Poll::Done(true)),
-            Err(e) if e.as_service_error().is_some_and(|se| se.is_queue_deleted_recently()) => {
+            Err(e) if e.has_code(QUEUE_DELETED_RECENTLY) => {
                 if !told.swap(true, Ordering::Relaxed) {
                     report(&format!(
                         "waiting for SQS to free the name {name} (a queue of that name was deleted less than 60 s ago)"
@@ -148,8 +149,8 @@ pub async fn ensure_queue(
                 Ok(Poll::Pending("taken by a queue deleted less than 60 s ago".into()))
             }
             // The name exists with other attributes: ours is repaired below, anyone else's refused.
-            Err(e) if e.as_service_error().is_some_and(|se| se.is_queue_name_exists()) => Ok(Poll::Done(false)),
-            Err(e) => Err(err("CreateQueue")(e)),
+            Err(e) if e.has_code(QUEUE_NAME_EXISTS) => Ok(Poll::Done(false)),
+            Err(e) => Err(e),
         }
     })
     .await?;
@@ -157,10 +158,7 @@ pub async fn ensure_queue(
         return Ok(());
     }
     let url = queue_url(ctx, name).await?.unwrap_or_default();
-    let owner = {
-        let _p = ctx.permit(Service::Sqs).await;
-        ctx.sqs.list_queue_tags().queue_url(&url).send().await.map_err(err("ListQueueTags"))?
-    };
+    let owner = ctx.call(Service::Sqs, "ListQueueTags", ctx.sqs.list_queue_tags().queue_url(&url).send()).await?;
     if owner.tags().and_then(|t| t.get(crate::aws::tags::STACK)) != Some(&ctx.stack) {
         return Err(AwsError {
             operation: "CreateQueue",
@@ -171,36 +169,22 @@ pub async fn ensure_queue(
             ),
         });
     }
-    let _p = ctx.permit(Service::Sqs).await;
-    ctx.sqs
-        .set_queue_attributes()
-        .queue_url(url)
-        .set_attributes(Some(attributes.clone()))
-        .send()
-        .await
-        .map_err(err("SetQueueAttributes"))?;
+    let request = ctx.sqs.set_queue_attributes().queue_url(url).set_attributes(Some(attributes.clone()));
+    ctx.call(Service::Sqs, "SetQueueAttributes", request.send()).await?;
     Ok(())
 }
 
 /// The queue's URL, or None when there is no such queue.
 pub async fn queue_url(ctx: &Ctx, name: &str) -> Result<Option<String>> {
-    let _p = ctx.permit(Service::Sqs).await;
-    match ctx.sqs.get_queue_url().queue_name(name).send().await {
-        Ok(o) => Ok(o.queue_url),
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_queue_does_not_exist()) => Ok(None),
-        Err(e) => Err(err("GetQueueUrl")(e)),
-    }
+    let request = ctx.sqs.get_queue_url().queue_name(name);
+    Ok(ctx.call(Service::Sqs, "GetQueueUrl", request.send()).await.absent_ok()?.and_then(|o| o.queue_url))
 }
 
 /// Deletes the queue; a queue already gone is success.
 pub async fn delete_queue(ctx: &Ctx, name: &str) -> Result<()> {
     let Some(url) = queue_url(ctx, name).await? else { return Ok(()) };
-    let _p = ctx.permit(Service::Sqs).await;
-    match ctx.sqs.delete_queue().queue_url(url).send().await {
-        Ok(_) => Ok(()),
-        Err(e) if e.as_service_error().is_some_and(|se| se.is_queue_does_not_exist()) => Ok(()),
-        Err(e) => Err(err("DeleteQueue")(e)),
-    }
+    ctx.call(Service::Sqs, "DeleteQueue", ctx.sqs.delete_queue().queue_url(url).send()).await.absent_ok()?;
+    Ok(())
 }
 
 /// The names and URLs of the queues whose names start with `prefix` (one paged call).
@@ -213,18 +197,14 @@ pub async fn queues(ctx: &Ctx, prefix: &str) -> Result<BTreeMap<String, String>>
 /// True when the queue has the template's settings: 300 s retention, SSE-SQS and a policy
 /// that lets EventBridge send.
 pub async fn queue_in_shape(ctx: &Ctx, url: &str) -> Result<bool> {
-    let out = {
-        let _p = ctx.permit(Service::Sqs).await;
-        ctx.sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::MessageRetentionPeriod)
-            .attribute_names(QueueAttributeName::SqsManagedSseEnabled)
-            .attribute_names(QueueAttributeName::Policy)
-            .send()
-            .await
-            .map_err(err("GetQueueAttributes"))?
-    };
+    let request = ctx
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::MessageRetentionPeriod)
+        .attribute_names(QueueAttributeName::SqsManagedSseEnabled)
+        .attribute_names(QueueAttributeName::Policy);
+    let out = ctx.call(Service::Sqs, "GetQueueAttributes", request.send()).await?;
     let a = out.attributes().cloned().unwrap_or_default();
     let get = |k: QueueAttributeName| a.get(&k).map(String::as_str).unwrap_or_default().to_string();
     let policy = get(QueueAttributeName::Policy);
@@ -272,17 +252,15 @@ async fn put_rule(ctx: &Ctx, name: &str, rule: &Rule, tags: &HashMap<String, Str
     // PutRule ignores tags on an existing rule (botocore PutRule): they only count here on creation.
     let tags: Vec<Tag> =
         tags.iter().filter_map(|(k, v)| Tag::builder().key(k.clone()).value(v.clone()).build().ok()).collect();
-    let _p = ctx.permit(Service::Events).await;
-    ctx.events
+    let request = ctx
+        .events
         .put_rule()
         .name(name)
         .event_pattern(pattern(rule))
         .state(RuleState::Enabled)
         .description(format!("{} to Karpenter's interruption queue", rule.detail_type))
-        .set_tags(Some(tags))
-        .send()
-        .await
-        .map_err(err("PutRule"))?;
+        .set_tags(Some(tags));
+    ctx.call(Service::Events, "PutRule", request.send()).await?;
     Ok(())
 }
 
@@ -292,10 +270,8 @@ async fn put_target(ctx: &Ctx, rule: &str, queue_arn: &str) -> Result<()> {
         code: None,
         detail: format!("the target of rule {rule} could not be built: {e}"),
     })?;
-    let out = {
-        let _p = ctx.permit(Service::Events).await;
-        ctx.events.put_targets().rule(rule).targets(target).send().await.map_err(err("PutTargets"))?
-    };
+    let out =
+        ctx.call(Service::Events, "PutTargets", ctx.events.put_targets().rule(rule).targets(target).send()).await?;
     // PutTargets answers 200 with per-target failures.
     match out.failed_entries().first() {
         None => Ok(()),
@@ -310,16 +286,11 @@ async fn put_target(ctx: &Ctx, rule: &str, queue_arn: &str) -> Result<()> {
 /// Removes the rule's target, then the rule (EventBridge refuses to delete a rule with
 /// targets); a rule already gone is success.
 async fn delete_rule(ctx: &Ctx, name: &str) -> Result<()> {
-    {
-        let _p = ctx.permit(Service::Events).await;
-        match ctx.events.remove_targets().rule(name).ids(TARGET_ID).send().await.map_err(err("RemoveTargets")) {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
-        }
+    let request = ctx.events.remove_targets().rule(name).ids(TARGET_ID);
+    if ctx.call(Service::Events, "RemoveTargets", request.send()).await.absent_ok()?.is_none() {
+        return Ok(());
     }
-    let _p = ctx.permit(Service::Events).await;
-    ctx.events.delete_rule().name(name).send().await.map_err(err("DeleteRule"))?;
+    ctx.call(Service::Events, "DeleteRule", ctx.events.delete_rule().name(name).send()).await?;
     Ok(())
 }
 
@@ -336,17 +307,11 @@ pub async fn delete_rules(ctx: &Ctx, prefix: &str) -> Result<()> {
 pub async fn rules(ctx: &Ctx, prefix: &str) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     let mut token = None;
+    // EventBridge's SDK has no paginators (ListRules is not marked paginated in its model), so
+    // `Ctx::all_pages` cannot take this listing: each page is one `Ctx::call`.
     loop {
-        let page = {
-            let _p = ctx.permit(Service::Events).await;
-            ctx.events
-                .list_rules()
-                .name_prefix(format!("{prefix}-"))
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(err("ListRules"))?
-        };
+        let request = ctx.events.list_rules().name_prefix(format!("{prefix}-")).set_next_token(token);
+        let page = ctx.call(Service::Events, "ListRules", request.send()).await?;
         for r in page.rules() {
             if let (Some(name), Some(arn)) = (r.name(), r.arn())
                 && suffix_of(prefix, name).is_some()
@@ -365,17 +330,10 @@ pub async fn rules(ctx: &Ctx, prefix: &str) -> Result<BTreeMap<String, String>> 
 pub async fn targeting(ctx: &Ctx, queue_arn: &str) -> Result<Vec<String>> {
     let mut out = vec![];
     let mut token = None;
+    // No paginator here either (see `rules`): each page is one `Ctx::call`.
     loop {
-        let page = {
-            let _p = ctx.permit(Service::Events).await;
-            ctx.events
-                .list_rule_names_by_target()
-                .target_arn(queue_arn)
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(err("ListRuleNamesByTarget"))?
-        };
+        let request = ctx.events.list_rule_names_by_target().target_arn(queue_arn).set_next_token(token);
+        let page = ctx.call(Service::Events, "ListRuleNamesByTarget", request.send()).await?;
         out.extend(page.rule_names().iter().cloned());
         token = page.next_token;
         if token.is_none() {
@@ -393,41 +351,25 @@ pub async fn sync_tags(
     set: &HashMap<String, String>,
 ) -> Result<()> {
     if let Some(url) = queue_url(ctx, queue).await? {
-        let _p = ctx.permit(Service::Sqs).await;
         if !removed.is_empty() {
-            ctx.sqs
-                .untag_queue()
-                .queue_url(&url)
-                .set_tag_keys(Some(removed.to_vec()))
-                .send()
-                .await
-                .map_err(err("UntagQueue"))?;
+            let request = ctx.sqs.untag_queue().queue_url(&url).set_tag_keys(Some(removed.to_vec()));
+            ctx.call(Service::Sqs, "UntagQueue", request.send()).await?;
         }
         if !set.is_empty() {
-            ctx.sqs.tag_queue().queue_url(&url).set_tags(Some(set.clone())).send().await.map_err(err("TagQueue"))?;
+            let request = ctx.sqs.tag_queue().queue_url(&url).set_tags(Some(set.clone()));
+            ctx.call(Service::Sqs, "TagQueue", request.send()).await?;
         }
     }
     let tags: Vec<Tag> =
         set.iter().filter_map(|(k, v)| Tag::builder().key(k.clone()).value(v.clone()).build().ok()).collect();
     for arn in rules(ctx, prefix).await?.into_values() {
-        let _p = ctx.permit(Service::Events).await;
         if !removed.is_empty() {
-            ctx.events
-                .untag_resource()
-                .resource_arn(&arn)
-                .set_tag_keys(Some(removed.to_vec()))
-                .send()
-                .await
-                .map_err(err("UntagResource"))?;
+            let request = ctx.events.untag_resource().resource_arn(&arn).set_tag_keys(Some(removed.to_vec()));
+            ctx.call(Service::Events, "UntagResource", request.send()).await?;
         }
         if !tags.is_empty() {
-            ctx.events
-                .tag_resource()
-                .resource_arn(&arn)
-                .set_tags(Some(tags.clone()))
-                .send()
-                .await
-                .map_err(err("TagResource"))?;
+            let request = ctx.events.tag_resource().resource_arn(&arn).set_tags(Some(tags.clone()));
+            ctx.call(Service::Events, "TagResource", request.send()).await?;
         }
     }
     Ok(())
