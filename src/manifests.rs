@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value as Json, json};
 
 use crate::plan::desired_inputs;
+use crate::resources::launch_template::gpu_sharing::nvidia_config;
 use crate::resources::{self, karpenter_pool::k8s_effect};
-use crate::rules::{lit, lit_str, node_groups, referenced, strings};
+use crate::rules::{al2023_sharing, lit, lit_str, node_groups, referenced, strings};
 use crate::stack::{Resource, Stack};
 use crate::state::State;
 use crate::value::{Attrs, Value, attrs_from_json};
@@ -165,48 +166,6 @@ pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
     let header = "# Helm values for the EFA device plugin, written by gpustack for the stack's EFA instance types:\n\
                   #   helm install aws-efa-k8s-device-plugin eks/aws-efa-k8s-device-plugin -n kube-system -f efa-device-plugin/values.yaml\n";
     Some(File { path: "efa-device-plugin/values.yaml".into(), text: helm_values(header, &values) })
-}
-
-/// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of
-/// its device-plugin config. Bottlerocket groups are not here: their plugin runs on the host
-/// and takes `gpu_sharing` from user data (aws-facts §4, §14).
-pub fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String)> {
-    node_groups(stack)
-        .filter(|ng| lit_str(ng, "ami_type").is_some_and(|a| a.starts_with("AL2023_") && a.contains("NVIDIA")))
-        .filter_map(|ng| {
-            let lt = referenced(stack, ng, "launch_template", "launch_template")?;
-            let sharing = lit(lt, "gpu_sharing")?;
-            Some((ng, nvidia_config(sharing.as_table()?)?.0))
-        })
-        .collect()
-}
-
-/// The NVIDIA device plugin's config for a `gpu_sharing` table, and its name: `time-slicing-4`,
-/// `mps-4`, `mig-mixed`; None for strategy "none". Sharing renames the resource to
-/// `nvidia.com/gpu.shared` and refuses requests for more than one, as Bottlerocket's settings
-/// do by default, so a pod asks for the same resource on either OS (aws-facts §4, §14).
-fn nvidia_config(sharing: &BTreeMap<String, Value>) -> Option<(String, Json)> {
-    let strategy = sharing.get("strategy").and_then(Value::as_str)?;
-    let replicas = sharing.get("replicas").and_then(Value::as_int).unwrap_or(2);
-    let shared = |key: &str| {
-        json!({
-            "version": "v1",
-            "flags": { "migStrategy": "none" },
-            "sharing": { key: {
-                "renameByDefault": true,
-                "failRequestsGreaterThanOne": true,
-                "resources": [{ "name": "nvidia.com/gpu", "replicas": replicas }],
-            } },
-        })
-    };
-    match strategy {
-        "time-slicing" => Some((format!("time-slicing-{replicas}"), shared("timeSlicing"))),
-        "mps" => Some((format!("mps-{replicas}"), shared("mps"))),
-        // The plugin exposes MIG partitions (`nvidia.com/mig-<g>g.<mem>gb`); making them needs
-        // NVIDIA's MIG manager, which the EKS AL2023 AMI is not known to run (aws-facts §14).
-        "mig" => Some(("mig-mixed".into(), json!({ "version": "v1", "flags": { "migStrategy": "mixed" } }))),
-        _ => None,
-    }
 }
 
 /// `nvidia-device-plugin/values.yaml`, for NVIDIA's `nvidia-device-plugin` chart, when an

@@ -282,7 +282,7 @@ fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
 /// `nvidia.com/gpu.present=true` matches the chart's default affinity (aws-facts §14).
 pub(super) fn device_plugin_labels(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
-    for (ng, config) in crate::manifests::al2023_sharing(stack) {
+    for (ng, config) in super::al2023_sharing(stack) {
         let labels = lit(ng, "labels").and_then(|v| v.as_table().cloned()).unwrap_or_default();
         let want = [("nvidia.com/device-plugin.config", config.as_str()), ("nvidia.com/gpu.present", "true")];
         let missing: Vec<String> = want

@@ -361,3 +361,17 @@ pub(crate) fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
         _ => None,
     }
 }
+
+/// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of
+/// its device-plugin config. Bottlerocket groups are not here: their plugin runs on the host
+/// and takes `gpu_sharing` from user data (aws-facts §4, §14).
+pub(crate) fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String)> {
+    node_groups(stack)
+        .filter(|ng| lit_str(ng, "ami_type").is_some_and(|a| a.starts_with("AL2023_") && a.contains("NVIDIA")))
+        .filter_map(|ng| {
+            let lt = referenced(stack, ng, "launch_template", "launch_template")?;
+            let sharing = lit(lt, "gpu_sharing")?;
+            Some((ng, crate::resources::launch_template::gpu_sharing::nvidia_config(sharing.as_table()?)?.0))
+        })
+        .collect()
+}

@@ -2,6 +2,10 @@
 //! and MIG profiles against the GPUs Bottlerocket's MIG manager knows (the catalog-backed
 //! checks, which need the instance type, are in the GPU rules).
 
+use std::collections::BTreeMap;
+
+use serde_json::{Value as Json, json};
+
 use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Expr};
 use crate::value::Value;
@@ -123,5 +127,33 @@ pub fn check(e: &Expr, diags: &mut Vec<Diagnostic>) {
                 }
             }
         }
+    }
+}
+
+/// The NVIDIA device plugin's config for a `gpu_sharing` table, and its name: `time-slicing-4`,
+/// `mps-4`, `mig-mixed`; None for strategy "none". Sharing renames the resource to
+/// `nvidia.com/gpu.shared` and refuses requests for more than one, as Bottlerocket's settings
+/// do by default, so a pod asks for the same resource on either OS (aws-facts §4, §14).
+pub fn nvidia_config(sharing: &BTreeMap<String, Value>) -> Option<(String, Json)> {
+    let strategy = sharing.get("strategy").and_then(Value::as_str)?;
+    let replicas = sharing.get("replicas").and_then(Value::as_int).unwrap_or(2);
+    let shared = |key: &str| {
+        json!({
+            "version": "v1",
+            "flags": { "migStrategy": "none" },
+            "sharing": { key: {
+                "renameByDefault": true,
+                "failRequestsGreaterThanOne": true,
+                "resources": [{ "name": "nvidia.com/gpu", "replicas": replicas }],
+            } },
+        })
+    };
+    match strategy {
+        "time-slicing" => Some((format!("time-slicing-{replicas}"), shared("timeSlicing"))),
+        "mps" => Some((format!("mps-{replicas}"), shared("mps"))),
+        // The plugin exposes MIG partitions (`nvidia.com/mig-<g>g.<mem>gb`); making them needs
+        // NVIDIA's MIG manager, which the EKS AL2023 AMI is not known to run (aws-facts §14).
+        "mig" => Some(("mig-mixed".into(), json!({ "version": "v1", "flags": { "migStrategy": "mixed" } }))),
+        _ => None,
     }
 }

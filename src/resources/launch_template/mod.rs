@@ -9,7 +9,7 @@
 //! it the default; node groups referring to `version` then move to it.
 
 mod data;
-mod gpu_sharing;
+pub mod gpu_sharing;
 mod network;
 pub mod userdata;
 
