@@ -176,12 +176,13 @@ pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
 pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
     let mut configs: BTreeMap<String, Json> = BTreeMap::new();
     let mut taints = BTreeSet::new();
-    for (ng, _) in al2023_sharing(stack) {
-        let lt = referenced(stack, ng, "launch_template", "launch_template")?;
-        let sharing = lit(lt, "gpu_sharing")?;
-        let (name, config) = nvidia_config(sharing.as_table()?)?;
+    for (ng, _, sharing) in al2023_sharing(stack) {
+        let Some((name, config)) = nvidia_config(&sharing) else { continue };
         configs.insert(name, config);
-        taints.extend(taints_of(ng, "taints").into_iter().chain(taints_of(lt, "node_taints")));
+        taints.extend(taints_of(ng, "taints"));
+        if let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") {
+            taints.extend(taints_of(lt, "node_taints"));
+        }
     }
     if configs.is_empty() {
         return None;
@@ -313,7 +314,7 @@ instance_types  = ["g6.xlarge"]
 "#,
         );
         let groups: Vec<(String, String)> =
-            al2023_sharing(&stack).into_iter().map(|(ng, c)| (ng.address.clone(), c)).collect();
+            al2023_sharing(&stack).into_iter().map(|(ng, c, _)| (ng.address.clone(), c)).collect();
         assert_eq!(groups, vec![("node_group.inference".to_string(), "time-slicing-4".to_string())]);
         let f = nvidia_device_plugin(&stack).unwrap();
         assert_eq!(f.path, "nvidia-device-plugin/values.yaml");

@@ -282,7 +282,10 @@ fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
 /// `nvidia.com/gpu.present=true` matches the chart's default affinity (aws-facts §14).
 pub(super) fn device_plugin_labels(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
-    for (ng, config) in super::al2023_sharing(stack) {
+    // A group's own gpu_sharing gets these labels from gpustack (NodeGroup::normalize).
+    for (ng, config, _) in
+        super::al2023_sharing(stack).into_iter().filter(|(ng, _, _)| !ng.attrs.contains_key("gpu_sharing"))
+    {
         let labels = lit(ng, "labels").and_then(|v| v.as_table().cloned()).unwrap_or_default();
         let want = [("nvidia.com/device-plugin.config", config.as_str()), ("nvidia.com/gpu.present", "true")];
         let missing: Vec<String> = want

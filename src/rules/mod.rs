@@ -365,13 +365,16 @@ pub(crate) fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
 /// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of
 /// its device-plugin config. Bottlerocket groups are not here: their plugin runs on the host
 /// and takes `gpu_sharing` from user data (aws-facts §4, §14).
-pub(crate) fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String)> {
+pub(crate) fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String, BTreeMap<String, Value>)> {
     node_groups(stack)
         .filter(|ng| lit_str(ng, "ami_type").is_some_and(|a| a.starts_with("AL2023_") && a.contains("NVIDIA")))
         .filter_map(|ng| {
-            let lt = referenced(stack, ng, "launch_template", "launch_template")?;
-            let sharing = lit(lt, "gpu_sharing")?;
-            Some((ng, crate::resources::launch_template::gpu_sharing::nvidia_config(sharing.as_table()?)?.0))
+            // The group's own `gpu_sharing` (the device plugin's config), else its template's.
+            let sharing = lit(ng, "gpu_sharing")
+                .or_else(|| lit(referenced(stack, ng, "launch_template", "launch_template")?, "gpu_sharing"))?;
+            let table = sharing.as_table()?.clone();
+            let name = crate::resources::launch_template::gpu_sharing::nvidia_config(&table)?.0;
+            Some((ng, name, table))
         })
         .collect()
 }

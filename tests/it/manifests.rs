@@ -67,3 +67,89 @@ fn manifests_before_apply_say_to_apply_first() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("no state at state/pc.json: run `gpustack apply` first"), "{r:?}");
 }
+
+/// An AL2023 NVIDIA node group shares GPUs through NVIDIA's device plugin: the group's own
+/// `gpu_sharing` becomes the plugin's named config in `nvidia-device-plugin/values.yaml`, and
+/// the group carries the labels that select it.
+fn al2023_stack(sharing: &str, ami: &str) -> String {
+    crate::harness::network_stack(
+        "al",
+        &format!(
+            r#"
+[iam_role.cluster]
+service          = "eks.amazonaws.com"
+managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]
+
+[eks_cluster.main]
+version             = "1.33"
+role                = "${{iam_role.cluster.arn}}"
+subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
+public_access_cidrs = ["203.0.113.0/24"]
+
+[node_group.system]
+cluster        = "${{eks_cluster.main.name}}"
+node_role      = "${{iam_role.node.arn}}"
+subnets        = ["${{subnet.a.id}}"]
+instance_types = ["m6i.large"]
+scaling        = {{ min = 1, desired = 1, max = 2 }}
+
+[node_group.gpu]
+cluster        = "${{eks_cluster.main.name}}"
+node_role      = "${{iam_role.node.arn}}"
+subnets        = ["${{subnet.a.id}}"]
+instance_types = ["g6.xlarge"]
+ami_type       = "{ami}"
+scaling        = {{ min = 0, desired = 1, max = 2 }}
+labels         = {{ pool = "inference" }}
+taints         = [{{ key = "nvidia.com/gpu", value = "true", effect = "NO_SCHEDULE" }}]
+gpu_sharing    = {sharing}
+"#
+        ),
+    )
+}
+
+#[test]
+fn al2023_gpu_sharing_renders_the_device_plugin_config_and_labels_the_group() {
+    let env = Env::new();
+    env.write("al.toml", &al2023_stack("{ strategy = \"time-slicing\", replicas = 4 }", "AL2023_x86_64_NVIDIA"));
+    env.ok(&["apply", "al.toml", "--auto-approve"]);
+    let group = crate::harness::block_on(async {
+        let eks = env.emu.eks();
+        let st = env.state("al");
+        let cluster = st["resources"]["eks_cluster.main"]["outputs"]["name"].as_str().unwrap().to_string();
+        let name = st["resources"]["node_group.gpu"]["outputs"]["name"].as_str().unwrap().to_string();
+        eks.describe_nodegroup().cluster_name(cluster).nodegroup_name(name).send().await.unwrap()
+    });
+    let labels = group.nodegroup().and_then(|n| n.labels()).cloned().unwrap_or_default();
+    assert_eq!(labels.get("nvidia.com/device-plugin.config").map(String::as_str), Some("time-slicing-4"), "{labels:?}");
+    assert_eq!(labels.get("nvidia.com/gpu.present").map(String::as_str), Some("true"));
+    assert_eq!(labels.get("pool").map(String::as_str), Some("inference"));
+    assert!(env.ok(&["plan", "al.toml"]).stdout.contains("No changes."), "the labels gpustack adds are in sync");
+
+    env.ok(&["manifests", "al.toml", "--out", "k8s"]);
+    let values = std::fs::read_to_string(env.path("k8s/nvidia-device-plugin/values.yaml")).unwrap();
+    assert!(values.contains("default: default"), "{values}");
+    assert!(values.contains("time-slicing-4: |"), "{values}");
+    assert!(values.contains("replicas: 4"), "{values}");
+    assert!(values.contains("renameByDefault: true"), "{values}");
+    env.ok(&["destroy", "al.toml", "--auto-approve"]);
+}
+
+#[test]
+fn node_group_gpu_sharing_is_for_al2023_nvidia_and_not_mig() {
+    let env = Env::new();
+    env.write("b.toml", &al2023_stack("{ strategy = \"time-slicing\", replicas = 4 }", "BOTTLEROCKET_x86_64_NVIDIA"));
+    let r = env.run(&["validate", "b.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("gpu_sharing on a node group configures AL2023's NVIDIA device plugin, but ami_type is \"BOTTLEROCKET_x86_64_NVIDIA\""), "{r:?}");
+    assert!(r.stderr.contains("for Bottlerocket put gpu_sharing in the launch template"), "{r:?}");
+    env.write(
+        "m.toml",
+        &al2023_stack("{ strategy = \"mig\", mig_profile = { \"h100.80gb\" = \"7\" } }", "AL2023_x86_64_NVIDIA"),
+    );
+    let r = env.run(&["validate", "m.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("MIG on AL2023 needs NVIDIA's MIG manager"), "{r:?}");
+    env.write("ok.toml", &al2023_stack("{ strategy = \"mps\", replicas = 8 }", "AL2023_x86_64_NVIDIA"));
+    env.ok(&["validate", "ok.toml"]);
+}

@@ -44,7 +44,7 @@ const DATA_VOLUME: &[Attr] = &[
 /// The default hydration rate for a data volume made from a snapshot.
 pub const DEFAULT_INIT_RATE: i64 = 200;
 pub const SHARING_STRATEGIES: &[&str] = &["none", "time-slicing", "mps", "mig"];
-const GPU_SHARING: &[Attr] = &[
+pub(crate) const GPU_SHARING: &[Attr] = &[
     Attr::req("strategy", Ty::Enum(SHARING_STRATEGIES), OnChange::Update),
     Attr::opt("replicas", Ty::Int, Default::None, OnChange::Update),
     Attr::opt("mig_profile", Ty::Map(&Ty::Any), Default::None, OnChange::Update),

@@ -68,6 +68,10 @@ const ATTRS: &[Attr] = &[
     Attr::opt("instance_types", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Replace),
     Attr::opt("scaling", Ty::Object(SCALING), Default::None, OnChange::Update),
     Attr::opt("labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
+    // AL2023 NVIDIA groups only: the NVIDIA device plugin's sharing config, which
+    // `gpustack manifests` renders and the group's labels select (Bottlerocket takes
+    // gpu_sharing in its launch template's user data instead).
+    Attr::opt("gpu_sharing", Ty::Object(super::launch_template::GPU_SHARING), Default::None, OnChange::Update),
     Attr::opt("taints", Ty::List(&Ty::Object(TAINT)), Default::EmptyList, OnChange::Update),
     Attr::opt("max_unavailable", Ty::Int, Default::None, OnChange::Update),
     // EKS `updateConfig.updateStrategy`: "auto" is MINIMAL (old nodes go before new ones start)
@@ -150,6 +154,7 @@ impl Kind for NodeGroup {
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         require_stack_cluster(r, diags);
+        al2023_sharing(r, diags);
         let lit = |k: &str| r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown));
         let capacity =
             lit("capacity_type").and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "ON_DEMAND".into());
@@ -207,6 +212,21 @@ impl Kind for NodeGroup {
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
+        // The labels that make the NVIDIA device plugin apply this group's sharing config
+        // (aws-facts §14: `nvidia.com/device-plugin.config`, and `nvidia.com/gpu.present`,
+        // which the chart's default affinity needs without node-feature-discovery).
+        if let Some(name) = inputs
+            .get("gpu_sharing")
+            .and_then(Value::as_table)
+            .and_then(super::launch_template::gpu_sharing::nvidia_config)
+            .map(|(name, _)| name)
+        {
+            let labels = inputs.entry("labels".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
+            if let Value::Table(t) = labels {
+                t.insert("nvidia.com/device-plugin.config".into(), Value::str(name));
+                t.insert("nvidia.com/gpu.present".into(), Value::str("true"));
+            }
+        }
         if let Some(Value::List(l)) = inputs.get_mut("subnets") {
             l.sort_by_key(|v| v.interpolate());
         }
@@ -511,5 +531,37 @@ fn recorded(n: &Nodegroup) -> Recorded {
             ("release_version".into(), Value::str(n.release_version().unwrap_or_default())),
             ("ami_type".into(), Value::str(n.ami_type().map(|a| a.as_str()).unwrap_or_default())),
         ]),
+    }
+}
+
+/// `gpu_sharing` on a node group configures the NVIDIA device plugin of AL2023 NVIDIA nodes:
+/// time-slicing or MPS, checked as the launch template checks it. MIG is refused: making
+/// the partitions on AL2023 needs NVIDIA's MIG manager, which the EKS AL2023 AMI is not known
+/// to run (aws-facts §14); Bottlerocket makes them from its launch template's settings.
+fn al2023_sharing(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    let Some(e) = r.attrs.get("gpu_sharing") else { return };
+    super::launch_template::gpu_sharing::check(e, diags);
+    let ami = r.attrs.get("ami_type").and_then(|x| x.as_literal()).and_then(Value::as_str).unwrap_or("auto");
+    if !(ami.starts_with("AL2023_") && ami.contains("NVIDIA")) {
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: gpu_sharing on a node group configures AL2023's NVIDIA device plugin, but ami_type is \"{ami}\"", r.address),
+                e.span.clone(),
+            )
+            .help("set ami_type = \"AL2023_x86_64_NVIDIA\" (or ARM_64), or for Bottlerocket put gpu_sharing in the launch template"),
+        );
+    }
+    let strategy = e
+        .resolve(&|_| Value::Unknown)
+        .as_table()
+        .and_then(|t| t.get("strategy").and_then(|v| v.as_str().map(str::to_string)));
+    if strategy.as_deref() == Some("mig") {
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: MIG on AL2023 needs NVIDIA's MIG manager, which gpustack does not set up", r.address),
+                e.span.clone(),
+            )
+            .help("use strategy = \"time-slicing\" or \"mps\" here, or MIG on a Bottlerocket launch template"),
+        );
     }
 }
