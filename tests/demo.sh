@@ -33,4 +33,10 @@ step "$bin" plan "$stack" --detailed-exitcode
 step "$bin" output --stack "$stack"
 step "$bin" kubeconfig "$stack" --print
 step "$bin" destroy "$stack" --auto-approve
-printf '\nDemo complete: created, checked (no changes), and destroyed stack quickstart-dev (EKS with a time-sliced GPU node group) against the local emulator.\n'
+# The Karpenter variant: Karpenter's AWS side applied, its pool and priority classes
+# rendered as Kubernetes YAML with the ids from state.
+kstack="$root/stacks/quickstart-karpenter.toml"
+step "$bin" apply "$kstack" --auto-approve
+step "$bin" manifests "$kstack"
+step "$bin" destroy "$kstack" --auto-approve
+printf '\nDemo complete: created, checked (no changes), and destroyed stack quickstart-dev (EKS with a time-sliced GPU node group), then applied qs-karpenter-dev, printed its Karpenter manifests and destroyed it, against the local emulator.\n'
