@@ -30,10 +30,8 @@ pub fn is_ours(ctx: &Ctx, t: Option<&HashMap<String, String>>, address: &str) ->
 
 /// Makes the object's user tags equal the `tags` input.
 pub async fn sync_tags(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> Result<(), AwsError> {
-    let (old, new) = (tags::user_tags(old), tags::user_tags(new));
-    let removed: Vec<String> = old.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
-    let set: HashMap<String, String> =
-        new.iter().filter(|(k, v)| old.get(*k) != Some(v)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let tags::TagChanges { removed, set } = tags::changes(old, new);
+    let set: HashMap<String, String> = set.into_iter().collect();
     if !removed.is_empty() {
         let request = ctx.eks.untag_resource().resource_arn(arn).set_tag_keys(Some(removed));
         ctx.call(Service::Eks, "UntagResource", request.send()).await?;

@@ -9,6 +9,7 @@ pub mod ami;
 pub mod catalog;
 pub mod eks;
 mod error;
+pub mod iam;
 pub mod ssm;
 pub mod tags;
 pub mod wait;

@@ -51,16 +51,26 @@ pub fn observed(all: &BTreeMap<String, String>) -> Value {
     )
 }
 
+/// How an object's user tags change from the `old` inputs to the `new`: the keys to remove,
+/// and the keys to set (new or changed) with their values. Every kind's tag update is this.
+pub struct TagChanges {
+    pub removed: Vec<String>,
+    pub set: BTreeMap<String, String>,
+}
+
+pub fn changes(old: &Attrs, new: &Attrs) -> TagChanges {
+    let (old, new) = (user_tags(old), user_tags(new));
+    TagChanges {
+        removed: old.keys().filter(|k| !new.contains_key(*k)).cloned().collect(),
+        set: new.into_iter().filter(|(k, v)| old.get(k) != Some(v)).collect(),
+    }
+}
+
 /// Makes an EC2 object's user tags equal the `tags` input.
 pub async fn sync_ec2(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<(), AwsError> {
-    let (old, new) = (user_tags(old), user_tags(new));
-    let removed: Vec<Tag> =
-        old.keys().filter(|k| !new.contains_key(*k)).map(|k| Tag::builder().key(k.clone()).build()).collect();
-    let set: Vec<Tag> = new
-        .iter()
-        .filter(|(k, v)| old.get(*k) != Some(v))
-        .map(|(k, v)| Tag::builder().key(k.clone()).value(v.clone()).build())
-        .collect();
+    let changes = changes(old, new);
+    let removed: Vec<Tag> = changes.removed.into_iter().map(|k| Tag::builder().key(k).build()).collect();
+    let set: Vec<Tag> = changes.set.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
     if !removed.is_empty() {
         ctx.call(Service::Ec2, "DeleteTags", ctx.ec2.delete_tags().resources(id).set_tags(Some(removed)).send())
             .await?;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
-use crate::aws::{Absent, AwsError, Ctx, Service, tags};
+use crate::aws::{Absent, Ctx, Service, iam, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -115,7 +115,9 @@ impl Kind for IamRole {
         let arn = match ctx.call(Service::Iam, "CreateRole", request.send()).await {
             Ok(out) => out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
             // An interrupted earlier run may have created it: adopt it only if it is ours.
-            Err(e) if e.has_code(ALREADY_EXISTS) => adopt_existing(ctx, name, req.address).await?,
+            Err(e) if e.has_code(ALREADY_EXISTS) => {
+                iam::adopt_role(ctx, name, req.address, e, "set `name` to another name").await?
+            }
             Err(e) => return Err(e),
         };
         let empty = Attrs::new();
@@ -178,7 +180,7 @@ impl Kind for IamRole {
             }
         }
         if has("tags") {
-            sync_tags(ctx, id, old, new).await?;
+            iam::sync_role_tags(ctx, id, &tags::changes(old, new)).await?;
         }
         let role = ctx.call(Service::Iam, "GetRole", ctx.iam.get_role().role_name(id).send()).await?;
         let arn = role.role().map(|r| r.arn().to_string()).unwrap_or_default();
@@ -253,25 +255,6 @@ async fn address_tag(ctx: &Ctx, role: &str) -> Result<Option<String>> {
     Ok(all.iter().find(|t| t.key() == tags::ADDRESS).map(|t| t.value().to_string()))
 }
 
-/// An existing role of that name: ours (tagged with this stack and address) is reused.
-async fn adopt_existing(ctx: &Ctx, name: &str, address: &str) -> Result<String> {
-    let role = ctx.call(Service::Iam, "GetRole", ctx.iam.get_role().role_name(name).send()).await?;
-    let r = role.role();
-    let tagged = |k: &str, v: &str| r.is_some_and(|r| r.tags().iter().any(|t| t.key() == k && t.value() == v));
-    if tagged(tags::STACK, &ctx.stack) && tagged(tags::ADDRESS, address) {
-        Ok(r.map(|r| r.arn().to_string()).unwrap_or_default())
-    } else {
-        Err(AwsError {
-            operation: "CreateRole",
-            code: Some("EntityAlreadyExists".into()),
-            detail: format!(
-                "a role named {name} already exists and was not created by {address} of stack {}; set `name` to another name",
-                ctx.stack
-            ),
-        })
-    }
-}
-
 fn policy_list(a: &Attrs) -> Vec<String> {
     a.get("managed_policies")
         .and_then(Value::as_list)
@@ -306,24 +289,6 @@ async fn sync_policies(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Resul
     for (name, doc) in n.iter().filter(|(k, v)| o.get(*k) != Some(v)) {
         let request = ctx.iam.put_role_policy().role_name(role).policy_name(name).policy_document(doc);
         ctx.call(Service::Iam, "PutRolePolicy", request.send()).await?;
-    }
-    Ok(())
-}
-
-async fn sync_tags(ctx: &Ctx, role: &str, old: &Attrs, new: &Attrs) -> Result<()> {
-    let (o, n) = (tags::user_tags(old), tags::user_tags(new));
-    let removed: Vec<String> = o.keys().filter(|k| !n.contains_key(*k)).cloned().collect();
-    if !removed.is_empty() {
-        let request = ctx.iam.untag_role().role_name(role).set_tag_keys(Some(removed));
-        ctx.call(Service::Iam, "UntagRole", request.send()).await?;
-    }
-    let set: Vec<Tag> = n
-        .iter()
-        .filter(|(k, v)| o.get(*k) != Some(v))
-        .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
-        .collect();
-    if !set.is_empty() {
-        ctx.call(Service::Iam, "TagRole", ctx.iam.tag_role().role_name(role).set_tags(Some(set)).send()).await?;
     }
     Ok(())
 }

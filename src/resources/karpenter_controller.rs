@@ -16,13 +16,13 @@ mod identity;
 mod interruption;
 pub mod policy;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::PodIdentityAssociation;
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, str_attr};
-use crate::aws::{AwsError, Ctx, eks, tags};
+use crate::aws::{AwsError, Ctx, eks, iam, tags};
 use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -312,12 +312,10 @@ impl Kind for KarpenterController {
             identity::delete_association(ctx, str_attr(old, "cluster"), a.association_id().unwrap_or_default()).await?;
         }
         if has("tags") {
-            let (o, nw) = (tags::user_tags(old), tags::user_tags(new));
-            let removed: Vec<String> = o.keys().filter(|k| !nw.contains_key(*k)).cloned().collect();
-            let set: HashMap<String, String> =
-                nw.iter().filter(|(k, v)| o.get(*k) != Some(v)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            identity::sync_role_tags(ctx, id, &removed, &set).await?;
-            interruption::sync_tags(ctx, &n.queue, &n.rules, &removed, &set).await?;
+            let changes = tags::changes(old, new);
+            iam::sync_role_tags(ctx, id, &changes).await?;
+            interruption::sync_tags(ctx, &n.queue, &n.rules, &changes.removed, &changes.set.into_iter().collect())
+                .await?;
             eks::sync_tags(ctx, assoc.association_arn().unwrap_or_default(), old, new).await?;
         }
         Ok(recorded(&n, &role_arn, &scope.queue_arn, Some(&assoc)))

@@ -6,7 +6,7 @@
 
 use super::{lit_str, node_groups, referenced, span, target, written};
 use crate::resources::karpenter_controller::{self as controller, Names, QUEUE_NAME_MAX, ROLE_NAME_MAX, RULE_NAME_MAX};
-use crate::stack::{Diagnostic, Expr, Resource, Stack};
+use crate::stack::{Diagnostic, Resource, Stack};
 
 pub fn access(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
@@ -21,18 +21,6 @@ pub fn access(stack: &Stack) -> Vec<Diagnostic> {
 
 fn of_kind<'a>(stack: &'a Stack, kind: &'a str) -> impl Iterator<Item = &'a Resource> {
     stack.resources.iter().filter(move |r| r.kind.name() == kind && r.values_ok)
-}
-
-/// The same value: one reference to the same output, or the same literal string.
-fn same(a: Option<&Expr>, b: Option<&Expr>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => match (a.as_single_ref(), b.as_single_ref()) {
-            (Some(x), Some(y)) => x.address == y.address && x.output == y.output,
-            (None, None) => a.as_literal().is_some() && a.as_literal() == b.as_literal(),
-            _ => false,
-        },
-        _ => false,
-    }
 }
 
 fn entry(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
@@ -58,7 +46,7 @@ fn entry(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
         let principal = r.attrs.get("principal_arn");
         if let Some(ng) = node_groups(stack).find(|ng| {
             target(stack, ng, "cluster").is_some_and(|x| x.address == c.address)
-                && same(ng.attrs.get("node_role"), principal)
+                && super::same_object(ng.attrs.get("node_role"), principal)
         }) {
             d.push(
                 Diagnostic::error(

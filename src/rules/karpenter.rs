@@ -70,19 +70,6 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d
 }
 
-/// Two expressions name the same object: references to one resource (whatever output, so
-/// `${iam_role.node.name}` and `${iam_role.node.arn}` agree), or equal literals.
-fn same_object(a: Option<&crate::stack::Expr>, b: Option<&crate::stack::Expr>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => match (a.as_single_ref(), b.as_single_ref()) {
-            (Some(x), Some(y)) => x.address == y.address,
-            (None, None) => a.as_literal().is_some() && a.as_literal() == b.as_literal(),
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
 /// Nodes Karpenter launches join only if their role may: an `EC2_LINUX` access entry of the
 /// pool's cluster (EKS UG `creating-access-entries`: nodes outside managed node groups need
 /// one), unless a managed node group of that cluster uses the same role (EKS enters that role
@@ -90,15 +77,15 @@ fn same_object(a: Option<&crate::stack::Expr>, b: Option<&crate::stack::Expr>) -
 /// stack runs Karpenter: a warning, as it may be installed otherwise.
 fn node_role_entered(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
     let cluster = pool.attrs.get("cluster");
-    let same_cluster = |r: &Resource| same_object(r.attrs.get("cluster"), cluster);
+    let same_cluster = |r: &Resource| super::same_object(r.attrs.get("cluster"), cluster);
     let role = pool.attrs.get("node_role");
     let entered = stack.resources.iter().any(|r| {
         r.kind.name() == "eks_access_entry"
             && same_cluster(r)
-            && same_object(r.attrs.get("principal_arn"), role)
+            && super::same_object(r.attrs.get("principal_arn"), role)
             && lit_str(r, "type").as_deref() == Some("EC2_LINUX")
     });
-    let managed = node_groups(stack).any(|ng| same_cluster(ng) && same_object(ng.attrs.get("node_role"), role));
+    let managed = node_groups(stack).any(|ng| same_cluster(ng) && super::same_object(ng.attrs.get("node_role"), role));
     if !entered && !managed {
         d.push(
             Diagnostic::error(
@@ -112,7 +99,7 @@ fn node_role_entered(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
         stack.resources.iter().filter(|r| r.kind.name() == "karpenter_controller" && same_cluster(r)).collect();
     // The controller may pass only its own node role to EC2 (iam:PassRole in its policy).
     if let Some(c) = controllers.first()
-        && !same_object(c.attrs.get("node_role"), role)
+        && !super::same_object(c.attrs.get("node_role"), role)
     {
         d.push(
             Diagnostic::error(

@@ -378,3 +378,16 @@ pub(crate) fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String, BTreeMap<
         })
         .collect()
 }
+
+/// Two expressions name the same object: references to one resource (whatever output, so
+/// `${iam_role.node.name}` and `${iam_role.node.arn}` agree), or equal literals.
+pub(crate) fn same_object(a: Option<&Expr>, b: Option<&Expr>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => match (a.as_single_ref(), b.as_single_ref()) {
+            (Some(x), Some(y)) => x.address == y.address,
+            (None, None) => a.as_literal().is_some() && a.as_literal() == b.as_literal(),
+            _ => false,
+        },
+        _ => false,
+    }
+}

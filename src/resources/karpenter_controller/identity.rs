@@ -9,7 +9,7 @@ use aws_sdk_eks::types::PodIdentityAssociation;
 use aws_sdk_iam::types::{Role, Tag};
 use serde_json::Value as Json;
 
-use crate::aws::{Absent, AwsError, Ctx, Service, tags};
+use crate::aws::{Absent, AwsError, Ctx, Service, iam, tags};
 use crate::resources::Result;
 
 /// The path of every controller role of `stack`.
@@ -33,21 +33,7 @@ pub async fn create_role(ctx: &Ctx, name: &str, address: &str, all_tags: &[(Stri
     match ctx.call(Service::Iam, "CreateRole", request.send()).await {
         Ok(out) => Ok(out.role().map(|r| r.arn().to_string()).unwrap_or_default()),
         Err(e) if e.has_code("EntityAlreadyExists") => {
-            let role = get_role(ctx, name).await?;
-            let tagged = |k: &str, v: &str| {
-                role.as_ref().is_some_and(|r| r.tags().iter().any(|t| t.key() == k && t.value() == v))
-            };
-            match role.as_ref() {
-                Some(r) if tagged(tags::STACK, &ctx.stack) && tagged(tags::ADDRESS, address) => Ok(r.arn().to_string()),
-                _ => Err(AwsError {
-                    operation: "CreateRole",
-                    code: Some("EntityAlreadyExists".into()),
-                    detail: format!(
-                        "a role named {name} already exists and was not made by {address} of stack {}; delete it or rename the controller",
-                        ctx.stack
-                    ),
-                }),
-            }
+            iam::adopt_role(ctx, name, address, e, "delete that role, or rename the controller").await
         }
         Err(e) => Err(e),
     }
@@ -90,19 +76,6 @@ pub async fn delete_role(ctx: &Ctx, name: &str) -> Result<()> {
     ctx.call(Service::Iam, "DeleteRolePolicy", request.send()).await.absent_ok()?;
     let request = ctx.iam.delete_role().role_name(name);
     ctx.call(Service::Iam, "DeleteRole", request.send()).await.absent_ok()?;
-    Ok(())
-}
-
-pub async fn sync_role_tags(ctx: &Ctx, role: &str, removed: &[String], set: &HashMap<String, String>) -> Result<()> {
-    if !removed.is_empty() {
-        let request = ctx.iam.untag_role().role_name(role).set_tag_keys(Some(removed.to_vec()));
-        ctx.call(Service::Iam, "UntagRole", request.send()).await?;
-    }
-    let set: Vec<Tag> = set.iter().filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok()).collect();
-    if !set.is_empty() {
-        let request = ctx.iam.tag_role().role_name(role).set_tags(Some(set));
-        ctx.call(Service::Iam, "TagRole", request.send()).await?;
-    }
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 
 use super::launch_template::{LaunchTemplateKind, TAINT};
 use super::{Create, Kind, Manifest, Observed, Recorded, Result, Schema, TAGS, rendered, str_attr};
-use crate::aws::{AwsError, Ctx, Service};
+use crate::aws::{Ctx, Service};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
@@ -288,25 +288,9 @@ async fn pin_alias(ctx: &Ctx, inputs: &Attrs) -> Result<String> {
     let described = ctx.call(Service::Eks, "DescribeCluster", ctx.eks.describe_cluster().name(cluster).send()).await?;
     let k8s = described.cluster().and_then(|c| c.version()).unwrap_or_default().to_string();
     let (arch, nvidia) = render::arch_and_gpu(inputs);
-    let name = format!(
-        "/aws/service/bottlerocket/aws-k8s-{k8s}{}/{arch}/latest/image_version",
-        if nvidia { "-nvidia" } else { "" }
-    );
-    let release = {
-        match crate::aws::ssm::parameter(ctx, &name).await {
-            Ok(v) => v,
-            Err(e) if e.code.as_deref() == Some("ParameterNotFound") => {
-                return Err(AwsError {
-                    detail: format!(
-                        "{}: Bottlerocket publishes no {name}; check the cluster's version, or pin ami = \"bottlerocket@vX.Y.Z\"",
-                        e.detail
-                    ),
-                    ..e
-                });
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    let variant = format!("aws-k8s-{k8s}{}", if nvidia { "-nvidia" } else { "" });
+    let what_to_check = "check the cluster's version, or pin ami = \"bottlerocket@vX.Y.Z\"";
+    let release = crate::aws::ami::latest_version(ctx, &variant, arch, what_to_check).await?;
     // "1.57.0-0b6a2b38": the release without its build id, as Karpenter's docs pin it
     // (`bottlerocket@v1.20.4`, aws-facts §10).
     let release = release.split('-').next().unwrap_or_default();
