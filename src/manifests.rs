@@ -60,7 +60,7 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack)]
+    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack), hyperpod_dependencies(stack)]
         .into_iter()
         .flatten()
         .chain(karpenter_values(stack, state))
@@ -194,6 +194,18 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
         .map(|(k, v)| (k.clone(), Json::String(serde_yaml_ng::to_string(v).unwrap_or_default())))
         .collect();
     let mut values = json!({ "config": { "default": "default", "map": map } });
+    // HyperPod nodes (ml.* types) get the HyperPod chart's own plugin: keep this one off them.
+    // The chart's default affinity selects NVIDIA nodes by NFD/GFD labels, which HyperPod
+    // nodes may carry too; gpustack labels its sharing groups nvidia.com/gpu.present=true.
+    let ml = hyperpod_types(stack);
+    if !ml.is_empty() {
+        values["affinity"] = json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{ "matchExpressions": [
+                { "key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"] },
+                { "key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ml },
+            ] }]
+        } } });
+    }
     // The chart tolerates CriticalAddonsOnly and nvidia.com/gpu:NoSchedule by default; a list
     // given in values replaces the default whole, so other GPU taints come with those two.
     let defaults = json!([
@@ -209,6 +221,58 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
                   #   helm install nvdp nvdp/nvidia-device-plugin -n kube-system -f nvidia-device-plugin/values.yaml\n\
                   # A node takes the config its label nvidia.com/device-plugin.config names (default: whole GPUs).\n";
     Some(File { path: "nvidia-device-plugin/values.yaml".into(), text: helm_values(header, &values) })
+}
+
+/// The ml.* instance types of the stack's HyperPod groups, sorted.
+fn hyperpod_types(stack: &Stack) -> Vec<String> {
+    let types: BTreeSet<String> = crate::rules::hyperpod::clusters(stack)
+        .flat_map(|c| crate::rules::hyperpod::groups(c).into_values())
+        .filter_map(|(_, g)| g.get("instance_type").and_then(|e| e.as_literal()).and_then(Value::as_str).map(str::to_string))
+        .collect();
+    types.into_iter().collect()
+}
+
+/// The commit of `aws/sagemaker-hyperpod-cli` whose `helm_chart/HyperPodHelmChart` the
+/// values are written for (tag v3.9.0; the chart is published only in git: SageMaker DG
+/// `sagemaker-hyperpod-eks-install-packages-using-helm-chart`, docs/aws-facts-hyperpod.md §1).
+pub const HYPERPOD_CHART_COMMIT: &str = "011ca927123e02b35a399935bbb3ab1905fe33c7";
+
+/// `hyperpod-dependencies/values.yaml`, for HyperPod's dependencies chart, which must be in
+/// the EKS cluster before a HyperPod cluster is created. Its device plugins run only on
+/// HyperPod (ml.*) nodes and its health agents expect them, so they stay on for the
+/// accelerators the stack's groups have (NVIDIA for P and G, Neuron for Trn, EFA for the EFA
+/// types); the Neuron plugin, whose affinity also takes EC2 Trainium nodes, is off without
+/// Trn groups. Health monitoring, deep health checks and job auto-restart stay on: they are
+/// HyperPod's resilience.
+pub fn hyperpod_dependencies(stack: &Stack) -> Option<File> {
+    let types = hyperpod_types(stack);
+    let clusters: Vec<String> = crate::rules::hyperpod::clusters(stack).map(|c| c.address.clone()).collect();
+    if clusters.is_empty() {
+        return None;
+    }
+    let ec2 = |t: &String| t.strip_prefix("ml.").unwrap_or(t).to_string();
+    let nvidia = types.iter().map(ec2).any(|t| t.starts_with('p') || t.starts_with('g'));
+    let neuron = types.iter().map(ec2).any(|t| t.starts_with("trn") || t.starts_with("inf"));
+    let efa = types.iter().any(|t| crate::rules::hyperpod::is_efa_type(t));
+    let values = json!({
+        "nvidia-device-plugin": { "devicePlugin": { "enabled": nvidia } },
+        "neuron-device-plugin": { "devicePlugin": { "enabled": neuron } },
+        "aws-efa-k8s-device-plugin": { "devicePlugin": { "enabled": efa } },
+        "health-monitoring-agent": { "enabled": true },
+        "deep-health-check": { "enabled": true },
+        "job-auto-restart": { "enabled": true },
+    });
+    let header = format!(
+        "# Helm values for SageMaker HyperPod's dependencies chart, written by gpustack for {}.\n\
+         # Install it BEFORE `gpustack apply` creates the HyperPod cluster (HyperPod may fail to create without it):\n\
+         #   git clone https://github.com/aws/sagemaker-hyperpod-cli && git -C sagemaker-hyperpod-cli checkout {HYPERPOD_CHART_COMMIT}\n\
+         #   helm dependencies update sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart\n\
+         #   helm install hyperpod-dependencies sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart -n kube-system -f hyperpod-dependencies/values.yaml\n\
+         # HyperPod instance types: {}.\n",
+        clusters.join(", "),
+        if types.is_empty() { "none written".to_string() } else { types.join(", ") }
+    );
+    Some(File { path: "hyperpod-dependencies/values.yaml".into(), text: helm_values(&header, &values) })
 }
 
 #[cfg(test)]

@@ -39,7 +39,91 @@ fn is_read(action: &str) -> bool {
     let op = action.split(':').nth(1).unwrap_or_default();
     op.starts_with("Describe")
         || op.starts_with("List")
+        || op.starts_with("Search")
         || (op.starts_with("Get") && !action.starts_with("ssm:GetParameter"))
+}
+
+/// SageMaker (HyperPod clusters, training plans): creates carry the `gpustack:stack` tag,
+/// changes need it; plans are named `<stack>-…`. HyperPod's `CreateCluster` with an EKS
+/// orchestrator also needs the caller to hold the access-entry actions HyperPod uses on the
+/// EKS cluster (SageMaker DG `sagemaker-hyperpod-prerequisites-iam`, "IAM users for cluster
+/// admin", EKS tab), and a training plan the reserved capacity it creates (`…-training-plan-iam`).
+fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&str, Vec<&str>, Json, Option<Json>)) {
+    let region = stack.region.as_str();
+    let name = &stack.name;
+    let request_tag = json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): name } });
+    let resource_tag = json!({ "StringEquals": { format!("aws:ResourceTag/{}", tags::STACK): name } });
+    let mut resources = vec![];
+    let mut creates = vec![];
+    if has("sagemaker:CreateCluster") {
+        resources.push(format!("arn:aws:sagemaker:{region}:*:cluster/*"));
+        creates.push("sagemaker:CreateCluster");
+    }
+    if has("sagemaker:CreateTrainingPlan") {
+        resources.push(format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name));
+        creates.push("sagemaker:CreateTrainingPlan");
+    }
+    if creates.is_empty() {
+        return;
+    }
+    creates.push("sagemaker:AddTags");
+    push("SageMakerCreateTagged", creates, json!(resources.clone()), Some(request_tag));
+    push(
+        "SageMakerManageStackResources",
+        ["sagemaker:UpdateCluster", "sagemaker:DeleteCluster", "sagemaker:AddTags", "sagemaker:DeleteTags"]
+            .into_iter()
+            .filter(|a| has(a))
+            .collect(),
+        json!(resources),
+        Some(resource_tag),
+    );
+    if has("sagemaker:CreateTrainingPlan") {
+        // A plan retained by an earlier destroy carries only `gpustack:retained-from`; declaring
+        // it again takes it back by re-tagging it.
+        push(
+            "SageMakerTakeBackRetainedPlans",
+            vec!["sagemaker:AddTags", "sagemaker:DeleteTags"],
+            json!(format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name)),
+            Some(json!({ "StringLike": {
+                format!("aws:ResourceTag/{}", crate::resources::capacity_block::RETAINED): format!("{name} *")
+            } })),
+        );
+        push(
+            "TrainingPlanReservedCapacity",
+            vec!["sagemaker:CreateReservedCapacity", "sagemaker:AddTags"],
+            json!(format!("arn:aws:sagemaker:{region}:*:reserved-capacity/*")),
+            None,
+        );
+    }
+    if has("sagemaker:CreateCluster") {
+        // A cluster on a training plan names the plan and its reserved capacity.
+        if has("sagemaker:CreateTrainingPlan") {
+            push(
+                "HyperPodOnTrainingPlans",
+                vec!["sagemaker:CreateCluster", "sagemaker:UpdateCluster"],
+                json!([
+                    format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name),
+                    format!("arn:aws:sagemaker:{region}:*:reserved-capacity/*")
+                ]),
+                None,
+            );
+        }
+        push(
+            "HyperPodAccessEntries",
+            vec![
+                "eks:DescribeCluster",
+                "eks:CreateAccessEntry",
+                "eks:DescribeAccessEntry",
+                "eks:DeleteAccessEntry",
+                "eks:AssociateAccessPolicy",
+            ],
+            json!([
+                format!("arn:aws:eks:{region}:*:cluster/{name}-*"),
+                format!("arn:aws:eks:{region}:*:access-entry/{name}-*/*")
+            ]),
+            None,
+        );
+    }
 }
 
 /// The policy document for `stack`.
@@ -181,17 +265,28 @@ pub fn document(stack: &Stack) -> Json {
     if has("eks:CreatePodIdentityAssociation") {
         passed_to.push("pods.eks.amazonaws.com");
     }
+    // A HyperPod instance group's execution role is passed to SageMaker.
+    if has("sagemaker:CreateCluster") {
+        passed_to.push("sagemaker.amazonaws.com");
+    }
     push(
         "PassStackRoles",
         of(&|a| a == "iam:PassRole"),
         json!(passed),
         Some(json!({ "StringEquals": { "iam:PassedToService": passed_to } })),
     );
+    let mut linked = vec!["eks.amazonaws.com", "eks-nodegroup.amazonaws.com"];
+    // HyperPod makes its service-linked role (AWSServiceRoleForSageMakerHyperPod) on the
+    // first cluster (SageMaker DG `sagemaker-hyperpod-prerequisites-iam`). Its service name
+    // is not stated there; both forms are allowed (unverified).
+    if has("sagemaker:CreateCluster") {
+        linked.extend(["sagemaker.amazonaws.com", "hyperpod.sagemaker.amazonaws.com"]);
+    }
     push(
         "EksServiceLinkedRoles",
         of(&|a| a == "iam:CreateServiceLinkedRole"),
         json!("arn:aws:iam::*:role/aws-service-role/*"),
-        Some(json!({ "StringEquals": { "iam:AWSServiceName": ["eks.amazonaws.com", "eks-nodegroup.amazonaws.com"] } })),
+        Some(json!({ "StringEquals": { "iam:AWSServiceName": linked } })),
     );
     push(
         "PublicAmiParameters",
@@ -242,6 +337,7 @@ pub fn document(stack: &Stack) -> Json {
         Some(request_tag),
     );
     push("EventsManageStackRules", of(&|a| a.starts_with("events:") && !is_read(a)), rules, Some(resource_tag));
+    sagemaker(stack, &has, &mut push);
     push(
         "Ec2Quotas",
         of(&|a| a.starts_with("servicequotas:GetServiceQuota")),

@@ -211,6 +211,7 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
         limits.insert(code, value);
     }
     let mut diags = warnings;
+    diags.extend(sagemaker(ctx, stack).await?);
     for (code, need) in needs {
         let Some(value) = limits.remove(code) else { continue };
         match value {
@@ -243,6 +244,105 @@ pub async fn check(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
 }
 
 struct Denied(String);
+
+/// What HyperPod and training plans need of SageMaker's quotas (service code `sagemaker`),
+/// by quota name: their codes differ between sources, so they are looked up by their exact
+/// names (`docs/aws-facts-hyperpod.md` §8). Each HyperPod instance counts against
+/// "ml.<type> for cluster usage" even on a training plan (SageMaker DG
+/// `reserve-capacity-with-training-plans`: the quota must exceed the plan's count), against
+/// its cluster's and the account's HyperPod totals; each plan's instances against the
+/// reserved capacity of its type.
+fn sagemaker_needs(stack: &Stack) -> BTreeMap<String, (i64, Vec<String>, Span)> {
+    let mut needs: BTreeMap<String, (i64, Vec<String>, Span)> = BTreeMap::new();
+    let add = |needs: &mut BTreeMap<String, (i64, Vec<String>, Span)>, name: String, n: i64, part: String, span: &Span| {
+        let e = needs.entry(name).or_insert_with(|| (0, vec![], span.clone()));
+        e.0 += n;
+        e.1.push(part);
+    };
+    for c in crate::rules::hyperpod::clusters(stack) {
+        let mut in_cluster = 0;
+        for (group, (_, fields)) in crate::rules::hyperpod::groups(c) {
+            let get = |k: &str| fields.get(k).and_then(|e| e.as_literal().cloned());
+            let (Some(Value::Str(t)), Some(Value::Int(n))) = (get("instance_type"), get("instance_count")) else {
+                continue;
+            };
+            let part = format!("{} group {group}: {n} × {t}", c.address);
+            add(&mut needs, format!("{t} for cluster usage"), n, part.clone(), &c.span);
+            add(&mut needs, "Total number of instances allowed across SageMaker HyperPod clusters".into(), n, part, &c.span);
+            in_cluster += n;
+        }
+        add(
+            &mut needs,
+            "Maximum number instances allowed per SageMaker HyperPod cluster".into(),
+            0,
+            format!("{}: {in_cluster} instances", c.address),
+            &c.span,
+        );
+        // The per-cluster quota is the largest cluster, not the sum.
+        if let Some(e) = needs.get_mut("Maximum number instances allowed per SageMaker HyperPod cluster") {
+            e.0 = e.0.max(in_cluster);
+        }
+    }
+    for r in stack.resources.iter().filter(|r| r.kind.name() == "training_plan") {
+        let (Some(Value::Str(t)), Some(n)) = (lit(r, "instance_type"), lit_int(r, &["instance_count"])) else { continue };
+        add(
+            &mut needs,
+            format!("Number of {t} instances in reserved capacity across training plans per Region"),
+            n,
+            format!("{}: {n} × {t}", r.address),
+            &r.span,
+        );
+    }
+    needs
+}
+
+async fn sagemaker(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> {
+    let needs = sagemaker_needs(stack);
+    if needs.is_empty() {
+        return Ok(vec![]);
+    }
+    let pages = ctx.quotas.list_service_quotas().service_code("sagemaker").into_paginator().send();
+    let listed = ctx.all_pages(Service::Quotas, "ListServiceQuotas", pages, |p| p.quotas.unwrap_or_default()).await;
+    let mut diags = vec![];
+    let quotas = match listed {
+        Ok(q) => q,
+        Err(e) => {
+            let span = needs.values().next().map(|n| n.2.clone()).unwrap_or_default();
+            diags.push(
+                Diagnostic::error(format!("cannot list SageMaker's quotas: {}", e.message()), span)
+                    .help("allow servicequotas:ListServiceQuotas, or pass --skip-quota-check"),
+            );
+            return Ok(diags);
+        }
+    };
+    for (name, (need, parts, span)) in needs {
+        let Some(q) = quotas.iter().find(|q| q.quota_name() == Some(name.as_str())) else {
+            diags.push(
+                Diagnostic::warning(format!("Service Quotas lists no SageMaker quota named \"{name}\"; not checked"), span)
+                    .help("check the quota in the Service Quotas console (Amazon SageMaker AI)"),
+            );
+            continue;
+        };
+        let code = q.quota_code().unwrap_or_default();
+        let Some(value) = q.value() else { continue };
+        if need as f64 > value {
+            diags.push(
+                Diagnostic::error(
+                    format!(
+                        "this stack needs {need} instances of SageMaker quota \"{name}\" ({code}), but the account's limit in {} is {value}",
+                        stack.region
+                    ),
+                    span,
+                )
+                .help(format!(
+                    "{}; request an increase (aws service-quotas request-service-quota-increase --service-code sagemaker --quota-code {code} --desired-value {need}) or lower instance_count",
+                    parts.join(", ")
+                )),
+            );
+        }
+    }
+    Ok(diags)
+}
 
 /// The applied quota value, else AWS's default; None when neither exists.
 async fn limit(ctx: &Ctx, code: &str) -> Result<Option<f64>, Denied> {

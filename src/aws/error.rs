@@ -138,6 +138,8 @@ impl AwsError {
                     c,
                     "NoSuchEntity"
                         | "ResourceNotFoundException"
+                        // SageMaker's code for an unknown cluster or training plan (botocore model).
+                        | "ResourceNotFound"
                         | "ParameterNotFound"
                         | "AWS.SimpleQueueService.NonExistentQueue"
                         | "QueueDoesNotExist"

@@ -39,6 +39,7 @@ pub enum Service {
     Quotas,
     Sqs,
     Events,
+    SageMaker,
 }
 
 impl Service {
@@ -51,6 +52,7 @@ impl Service {
             Service::Quotas => "quotas",
             Service::Sqs => "sqs",
             Service::Events => "events",
+            Service::SageMaker => "sagemaker",
         }
     }
 
@@ -65,6 +67,9 @@ impl Service {
             Service::Sqs => 8,
             // EventBridge's control plane allows few calls per second (PutRule, PutTargets).
             Service::Events => 4,
+            // SageMaker's control plane throttles per account (ThrottlingException); HyperPod
+            // and training plans make few calls.
+            Service::SageMaker => 4,
         }
     }
 }
@@ -79,12 +84,13 @@ pub struct Ctx {
     pub quotas: aws_sdk_servicequotas::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub events: aws_sdk_eventbridge::Client,
+    pub sagemaker: aws_sdk_sagemaker::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
     /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
     clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
-    limits: Arc<[(Service, Semaphore); 7]>,
+    limits: Arc<[(Service, Semaphore); 8]>,
 }
 
 impl Ctx {
@@ -109,6 +115,7 @@ impl Ctx {
             quotas: aws_sdk_servicequotas::Client::new(&conf),
             sqs: aws_sdk_sqs::Client::new(&conf),
             events: aws_sdk_eventbridge::Client::new(&conf),
+            sagemaker: aws_sdk_sagemaker::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -120,6 +127,7 @@ impl Ctx {
                 limit(Service::Quotas),
                 limit(Service::Sqs),
                 limit(Service::Events),
+                limit(Service::SageMaker),
             ]),
         }
     }

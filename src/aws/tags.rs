@@ -87,3 +87,33 @@ pub fn is_ours(ctx: &Ctx, tags: &[Tag], address: &str) -> bool {
     let m = ec2_map(tags);
     m.get(STACK) == Some(&ctx.stack) && m.get(ADDRESS).map(String::as_str) == Some(address)
 }
+
+/// SageMaker's tags of `inputs` for `address` (`CreateCluster`, `CreateTrainingPlan`).
+pub fn sagemaker(ctx: &Ctx, address: &str, inputs: &Attrs) -> Vec<aws_sdk_sagemaker::types::Tag> {
+    all_tags(ctx, address, inputs)
+        .into_iter()
+        .map(|(k, v)| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+/// Every tag of a SageMaker object (`ListTags`, paged).
+pub async fn sagemaker_map(ctx: &Ctx, arn: &str) -> Result<BTreeMap<String, String>, AwsError> {
+    let pages = ctx.sagemaker.list_tags().resource_arn(arn).into_paginator().send();
+    let tags = ctx.all_pages(Service::SageMaker, "ListTags", pages, |p| p.tags.unwrap_or_default()).await?;
+    Ok(tags.into_iter().filter_map(|t| Some((t.key?, t.value.unwrap_or_default()))).collect())
+}
+
+/// Makes a SageMaker object's user tags equal the `tags` input (`AddTags`, `DeleteTags`).
+pub async fn sync_sagemaker(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> Result<(), AwsError> {
+    let changes = changes(old, new);
+    if !changes.removed.is_empty() {
+        let call = ctx.sagemaker.delete_tags().resource_arn(arn).set_tag_keys(Some(changes.removed));
+        ctx.call(Service::SageMaker, "DeleteTags", call.send()).await?;
+    }
+    if !changes.set.is_empty() {
+        let set = changes.set.into_iter().map(|(k, v)| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build());
+        let call = ctx.sagemaker.add_tags().resource_arn(arn).set_tags(Some(set.collect()));
+        ctx.call(Service::SageMaker, "AddTags", call.send()).await?;
+    }
+    Ok(())
+}

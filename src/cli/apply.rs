@@ -214,14 +214,15 @@ fn purchases_approved(g: &Global, plan: &plan::Plan, flag: bool) -> Result<bool>
     let total = format!("{total:.2}");
     if !stdin_is_terminal() {
         bail!(
-            "this plan buys {} Capacity Block(s) for ${total} up front, non-refundable, and purchases need their own approval; --auto-approve alone does not buy\n  help: review the plan, then re-run with --approve-purchases",
-            buys.len()
+            "this plan buys {} for ${total} up front, non-refundable, and purchases need their own approval; --auto-approve alone does not buy\n  help: review the plan, then re-run with --approve-purchases",
+            plan::render::purchases(plan, |a| a.purchase().is_some())
         );
     }
     if confirm(
         &format!(
-            "This buys {} Capacity Block(s) for ${total} up front. They cannot be cancelled or refunded.",
-            buys.len()
+            "This buys {} for ${total} up front. {} cannot be cancelled or refunded.",
+            plan::render::purchases(plan, |a| a.purchase().is_some()),
+            if buys.len() == 1 { "It" } else { "They" }
         ),
         &total,
     )? {

@@ -170,13 +170,13 @@ async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota:
         let pf =
             crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
         let quotas =
-            if skip_quota { vec![] } else { crate::quota::check(ctx, stack).await.context("checking EC2 quotas")? };
+            if skip_quota { vec![] } else { crate::quota::check(ctx, stack).await.context("checking quotas")? };
         anyhow::Ok((pf, quotas))
     };
     // A block the state already holds is not bought again: no search for it.
     let known = |address: &str| state.is_some_and(|s| s.resources.contains_key(address));
     let offers = async {
-        crate::plan::purchase::prefetch_offers(ctx, stack, &known).await.context("searching Capacity Block offerings")
+        crate::plan::purchase::prefetch_offers(ctx, stack, &known).await.context("searching offerings to buy")
     };
     let ((preflight, quotas), offers) = tokio::try_join!(catalog_then_quotas, offers)?;
     Ok(LiveReads { preflight, quotas, offers })
@@ -201,7 +201,7 @@ async fn checks(
                 pf.diags.extend(
                     crate::plan::purchase::price(ctx, stack, plan, &r.offers)
                         .await
-                        .context("searching Capacity Block offerings")?,
+                        .context("searching offerings to buy")?,
                 );
             }
             pf.diags.extend(r.quotas);
@@ -212,7 +212,7 @@ async fn checks(
             if !pf.diags.iter().any(|d| d.is_error()) {
                 crate::plan::purchase::price_offline(stack, plan);
             }
-            let counted = ["node_group", "capacity_reservation", "capacity_block"];
+            let counted = ["node_group", "capacity_reservation", "capacity_block", "hyperpod_cluster", "training_plan"];
             if !skip_quota && stack.resources.iter().any(|r| counted.contains(&r.kind.name())) {
                 eprintln!(
                     "note: EC2 quotas not checked (--refresh=false makes no AWS call); a refreshing plan checks them"
@@ -235,9 +235,32 @@ async fn checks(
         plan.warnings.push(format!("{}: {}", stack.source.location(&d.span), d.message));
     }
     for c in plan.changes.iter_mut().filter(|c| c.note.is_none() && !c.action.is_removal()) {
+        // HyperPod's note is about its creation (the dependencies chart goes first).
+        if c.kind == "hyperpod_cluster" && c.action != crate::plan::Action::Create {
+            continue;
+        }
         c.note = pf.notes.get(&c.address).cloned();
     }
+    plan.warnings.extend(hyperpod_same_apply(stack, plan));
     Ok(true)
+}
+
+/// A HyperPod cluster created by the same apply as its EKS cluster: its dependencies chart
+/// cannot be installed in between (it must be in the EKS cluster first), so say how to split
+/// the apply.
+fn hyperpod_same_apply(stack: &Stack, plan: &Plan) -> Vec<String> {
+    let created = |a: &str| plan.changes.iter().any(|c| c.address == a && c.action == crate::plan::Action::Create);
+    let mut out = vec![];
+    for c in crate::rules::hyperpod::clusters(stack) {
+        let Some(eks) = c.attrs.get("eks_cluster").and_then(|e| e.as_single_ref()) else { continue };
+        if created(&c.address) && created(&eks.address) {
+            out.push(format!(
+                "`{}` is created by the same apply as its EKS cluster `{}`, so HyperPod's dependencies chart cannot be installed first: apply with --target {} first, install the chart (gpustack manifests --out DIR; see DIR/hyperpod-dependencies/values.yaml), then apply the rest",
+                c.address, eks.address, eks.address
+            ));
+        }
+    }
+    out
 }
 
 /// Diagnostics that stop a command: `{"valid": false, "diagnostics": […]}` on stdout with

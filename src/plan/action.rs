@@ -1,7 +1,7 @@
 //! What apply does to one object, as users see it: the plan prints it, `--json` names it,
 //! the engine runs it. One enum, so the three cannot disagree (Terraform's `plans.Action`).
 
-use crate::resources::capacity_block::Purchase;
+use crate::resources::offering::Purchase;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {

@@ -267,7 +267,11 @@ fn bought_cannot_change(r: &Resource, id: &str, fields: &[FieldDiff]) -> Diagnos
         format!("`{}` ({id}) was bought and cannot change: {} differ from what was bought", r.address, what.join(", ")),
         span,
     )
-    .help("a Capacity Block cannot be modified or cancelled; restore the values, or add a new capacity_block (this one runs until its end date)")
+    .help(format!(
+        "a {noun} cannot be modified or cancelled; restore the values, or add a new {kind} (this one runs until its end date)",
+        noun = resources::of(r).purchase_noun(),
+        kind = r.kind.name()
+    ))
 }
 
 /// Objects in state but not (or no longer) wanted, deposed copies and objects found by
@@ -354,6 +358,35 @@ pub fn field_diffs(kind: &dyn Kind, old: &Attrs, new: &Attrs) -> Vec<FieldDiff> 
         }
         let forces_replace = a.on_change == OnChange::Replace;
         match (o, n) {
+            // A table of objects (HyperPod's instance groups): an object added or removed
+            // counts as the attribute's change; in one both sides have, each field counts
+            // as itself (a group's count updates in place, its type replaces).
+            (Some(Value::Table(ot)), Some(Value::Table(nt))) if matches!(a.ty, Ty::Map(Ty::Object(_))) => {
+                let Ty::Map(Ty::Object(fields)) = a.ty else { continue };
+                let keys: BTreeSet<&String> = ot.keys().chain(nt.keys()).collect();
+                for k in keys.into_iter().filter(|k| ot.get(*k) != nt.get(*k)) {
+                    match (ot.get(k).and_then(Value::as_table), nt.get(k).and_then(Value::as_table)) {
+                        (Some(of), Some(nf)) => {
+                            let names: BTreeSet<&String> = of.keys().chain(nf.keys()).collect();
+                            for f in names.into_iter().filter(|f| of.get(*f) != nf.get(*f)) {
+                                let inner = fields.iter().find(|x| x.name == f.as_str());
+                                out.push(FieldDiff {
+                                    path: format!("{}.{k}.{f}", a.name),
+                                    old: of.get(f).cloned(),
+                                    new: nf.get(f).cloned(),
+                                    forces_replace: inner.is_none_or(|x| x.on_change == OnChange::Replace),
+                                });
+                            }
+                        }
+                        _ => out.push(FieldDiff {
+                            path: format!("{}.{k}", a.name),
+                            old: ot.get(k).cloned(),
+                            new: nt.get(k).cloned(),
+                            forces_replace,
+                        }),
+                    }
+                }
+            }
             (Some(Value::Table(ot)), Some(Value::Table(nt))) if a.name == "tags" || matches!(a.ty, Ty::Map(_)) => {
                 let keys: BTreeSet<&String> = ot.keys().chain(nt.keys()).collect();
                 for k in keys.into_iter().filter(|k| ot.get(*k) != nt.get(*k)) {

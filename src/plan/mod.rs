@@ -20,7 +20,7 @@ pub use diff::{desired_inputs, diff, field_diffs};
 pub use json::to_json;
 pub use refresh::Refreshed;
 
-pub use crate::resources::capacity_block::Purchase;
+pub use crate::resources::offering::Purchase;
 use crate::state::ResourceState;
 use crate::value::{Attrs, Value};
 

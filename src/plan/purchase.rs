@@ -1,64 +1,82 @@
-//! The plan's purchases (DESIGN.md: money): the Capacity Block offerings a plan proposes,
-//! searched with the refresh, the cheapest long-enough one chosen, and refused above
+//! The plan's purchases (DESIGN.md: money): the offerings a plan proposes for every kind
+//! that buys (Capacity Blocks, training plans), searched with the refresh, the cheapest
+//! long-enough one in a zone the resource's users run in chosen, and refused above
 //! `max_upfront_usd`. Offline, a purchase says what a refreshing plan will search for.
 
 use std::collections::{BTreeSet, HashMap};
 
-use aws_sdk_ec2::types::CapacityBlockOffering;
-
 use super::{Action, Offer, Plan};
 use crate::aws::{AwsError, Ctx};
-use crate::resources::capacity_block::{choose, purchase_of, search};
-use crate::rules::{lit, node_groups, referenced, span, subnet_zones};
+use crate::resources::offering::{Purchase, choose};
+use crate::rules::{hyperpod, lit, node_groups, referenced, span, subnet_zones};
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::{Attrs, Value};
 
-/// What an offering search for the block `r` asks, from `inputs` (the block's attributes):
-/// in the zone of the node groups that will use it when the block names none. Returns the
-/// search inputs and a note saying where it searched.
-fn block_search(stack: &Stack, r: &Resource, mut inputs: Attrs) -> (Attrs, String) {
-    let users: Vec<&Resource> = node_groups(stack)
-        .filter(|ng| {
-            referenced(stack, ng, "launch_template", "launch_template")
-                .and_then(|lt| referenced(stack, lt, "capacity_reservation", "capacity_block"))
-                .is_some_and(|b| b.address == r.address)
-        })
-        .collect();
-    let zones: BTreeSet<String> = users.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
-    let mut zone_note = String::new();
-    if !inputs.contains_key("availability_zone") && zones.len() == 1 {
-        let z = zones.iter().next().cloned().unwrap_or_default();
-        zone_note = format!(
-            " (searched in {z}, the zone of {})",
-            users.iter().map(|u| u.address.as_str()).collect::<Vec<_>>().join(", ")
-        );
-        inputs.insert("availability_zone".into(), Value::str(z));
+/// Where an offering search for the purchase `r` looks, from `inputs` (its attributes): the
+/// zones of the resources that will use it (a block's node groups, a training plan's
+/// HyperPod cluster), since capacity helps only where its users run. A block with one such
+/// zone is searched there; any offering outside these zones is dropped. Returns the search
+/// inputs, the zones (empty: anywhere) and a note saying where it searched.
+fn search_scope(stack: &Stack, r: &Resource, mut inputs: Attrs) -> (Attrs, BTreeSet<String>, String) {
+    let (users, zones): (Vec<&Resource>, BTreeSet<String>) = match r.kind.name() {
+        "training_plan" => {
+            let users = hyperpod::clusters_on_plan(stack, &r.address);
+            let zones = users.iter().flat_map(|c| subnet_zones(stack, c)).collect();
+            (users, zones)
+        }
+        _ => {
+            let users: Vec<&Resource> = node_groups(stack)
+                .filter(|ng| {
+                    referenced(stack, ng, "launch_template", "launch_template")
+                        .and_then(|lt| referenced(stack, lt, "capacity_reservation", "capacity_block"))
+                        .is_some_and(|b| b.address == r.address)
+                })
+                .collect();
+            let zones = users.iter().flat_map(|ng| subnet_zones(stack, ng)).collect();
+            (users, zones)
+        }
+    };
+    if let Some(z) = inputs.get("availability_zone").and_then(Value::as_str) {
+        return (inputs.clone(), BTreeSet::from([z.to_string()]), String::new());
     }
-    (inputs, zone_note)
+    if zones.is_empty() {
+        return (inputs, zones, String::new());
+    }
+    let names = users.iter().map(|u| u.address.as_str()).collect::<Vec<_>>().join(", ");
+    let listed = zones.iter().cloned().collect::<Vec<_>>().join(", ");
+    let zone_note = format!(" (searched in {listed}, the zone{} of {names})", if zones.len() == 1 { "" } else { "s" });
+    if zones.len() == 1 && r.kind.name() == "capacity_block" {
+        inputs.insert("availability_zone".into(), Value::str(listed));
+    }
+    (inputs, zones, zone_note)
 }
 
 /// Offering searches already made, by what they asked ([`search_key`]).
-pub type Offers = HashMap<String, Vec<CapacityBlockOffering>>;
+pub type Offers = HashMap<String, Vec<Purchase>>;
 
-/// The attributes an offering search depends on, as one key.
-fn search_key(inputs: &Attrs) -> String {
-    ["instance_type", "instance_count", "duration_hours", "start_after", "start_before", "availability_zone"]
-        .map(|k| inputs.get(k).map(Value::interpolate).unwrap_or_default())
-        .join("|")
+/// The kind and the attributes an offering search depends on, as one key.
+fn search_key(kind: &str, inputs: &Attrs) -> String {
+    let mut key = kind.to_string();
+    for k in ["instance_type", "instance_count", "duration_hours", "start_after", "start_before", "availability_zone", "target"] {
+        key.push('|');
+        key.push_str(&inputs.get(k).map(Value::interpolate).unwrap_or_default());
+    }
+    key
 }
 
-/// Searches the offerings of every Capacity Block the stack declares and `known` does not
-/// (the state has no object for it, so the plan will likely buy it), all at once: run
-/// together with the refresh, so `price` finds them ready.
+/// Searches the offerings of every purchase the stack declares and `known` does not (the
+/// state has no object for it, so the plan will likely buy it), all at once: run together
+/// with the refresh, so `price` finds them ready.
 pub async fn prefetch_offers(ctx: &Ctx, stack: &Stack, known: &dyn Fn(&str) -> bool) -> Result<Offers, AwsError> {
     let mut tasks = tokio::task::JoinSet::new();
-    for r in stack.resources.iter().filter(|r| r.kind.name() == "capacity_block" && !known(&r.address)) {
+    for r in stack.resources.iter().filter(|r| crate::resources::of(r).buys() && !known(&r.address)) {
         let attrs: Attrs = r.attrs.keys().filter_map(|k| Some((k.clone(), lit(r, k)?))).collect();
-        let (inputs, _) = block_search(stack, r, attrs);
+        let (inputs, _, _) = search_scope(stack, r, attrs);
         let ctx = ctx.clone();
+        let kind = crate::resources::of(r);
         tasks.spawn(async move {
-            let found = search(&ctx, &inputs).await;
-            (search_key(&inputs), found)
+            let found = kind.offerings(&ctx, &inputs).await;
+            (search_key(kind.name(), &inputs), found)
         });
     }
     let mut offers = Offers::new();
@@ -76,13 +94,14 @@ pub fn price_offline(stack: &Stack, plan: &mut Plan) {
     for c in plan.changes.iter_mut().filter(|c| matches!(c.action, Action::Purchase(_))) {
         let Some(r) = stack.get(&c.address) else { continue };
         let fields: Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
-        let (inputs, _) = block_search(stack, r, fields);
+        let (inputs, zones, _) = search_scope(stack, r, fields);
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_else(|| "?".into());
+        let zones = if zones.is_empty() { String::new() } else { format!(" in {}", zones.into_iter().collect::<Vec<_>>().join(" or ")) };
         c.action = Action::Purchase(Offer::Offline(format!(
             "{}× {}{}, {} h starting between {} and {}: offering and price not looked up (--refresh=false); a refreshing plan searches them (max {} USD)",
             s("instance_count"),
             s("instance_type"),
-            inputs.get("availability_zone").map(|z| format!(" in {}", z.interpolate())).unwrap_or_default(),
+            zones,
             s("duration_hours"),
             s("start_after"),
             s("start_before"),
@@ -91,29 +110,31 @@ pub fn price_offline(stack: &Stack, plan: &mut Plan) {
     }
 }
 
-/// Proposes an offering for every capacity block the plan creates: the cheapest, then
-/// the earliest, in the zone of the node groups that will use it. No offering, or one
-/// dearer than `max_upfront_usd`, is an error. Searches `offers` lacks are made here.
+/// Proposes an offering for every purchase the plan makes: the cheapest, then the
+/// earliest, in a zone of the resources that will use it. No offering, or one dearer than
+/// `max_upfront_usd`, is an error. Searches `offers` lacks are made here.
 pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -> Result<Vec<Diagnostic>, AwsError> {
     let mut d = vec![];
     for c in plan.changes.iter_mut().filter(|c| matches!(c.action, Action::Purchase(_))) {
         let Some(r) = stack.get(&c.address) else { continue };
         let fields: Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
-        // A block is only useful in the zone its node groups run in.
-        let (inputs, zone_note) = block_search(stack, r, fields);
-        let offers = match offers.get(&search_key(&inputs)) {
+        // Capacity is only useful in the zones its users run in.
+        let (inputs, zones, zone_note) = search_scope(stack, r, fields);
+        let kind = crate::resources::of(r);
+        let mut offers = match offers.get(&search_key(kind.name(), &inputs)) {
             Some(found) => found.clone(),
-            None => search(ctx, &inputs).await?,
+            None => kind.offerings(ctx, &inputs).await?,
         };
+        offers.retain(|o| zones.is_empty() || zones.contains(&o.availability_zone));
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_default();
         let hours = inputs.get("duration_hours").and_then(Value::as_int).unwrap_or(0);
         let Some(best) = choose(&offers, hours) else {
             d.push(
                 Diagnostic::error(
                     format!(
-                        "`{}`: no Capacity Block offering for {}× {} for at least {} h starting between {} and {}{}",
-                        c.address, s("instance_count"), s("instance_type"), s("duration_hours"), s("start_after"), s("start_before"),
-                        inputs.get("availability_zone").map(|z| format!(" in {z}")).unwrap_or_default()
+                        "`{}`: no {} offering for {}× {} for at least {} h starting between {} and {}{}",
+                        c.address, kind.purchase_noun(), s("instance_count"), s("instance_type"), s("duration_hours"), s("start_after"), s("start_before"),
+                        if zones.is_empty() { String::new() } else { format!(" in {}", zones.iter().cloned().collect::<Vec<_>>().join(" or ")) }
                     ),
                     r.span.clone(),
                 )
@@ -121,7 +142,7 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -
             );
             continue;
         };
-        let p = purchase_of(best, &inputs);
+        let p = best.clone();
         if p.upfront_usd > p.max_upfront_usd {
             d.push(
                 Diagnostic::error(

@@ -72,31 +72,46 @@ pub fn summary(plan: &Plan) -> String {
     if !buys.is_empty() {
         let _ = write!(
             s,
-            "\nPurchases: {} Capacity Block{}, ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
-            buys.len(),
-            crate::stack::diag::plural(buys.len()),
+            "\nPurchases: {}, ${:.2} up front in total, non-refundable (apply needs --approve-purchases).",
+            purchases(plan, |a| a.purchase().is_some()),
             buys.iter().sum::<f64>()
         );
     }
-    let unpriced = plan.count(|a| matches!(a, Action::Purchase(Offer::Offline(_) | Offer::NotSearched)));
-    if unpriced > 0 {
+    let unpriced = |a: &Action| matches!(a, Action::Purchase(Offer::Offline(_) | Offer::NotSearched));
+    if plan.count(unpriced) > 0 {
         let _ = write!(
             s,
-            "\nPurchases: {unpriced} Capacity Block{}, price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases).",
-            crate::stack::diag::plural(unpriced)
+            "\nPurchases: {}, price not looked up (--refresh=false), non-refundable (apply needs --approve-purchases).",
+            purchases(plan, unpriced)
         );
     }
     let kept = plan.count(|a| *a == Action::Retain);
     if kept > 0 {
         let _ = write!(
             s,
-            "\nRetained: {kept} Capacity Block{} cannot be cancelled; {} until {} end date, unmanaged.",
-            crate::stack::diag::plural(kept),
+            "\nRetained: {} cannot be cancelled; {} until {} end date, unmanaged.",
+            purchases(plan, |a| *a == Action::Retain),
             if kept == 1 { "it stays" } else { "they stay" },
             if kept == 1 { "its" } else { "their" }
         );
     }
     s
+}
+
+/// "2 Capacity Blocks and 1 training plan": the changes whose action `which` picks, counted
+/// by what their kind buys.
+pub fn purchases(plan: &Plan, which: impl Fn(&Action) -> bool) -> String {
+    let mut counts: Vec<(&str, usize)> = vec![];
+    for c in plan.changes.iter().filter(|c| which(&c.action)) {
+        let noun = crate::resources::kind(c.kind).map(|k| k.purchase_noun()).unwrap_or("purchase");
+        match counts.iter_mut().find(|(n, _)| *n == noun) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((noun, 1)),
+        }
+    }
+    let parts: Vec<String> =
+        counts.iter().map(|(noun, k)| format!("{k} {noun}{}", crate::stack::diag::plural(*k))).collect();
+    parts.join(" and ")
 }
 
 fn render_change(out: &mut String, c: &Change, style: &Style) {

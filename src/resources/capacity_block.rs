@@ -19,8 +19,9 @@ use aws_sdk_ec2::types::{
 };
 
 use super::capacity_reservation::{
-    check_time, from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
+    from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
 };
+use super::offering::{Purchase, fee, validate_window};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -93,12 +94,17 @@ impl Kind for CapacityBlock {
     fn buys(&self) -> bool {
         true
     }
+    fn purchase_noun(&self) -> &'static str {
+        "Capacity Block"
+    }
+    async fn offerings(&self, ctx: &Ctx, inputs: &Attrs) -> Result<Vec<Purchase>> {
+        Ok(search(ctx, inputs).await?.iter().map(|o| purchase_of(o, inputs)).collect())
+    }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
         let lit = |k: &str| r.attrs.get(k).and_then(|e| e.as_literal());
         let at = |k: &str| r.attrs.get(k).and_then(|e| e.span.clone());
-        check_time(r, "start_after", diags);
-        check_time(r, "start_before", diags);
+        validate_window(r, MAX_LEAD_DAYS, "Capacity Blocks", diags);
         if let Some(h) = lit("duration_hours").and_then(Value::as_int)
             && !valid_duration(h)
         {
@@ -120,34 +126,6 @@ impl Kind for CapacityBlock {
                 )
                 .help("a Capacity Block holds 1 to 64 instances; buy several blocks for more"),
             );
-        }
-        if let Some(v) = lit("max_upfront_usd")
-            && !matches!(v, Value::Int(n) if *n > 0)
-            && !matches!(v, Value::Float(f) if *f > 0.0)
-        {
-            diags.push(
-                Diagnostic::error("`max_upfront_usd` must be a positive number of US dollars", at("max_upfront_usd"))
-                    .help("the most you will pay up front, e.g. max_upfront_usd = 40000"),
-            );
-        }
-        let time = |k: &str| lit(k).and_then(Value::as_str).and_then(|v| parse_time(v).ok());
-        if let (Some(a), Some(b)) = (time("start_after"), time("start_before")) {
-            if a >= b {
-                diags.push(
-                    Diagnostic::error("`start_before` must be later than `start_after`", at("start_before"))
-                        .help("the block starts somewhere in [start_after, start_before]"),
-                );
-            }
-            let limit = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * MAX_LEAD_DAYS);
-            if a > limit {
-                diags.push(
-                    Diagnostic::error(
-                        "`start_after` is more than 8 weeks ahead; Capacity Blocks start at most 8 weeks out",
-                        at("start_after"),
-                    )
-                    .help("move the window closer, and plan again nearer the time"),
-                );
-            }
         }
     }
 
@@ -275,7 +253,7 @@ fn refusal(detail: &str) -> AwsError {
 }
 
 fn upfront(o: &CapacityBlockOffering) -> f64 {
-    o.upfront_fee().and_then(|f| f.parse().ok()).unwrap_or(f64::INFINITY)
+    fee(o.upfront_fee())
 }
 
 /// The offerings matching the inputs: the type, count and length, starting within
@@ -315,37 +293,6 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<CapacityBlockOffering>
     Ok(out)
 }
 
-/// The offering a plan proposes: one at least as long as asked, then the cheapest, then
-/// the earliest. Every block ends at 11:30 UTC, so for a requested length EC2 offers one
-/// block slightly shorter and one slightly longer (EC2 UG `capacity-blocks-purchase`); the
-/// shorter is cheaper, and cheapest-first alone would buy less time than asked for.
-pub fn choose(offers: &[CapacityBlockOffering], hours: i64) -> Option<&CapacityBlockOffering> {
-    let long_enough = |o: &CapacityBlockOffering| i64::from(o.capacity_block_duration_hours().unwrap_or(0)) >= hours;
-    offers.iter().filter(|o| long_enough(o)).min_by(|a, b| {
-        upfront(a)
-            .total_cmp(&upfront(b))
-            .then(a.start_date().map(|d| d.secs()).cmp(&b.start_date().map(|d| d.secs())))
-            .then(a.availability_zone().cmp(&b.availability_zone()))
-    })
-}
-
-/// A Capacity Block offering a plan proposes to buy.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Purchase {
-    pub offering_id: String,
-    pub instance_type: String,
-    pub instance_count: i64,
-    pub availability_zone: String,
-    pub start: String,
-    pub end: String,
-    /// The offering's length; at least `asked_hours` (blocks end at 11:30 UTC, so rarely equal).
-    pub duration_hours: i64,
-    pub asked_hours: i64,
-    pub upfront_usd: f64,
-    pub currency: String,
-    pub max_upfront_usd: f64,
-}
-
 /// What the plan shows for an offering.
 pub fn purchase_of(o: &CapacityBlockOffering, inp: &Attrs) -> Purchase {
     Purchase {
@@ -356,11 +303,12 @@ pub fn purchase_of(o: &CapacityBlockOffering, inp: &Attrs) -> Purchase {
         start: o.start_date().map(from_sdk_time).unwrap_or_default(),
         end: o.end_date().map(from_sdk_time).unwrap_or_default(),
         duration_hours: o.capacity_block_duration_hours().unwrap_or(0).into(),
-        asked_hours: inp.get("duration_hours").and_then(Value::as_int).unwrap_or(0),
+        asked_hours: 0,
         upfront_usd: upfront(o),
         currency: o.currency_code().unwrap_or("USD").to_string(),
-        max_upfront_usd: inp.get("max_upfront_usd").and_then(Value::as_f64).unwrap_or(0.0),
+        max_upfront_usd: 0.0,
     }
+    .asked(inp)
 }
 
 /// An unexpired block this stack bought for `address`: tagged for it, or retained from it.

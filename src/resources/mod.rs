@@ -7,18 +7,21 @@ mod cidr;
 mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
+pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
 pub mod karpenter_controller;
 pub mod karpenter_pool;
 pub mod launch_template;
 mod nat_gateway;
+pub mod offering;
 pub mod node_group;
 mod placement_group;
 mod priority_class;
 pub mod rendered;
 mod security_group;
 mod subnet;
+pub mod training_plan;
 mod vpc;
 mod vpc_endpoint;
 
@@ -44,6 +47,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
     &capacity_block::CapacityBlock,
+    &training_plan::TrainingPlan,
     &image_cache::ImageCache,
     &eks_cluster::EksCluster,
     &eks_addon::EksAddon,
@@ -52,6 +56,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
     &karpenter_pool::KarpenterPool,
+    &hyperpod_cluster::HyperpodCluster,
     &priority_class::PriorityClass,
 ];
 
@@ -241,7 +246,7 @@ pub struct Create<'a> {
     /// kinds with unique physical names then pick a fresh one.
     pub replacing: bool,
     /// The purchase the approved plan showed (capacity blocks).
-    pub purchase: Option<&'a capacity_block::Purchase>,
+    pub purchase: Option<&'a offering::Purchase>,
     /// Reports a step of a long create ("pulling image 2/3: …") to the progress display.
     pub report: &'a (dyn Fn(&str) + Send + Sync),
 }
@@ -282,6 +287,15 @@ pub trait Kind: Schema {
     /// as a purchase with its price, and only `--approve-purchases` runs it.
     fn buys(&self) -> bool {
         false
+    }
+    /// What one purchase of a kind that buys is called in plan text ("Capacity Block").
+    fn purchase_noun(&self) -> &'static str {
+        "purchase"
+    }
+    /// For a kind that buys: the offerings matching `inputs` (the resource's attributes, with
+    /// `availability_zone` when the plan narrowed the search to one zone), as plans show them.
+    async fn offerings(&self, _ctx: &Ctx, _inputs: &Attrs) -> Result<Vec<offering::Purchase>> {
+        Ok(vec![])
     }
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}

@@ -238,6 +238,9 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         notes.insert(ng.address.clone(), note.join("; "));
     }
     super::karpenter::check_catalog(stack, info, &mut unknown, &mut d, &mut notes);
+    for c in super::hyperpod::clusters(stack) {
+        notes.insert(c.address.clone(), super::hyperpod::chart_note(c));
+    }
     Preflight { diags: d, notes }
 }
 

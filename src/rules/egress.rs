@@ -58,15 +58,18 @@ fn way_out(stack: &Stack, subnet: &Resource, many_interfaces: bool, internet: bo
 
 /// Nodes need a way out: the VPC CNI calls the EC2 API, and images come from ECR and S3
 /// (EKS UG `private-clusters`; "EKS does not check that nodes join", `capacity-blocks-mng`).
-/// A node group, Karpenter pool or image cache in a subnet with none never becomes Ready
-/// while it bills.
+/// A node group, Karpenter pool, HyperPod cluster or image cache in a subnet with none never
+/// becomes Ready while it bills (HyperPod's instances also fetch their lifecycle scripts from
+/// S3: SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
 pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
     let users =
-        stack.resources.iter().filter(|r| matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache"));
+        stack.resources.iter().filter(|r| {
+            matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache" | "hyperpod_cluster")
+        });
     for r in users {
         let (attr, subnets): (&str, Vec<&Resource>) = match r.kind.name() {
-            "node_group" | "karpenter_pool" => ("subnets", subnet_resources(stack, r)),
+            "node_group" | "karpenter_pool" | "hyperpod_cluster" => ("subnets", subnet_resources(stack, r)),
             _ => ("subnet", referenced(stack, r, "subnet", "subnet").into_iter().collect()),
         };
         // A pool carries its own `efa`; a node group's is on its launch template.

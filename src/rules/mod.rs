@@ -8,6 +8,7 @@
 mod access;
 mod catalog;
 mod egress;
+pub(crate) mod hyperpod;
 mod karpenter;
 #[cfg(test)]
 mod tests;
@@ -262,6 +263,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(egress::egress(stack));
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
+    d.extend(hyperpod::offline(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.
@@ -349,6 +351,18 @@ pub(crate) fn subnet_zones(stack: &Stack, ng: &Resource) -> Vec<String> {
         _ => BTreeSet::new(),
     };
     zones.into_iter().collect()
+}
+
+/// The entries of a table expression, written inline (each with its own span) or as one
+/// literal value (each with the table's span); empty for anything else.
+pub(crate) fn table_exprs(e: &Expr) -> BTreeMap<String, Expr> {
+    match &e.kind {
+        ExprKind::Table(t) => t.clone(),
+        ExprKind::Value(Value::Table(t)) => {
+            t.iter().map(|(k, v)| (k.clone(), Expr::value(v.clone(), e.span.clone()))).collect()
+        }
+        _ => BTreeMap::new(),
+    }
 }
 
 /// A launch template's `efa` table, when written.

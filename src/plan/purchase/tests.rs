@@ -6,9 +6,10 @@
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::CapacityBlockOffering;
 
-use super::{block_search, price_offline};
+use super::{price_offline, search_scope};
 use crate::plan::{Action, Offer, Options, Refreshed};
-use crate::resources::capacity_block::{choose, purchase_of, valid_duration};
+use crate::resources::capacity_block::{purchase_of, valid_duration};
+use crate::resources::offering::choose;
 use crate::stack::{Source, Stack, VarSources};
 use crate::value::{Attrs, Value};
 
@@ -33,8 +34,9 @@ const DAY1: &str = "2026-12-01T11:30:00Z";
 const DAY2: &str = "2026-12-02T11:30:00Z";
 const DAY3: &str = "2026-12-03T11:30:00Z";
 
-fn chosen(offers: &[CapacityBlockOffering], hours: i64) -> Option<&str> {
-    choose(offers, hours).and_then(|o| o.capacity_block_offering_id())
+fn chosen(offers: &[CapacityBlockOffering], hours: i64) -> Option<String> {
+    let purchases: Vec<_> = offers.iter().map(|o| purchase_of(o, &Attrs::new())).collect();
+    choose(&purchases, hours).map(|p| p.offering_id.clone())
 }
 
 // ---- offering choice ----
@@ -46,11 +48,11 @@ fn the_cheapest_offering_is_proposed() {
         offer("cb-cheap", 48, "8000.00", DAY3, "us-west-2a"),
         offer("cb-middle", 48, "8500.00", DAY2, "us-west-2a"),
     ];
-    assert_eq!(chosen(&offers, 48), Some("cb-cheap"), "cheapest even though it starts last");
+    assert_eq!(chosen(&offers, 48).as_deref(), Some("cb-cheap"), "cheapest even though it starts last");
     // Prices compare as numbers, not as text.
     let offers =
         [offer("cb-ten-thousand", 48, "10000", DAY1, "us-west-2a"), offer("cb-nine", 48, "9000", DAY1, "us-west-2a")];
-    assert_eq!(chosen(&offers, 48), Some("cb-nine"));
+    assert_eq!(chosen(&offers, 48).as_deref(), Some("cb-nine"));
 }
 
 #[test]
@@ -60,12 +62,12 @@ fn among_equally_cheap_offerings_the_earliest_is_proposed() {
         offer("cb-day1", 48, "8000.00", DAY1, "us-west-2a"),
         offer("cb-day2", 48, "8000.00", DAY2, "us-west-2a"),
     ];
-    assert_eq!(chosen(&offers, 48), Some("cb-day1"));
+    assert_eq!(chosen(&offers, 48).as_deref(), Some("cb-day1"));
     // Same price and start: the zone decides, so the proposal does not depend on EC2's order.
     let b_first = [offer("cb-b", 48, "8000", DAY1, "us-west-2b"), offer("cb-a", 48, "8000", DAY1, "us-west-2a")];
     let a_first = [offer("cb-a", 48, "8000", DAY1, "us-west-2a"), offer("cb-b", 48, "8000", DAY1, "us-west-2b")];
-    assert_eq!(chosen(&b_first, 48), Some("cb-a"));
-    assert_eq!(chosen(&a_first, 48), Some("cb-a"));
+    assert_eq!(chosen(&b_first, 48).as_deref(), Some("cb-a"));
+    assert_eq!(chosen(&a_first, 48).as_deref(), Some("cb-a"));
 }
 
 #[test]
@@ -74,11 +76,11 @@ fn an_offering_shorter_than_asked_is_never_proposed() {
     // little longer.
     let offers =
         [offer("cb-short", 46, "7600.00", DAY1, "us-west-2a"), offer("cb-long", 50, "8300.00", DAY1, "us-west-2a")];
-    assert_eq!(chosen(&offers, 48), Some("cb-long"));
+    assert_eq!(chosen(&offers, 48).as_deref(), Some("cb-long"));
     // Exactly as long as asked is long enough; asked for less, the cheaper one is fine.
     let exact = [offer("cb-exact", 48, "8000.00", DAY1, "us-west-2a")];
-    assert_eq!(chosen(&exact, 48), Some("cb-exact"));
-    assert_eq!(chosen(&offers, 46), Some("cb-short"));
+    assert_eq!(chosen(&exact, 48).as_deref(), Some("cb-exact"));
+    assert_eq!(chosen(&offers, 46).as_deref(), Some("cb-short"));
 }
 
 #[test]
@@ -96,10 +98,11 @@ fn no_offering_long_enough_proposes_none() {
 fn an_offering_without_a_readable_price_is_proposed_last() {
     let offers =
         [offer("cb-unpriced", 48, "n/a", DAY1, "us-west-2a"), offer("cb-priced", 48, "9000.00", DAY2, "us-west-2a")];
-    assert_eq!(chosen(&offers, 48), Some("cb-priced"));
+    assert_eq!(chosen(&offers, 48).as_deref(), Some("cb-priced"));
     // Alone it is proposed at an infinite price, which any max_upfront_usd refuses.
     let alone = [offer("cb-unpriced", 48, "n/a", DAY1, "us-west-2a")];
-    let p = purchase_of(choose(&alone, 48).expect("the only offering"), &Attrs::new());
+    let alone: Vec<_> = alone.iter().map(|o| purchase_of(o, &Attrs::new())).collect();
+    let p = choose(&alone, 48).expect("the only offering");
     assert!(p.upfront_usd.is_infinite() && p.upfront_usd > 1e12, "{p:?}");
 }
 
@@ -256,7 +259,8 @@ fn search(text: &str) -> (Attrs, String) {
 
 fn search_in(stack: Stack) -> (Attrs, String) {
     let r = stack.get("capacity_block.train").expect("the block");
-    block_search(&stack, r, block_inputs(&stack))
+    let (inputs, _, note) = search_scope(&stack, r, block_inputs(&stack));
+    (inputs, note)
 }
 
 fn zone(inputs: &Attrs) -> Option<&str> {
@@ -295,8 +299,10 @@ scaling         = { min = 0, desired = 0, max = 2 }
     let vars = VarSources { cli: &[], env: &|_| None };
     let source = Source::new("t.toml", stack("duration_hours = 48", other));
     let (spread, _) = Stack::parse(source, &vars, &crate::resources::schemas()).expect("the language accepts it");
+    // Searched in both (an offering elsewhere is dropped), with no one zone to ask EC2 for.
     let (inputs, note) = search_in(spread);
-    assert_eq!((zone(&inputs), note.as_str()), (None, ""));
+    assert_eq!(zone(&inputs), None);
+    assert_eq!(note, " (searched in us-west-2a, us-west-2b, the zones of node_group.train, node_group.other)");
 
     // Two groups in the same zone: that zone, and the note names both (in stack order).
     // (A block of 4, so the two groups' maxima fit it together.)

@@ -1,0 +1,605 @@
+//! `hyperpod_cluster`: a SageMaker HyperPod cluster whose orchestrator is an EKS cluster of
+//! the stack (`CreateCluster` with `Orchestrator.Eks.ClusterArn`): its instance groups join
+//! that cluster as nodes, with HyperPod's health checks and automatic node recovery. A group
+//! may run on a `training_plan` (`TrainingPlanArn`).
+//!
+//! - Create waits for `InService` (cluster and every group), reporting each group's count.
+//! - What `UpdateCluster` can change, changes in place (it takes every group's full
+//!   specification): a group's count, lifecycle scripts, training plan, deep health checks
+//!   and labels, and the cluster's `node_recovery`. Anything else replaces the cluster:
+//!   `VpcConfig` and the orchestrator cannot change after creation, nor can a group's type,
+//!   execution role or threads per core, and a group added or removed replaces too.
+//! - The cluster name is unique in the account and region, so a create that raced a crash
+//!   finds its cluster by name and adopts it when its tags say it is this address's.
+//! - The HyperPod dependencies Helm chart must be in the EKS cluster before the cluster is
+//!   created (SageMaker DG `sagemaker-hyperpod-eks-install-packages-using-helm-chart`):
+//!   `gpustack manifests` writes its values and the plan says so.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sagemaker::operation::describe_cluster::DescribeClusterOutput;
+use aws_sdk_sagemaker::types::{
+    ClusterEbsVolumeConfig, ClusterInstanceGroupSpecification, ClusterInstanceStorageConfig, ClusterInstanceType,
+    ClusterKubernetesConfig, ClusterLifeCycleConfig, ClusterNodeRecovery, ClusterOrchestrator,
+    ClusterOrchestratorEksConfig, ClusterStatus, DeepHealthCheckType, VpcConfig,
+};
+
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, str_attr};
+use crate::aws::wait::{Status, until_status};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct HyperpodCluster;
+
+/// Deep health checks a group may run when its instances start (`DeepHealthCheckType`;
+/// `MultiNodeTrainingValidation` is left out: not in gpustack's stack language yet).
+pub const DEEP_HEALTH_CHECKS: &[&str] = &["InstanceStress", "InstanceConnectivity"];
+const RECOVERY: &[&str] = &["Automatic", "None"];
+/// `ClusterName` and `InstanceGroupName`: `[a-zA-Z0-9](-*[a-zA-Z0-9])*`, 1 to 63 characters.
+pub const NAME_MAX: usize = 63;
+/// HyperPod clusters take long to create: instances boot, run their lifecycle scripts and,
+/// with deep health checks, stress tests that can take hours (SageMaker DG
+/// `sagemaker-hyperpod-eks-resiliency-deep-health-checks`).
+const CREATE_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
+const UPDATE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+const LIFECYCLE: &[Attr] = &[
+    Attr::req("source_s3_uri", Ty::Str, OnChange::Replace),
+    Attr::req("on_create", Ty::Str, OnChange::Replace),
+];
+
+/// One instance group. What `UpdateCluster` may change for an existing group changes in
+/// place: the count (down to 0), lifecycle scripts (for nodes launched later), the training
+/// plan, deep health checks and Kubernetes labels (declarative: the full set is sent). The
+/// type, execution role and threads per core must stay as created (SageMaker DG
+/// `sagemaker-hyperpod-eks-operate-cli-command-update-cluster`; `docs/aws-facts-hyperpod.md` §6).
+pub const GROUP: &[Attr] = &[
+    Attr::req("instance_type", Ty::Str, OnChange::Replace),
+    Attr::req("instance_count", Ty::Int, OnChange::Update),
+    Attr::req("execution_role", Ty::Str, OnChange::Replace),
+    Attr::req("lifecycle", Ty::Object(LIFECYCLE), OnChange::Update),
+    Attr::opt("training_plan", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("volume_size_gb", Ty::Int, Default::None, OnChange::Replace),
+    // 1: one thread per core, HyperThreading off, as the SageMaker DG's examples for GPU
+    // training set it; 2 turns it on (`ClusterThreadsPerCore`, 1 or 2).
+    Attr::opt("threads_per_core", Ty::Int, Default::Int(1), OnChange::Replace),
+    Attr::opt("deep_health_checks", Ty::List(&Ty::Enum(DEEP_HEALTH_CHECKS)), Default::EmptyList, OnChange::Update),
+    Attr::opt("labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
+];
+
+/// Label prefixes HyperPod keeps for itself and Kubernetes (`ClusterKubernetesConfig`;
+/// SageMaker DG `sagemaker-hyperpod-eks-custom-labels-and-taints`).
+pub const RESERVED_LABEL_DOMAINS: &[&str] =
+    &["kubernetes.io", "k8s.io", "sagemaker.amazonaws.com", "eks.amazonaws.com", "k8s.aws", "karpenter.sh"];
+
+/// A label key whose prefix is (a subdomain of) a reserved domain.
+pub fn reserved_label(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else { return false };
+    RESERVED_LABEL_DOMAINS.iter().any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
+}
+
+const ATTRS: &[Attr] = &[
+    Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
+    Attr::req("eks_cluster", Ty::Str, OnChange::Replace),
+    Attr::req("subnets", Ty::List(&Ty::Str), OnChange::Replace),
+    Attr::req("security_groups", Ty::List(&Ty::Str), OnChange::Replace),
+    Attr::opt("node_recovery", Ty::Enum(RECOVERY), Default::Str("Automatic"), OnChange::Update),
+    Attr::req("instance_groups", Ty::Map(&Ty::Object(GROUP)), OnChange::Replace),
+    TAGS,
+];
+
+impl Schema for HyperpodCluster {
+    fn name(&self) -> &'static str {
+        "hyperpod_cluster"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[("arn", Ty::Str), ("name", Ty::Str)]
+    }
+}
+
+/// `name` is a HyperPod cluster or instance group name.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+#[async_trait]
+impl Kind for HyperpodCluster {
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "sagemaker:CreateCluster",
+            "sagemaker:DescribeCluster",
+            "sagemaker:ListClusters",
+            "sagemaker:UpdateCluster",
+            "sagemaker:DeleteCluster",
+            "sagemaker:ListTags",
+            "sagemaker:AddTags",
+            "sagemaker:DeleteTags",
+            "iam:PassRole",
+            "iam:CreateServiceLinkedRole",
+            "servicequotas:ListServiceQuotas",
+        ]
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        if let Some(e) = r.attrs.get("name")
+            && let Some(n) = e.as_literal().and_then(Value::as_str)
+            && !valid_name(n)
+        {
+            diags.push(
+                Diagnostic::error(format!("`name` = \"{n}\" is not a HyperPod cluster name"), e.span.clone())
+                    .help("use 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit"),
+            );
+        }
+        let Some(groups) = r.attrs.get("instance_groups") else { return };
+        for (name, g) in crate::rules::table_exprs(groups) {
+            let at = g.key_span.clone().or(g.span.clone());
+            if !valid_name(&name) {
+                diags.push(
+                    Diagnostic::error(format!("instance group \"{name}\" is not a HyperPod instance group name"), at.clone())
+                        .help("use 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit"),
+                );
+            }
+            let fields = crate::rules::table_exprs(&g);
+            let lit = |k: &str| fields.get(k).and_then(|e| e.as_literal().cloned());
+            let span = |k: &str| fields.get(k).and_then(|e| e.span.clone()).or(at.clone());
+            if let Some(Value::Str(t)) = lit("instance_type")
+                && !t.starts_with("ml.")
+            {
+                diags.push(
+                    Diagnostic::error(format!("`instance_groups.{name}.instance_type` = \"{t}\" is not a SageMaker instance type"), span("instance_type"))
+                        .help(format!("HyperPod names EC2 types with the ml. prefix: instance_type = \"ml.{t}\"")),
+                );
+            }
+            if let Some(Value::Int(n)) = lit("threads_per_core")
+                && !(1..=2).contains(&n)
+            {
+                diags.push(
+                    Diagnostic::error(format!("`instance_groups.{name}.threads_per_core` = {n} is not 1 or 2"), span("threads_per_core"))
+                        .help("1 turns HyperThreading off (the usual choice for GPU training), 2 keeps it on"),
+                );
+            }
+            if let Some(Value::Int(n)) = lit("volume_size_gb")
+                && !(1..=16384).contains(&n)
+            {
+                diags.push(
+                    Diagnostic::error(format!("`instance_groups.{name}.volume_size_gb` = {n} is outside 1 to 16384"), span("volume_size_gb"))
+                        .help("HyperPod's extra EBS volume is 1 to 16,384 GB (ClusterEbsVolumeConfig.VolumeSizeInGB)"),
+                );
+            }
+            if let Some(Value::Int(n)) = lit("instance_count")
+                && n < 0
+            {
+                diags.push(
+                    Diagnostic::error(format!("`instance_groups.{name}.instance_count` = {n} is negative"), span("instance_count"))
+                        .help("a group has 0 or more instances"),
+                );
+            }
+            if let Some(labels) = fields.get("labels") {
+                for (key, e) in crate::rules::table_exprs(labels) {
+                    if reserved_label(&key) {
+                        diags.push(
+                            Diagnostic::error(
+                                format!("`instance_groups.{name}.labels`: \"{key}\" uses a prefix HyperPod reserves"),
+                                e.key_span.clone().or(e.span.clone()),
+                            )
+                            .help(format!("pick a key outside {}, e.g. \"gpustack.io/capacity\"", RESERVED_LABEL_DOMAINS.join(", "))),
+                        );
+                    }
+                }
+            }
+            if let Some(lc) = fields.get("lifecycle") {
+                let lc = crate::rules::table_exprs(lc);
+                if let Some(e) = lc.get("source_s3_uri")
+                    && let Some(Value::Str(u)) = e.as_literal()
+                    && !u.starts_with("s3://")
+                {
+                    diags.push(
+                        Diagnostic::error(format!("`instance_groups.{name}.lifecycle.source_s3_uri` = \"{u}\" is not an S3 URI"), e.span.clone())
+                            .help("write the S3 prefix of the lifecycle scripts, e.g. \"s3://sagemaker-my-bucket/hyperpod/lifecycle/\""),
+                    );
+                }
+            }
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        for k in ["subnets", "security_groups"] {
+            if let Some(Value::List(l)) = inputs.get_mut(k) {
+                l.sort_by_key(|v| v.interpolate());
+                l.dedup();
+            }
+        }
+        if let Some(Value::Table(groups)) = inputs.get_mut("instance_groups") {
+            for g in groups.values_mut() {
+                if let Value::Table(g) = g {
+                    for a in GROUP {
+                        if !g.contains_key(a.name)
+                            && let Some(v) = a.default.value()
+                        {
+                            g.insert(a.name.to_string(), v);
+                        }
+                    }
+                    if let Some(Value::List(l)) = g.get_mut("deep_health_checks") {
+                        l.sort_by_key(|v| v.interpolate());
+                        l.dedup();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The recorded inputs with what HyperPod reports: each group's target count, the
+    /// recovery mode and the tags. A group HyperPod no longer has is dropped (so the plan
+    /// replaces the cluster to get it back).
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        for k in ["node_recovery", "tags"] {
+            if let Some(v) = observed.get(k) {
+                cur.insert(k.into(), v.clone());
+            }
+        }
+        if let (Some(Value::Table(groups)), Some(Value::Table(seen))) =
+            (cur.get_mut("instance_groups"), observed.get("instance_groups"))
+        {
+            groups.retain(|name, _| seen.contains_key(name));
+            for (name, g) in groups.iter_mut() {
+                if let (Value::Table(g), Some(count)) = (g, seen.get(name).and_then(Value::as_int)) {
+                    g.insert("instance_count".into(), Value::Int(count));
+                }
+            }
+        }
+        self.normalize(&mut cur);
+        cur
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        let i = req.inputs;
+        let name = str_attr(i, "name");
+        let call = ctx
+            .sagemaker
+            .create_cluster()
+            .cluster_name(name)
+            .set_instance_groups(Some(groups(i)))
+            .vpc_config(
+                VpcConfig::builder()
+                    .set_subnets(Some(strings(i, "subnets")))
+                    .set_security_group_ids(Some(strings(i, "security_groups")))
+                    .build(),
+            )
+            .orchestrator(
+                ClusterOrchestrator::builder()
+                    .eks(ClusterOrchestratorEksConfig::builder().cluster_arn(str_attr(i, "eks_cluster")).build())
+                    .build(),
+            )
+            .node_recovery(ClusterNodeRecovery::from(str_attr(i, "node_recovery")))
+            .set_tags(Some(tags::sagemaker(ctx, req.address, i)));
+        match ctx.call(Service::SageMaker, "CreateCluster", call.send()).await {
+            Ok(_) => {}
+            // The name is taken: by this very resource (a create that raced a crash) it is adopted.
+            Err(e) if e.has_code("ResourceInUse") => {
+                let mine = match describe(ctx, name).await? {
+                    Some(c) => {
+                        let all = tags::sagemaker_map(ctx, c.cluster_arn().unwrap_or_default()).await?;
+                        all.get(tags::STACK) == Some(&ctx.stack)
+                            && all.get(tags::ADDRESS).map(String::as_str) == Some(req.address)
+                    }
+                    None => false,
+                };
+                if !mine {
+                    return Err(e.taken_by_other("set `name` to another HyperPod cluster name"));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        let c = wait_in_service(ctx, name, "CreateCluster", CREATE_TIMEOUT, req.report).await?;
+        Ok(recorded(&c))
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let pages = ctx.sagemaker.list_clusters().into_paginator().send();
+        let all = ctx
+            .all_pages(Service::SageMaker, "ListClusters", pages, |p| p.cluster_summaries.unwrap_or_default())
+            .await?;
+        let mut out = vec![];
+        for s in all {
+            let Some(arn) = s.cluster_arn() else { continue };
+            let Some(all) = tags::sagemaker_map(ctx, arn).await.absent_ok()? else { continue };
+            if all.get(tags::STACK) != Some(&ctx.stack) {
+                continue;
+            }
+            let Some(c) = describe(ctx, arn).await? else { continue };
+            if c.cluster_status() == Some(&ClusterStatus::Deleting) {
+                continue;
+            }
+            out.push(observe(&c, &all));
+        }
+        Ok(out)
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        changed: &[String],
+    ) -> Result<Recorded> {
+        let name = str_attr(new, "name");
+        if changed.iter().any(|c| c == "instance_groups" || c == "node_recovery") {
+            // Only an InService cluster takes an update (ConflictException otherwise).
+            wait_in_service(ctx, name, "UpdateCluster", UPDATE_TIMEOUT, &|_| {}).await?;
+            let call = ctx
+                .sagemaker
+                .update_cluster()
+                .cluster_name(id)
+                .set_instance_groups(Some(groups(new)))
+                .node_recovery(ClusterNodeRecovery::from(str_attr(new, "node_recovery")));
+            ctx.call(Service::SageMaker, "UpdateCluster", call.send()).await?;
+            wait_in_service(ctx, name, "UpdateCluster", UPDATE_TIMEOUT, &|_| {}).await?;
+        }
+        if changed.iter().any(|c| c == "tags") {
+            tags::sync_sagemaker(ctx, id, old, new).await?;
+        }
+        Ok(describe(ctx, id).await?.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
+    }
+
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        // A cluster still creating or updating refuses deletion (ConflictException): let it settle.
+        let settled = until_status(
+            &format!("HyperPod cluster {id}"),
+            UPDATE_TIMEOUT,
+            || describe(ctx, id),
+            |c: Option<DescribeClusterOutput>| match c.as_ref().and_then(|c| c.cluster_status()) {
+                None => Status::Reached(false),
+                Some(ClusterStatus::Deleting) => Status::Reached(true),
+                Some(ClusterStatus::Creating | ClusterStatus::Updating | ClusterStatus::Systemupdating | ClusterStatus::Rollingback) => {
+                    Status::Pending(c.as_ref().and_then(|c| c.cluster_status()).map(|s| s.as_str().to_string()).unwrap_or_default())
+                }
+                Some(_) => Status::Reached(true),
+            },
+        )
+        .await?;
+        if !settled {
+            return Ok(());
+        }
+        let call = ctx.sagemaker.delete_cluster().cluster_name(id);
+        if ctx.call(Service::SageMaker, "DeleteCluster", call.send()).await.absent_ok()?.is_none() {
+            return Ok(());
+        }
+        until_status(
+            &format!("deletion of HyperPod cluster {id}"),
+            DELETE_TIMEOUT,
+            || describe(ctx, id),
+            |c: Option<DescribeClusterOutput>| match c {
+                None => Status::Reached(()),
+                Some(c) => match c.cluster_status() {
+                    Some(ClusterStatus::Failed) => Status::Failed(AwsError {
+                        operation: "DeleteCluster",
+                        code: Some("Failed".into()),
+                        detail: format!(
+                            "HyperPod cluster {id} failed to delete: {}",
+                            c.failure_message().unwrap_or("no reason given")
+                        ),
+                    }),
+                    s => Status::Pending(s.map(|s| s.as_str().to_string()).unwrap_or_else(|| "Deleting".into())),
+                },
+            },
+        )
+        .await
+    }
+}
+
+fn strings(i: &Attrs, k: &str) -> Vec<String> {
+    i.get(k)
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The instance groups as `CreateCluster` and `UpdateCluster` take them, in name order.
+fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
+    let Some(Value::Table(groups)) = i.get("instance_groups") else { return vec![] };
+    groups
+        .iter()
+        .filter_map(|(name, g)| Some((name, g.as_table()?)))
+        .map(|(name, g)| {
+            let s = |k: &str| g.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            let n = |k: &str| g.get(k).and_then(Value::as_int);
+            let lifecycle = g.get("lifecycle").and_then(Value::as_table);
+            let lc = |k: &str| lifecycle.and_then(|t| t.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
+            let mut spec = ClusterInstanceGroupSpecification::builder()
+                .instance_group_name(name)
+                .instance_type(ClusterInstanceType::from(s("instance_type").as_str()))
+                .instance_count(i32_of(n("instance_count").unwrap_or(0)))
+                .execution_role(s("execution_role"))
+                .life_cycle_config(
+                    ClusterLifeCycleConfig::builder().source_s3_uri(lc("source_s3_uri")).on_create(lc("on_create")).build(),
+                )
+                .set_threads_per_core(n("threads_per_core").map(i32_of));
+            if let Some(plan) = g.get("training_plan").and_then(Value::as_str) {
+                spec = spec.training_plan_arn(plan);
+            }
+            if let Some(gb) = n("volume_size_gb") {
+                let ebs = ClusterEbsVolumeConfig::builder().volume_size_in_gb(i32_of(gb)).build();
+                spec = spec.instance_storage_configs(ClusterInstanceStorageConfig::EbsVolumeConfig(ebs));
+            }
+            let checks: Vec<DeepHealthCheckType> = g
+                .get("deep_health_checks")
+                .and_then(Value::as_list)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|v| v.as_str().map(DeepHealthCheckType::from))
+                .collect();
+            if !checks.is_empty() {
+                spec = spec.set_on_start_deep_health_checks(Some(checks));
+            }
+            if let Some(Value::Table(labels)) = g.get("labels")
+                && !labels.is_empty()
+            {
+                let labels: std::collections::HashMap<String, String> =
+                    labels.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
+                spec = spec.kubernetes_config(ClusterKubernetesConfig::builder().set_labels(Some(labels)).build());
+            }
+            spec.build()
+        })
+        .collect()
+}
+
+async fn describe(ctx: &Ctx, name_or_arn: &str) -> Result<Option<DescribeClusterOutput>> {
+    let call = ctx.sagemaker.describe_cluster().cluster_name(name_or_arn);
+    ctx.call(Service::SageMaker, "DescribeCluster", call.send()).await.absent_ok()
+}
+
+/// "train 2/4, infer 1/1": each group's current and target counts.
+fn counts(c: &DescribeClusterOutput) -> String {
+    c.instance_groups()
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {}/{}",
+                g.instance_group_name().unwrap_or_default(),
+                g.current_count().unwrap_or(0),
+                g.target_count().unwrap_or(0)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Waits until the cluster is `InService`; `Failed` or `RollingBack` ends the wait with
+/// HyperPod's failure message. Each look reports the groups' counts.
+async fn wait_in_service(
+    ctx: &Ctx,
+    name: &str,
+    operation: &'static str,
+    timeout: Duration,
+    report: &(dyn Fn(&str) + Send + Sync),
+) -> Result<DescribeClusterOutput> {
+    let last = std::sync::Mutex::new(String::new());
+    until_status(
+        &format!("HyperPod cluster {name}"),
+        timeout,
+        || describe(ctx, name),
+        |c: Option<DescribeClusterOutput>| {
+            let Some(c) = c else {
+                return Status::Failed(AwsError {
+                    operation,
+                    code: Some("ResourceNotFound".into()),
+                    detail: format!("HyperPod cluster {name} disappeared"),
+                });
+            };
+            let status = c.cluster_status().map(|s| s.as_str().to_string()).unwrap_or_default();
+            // Each change once: a look that sees what the last one saw says nothing new.
+            let seen = format!("{status}: {}", counts(&c));
+            if let Ok(mut last) = last.lock()
+                && *last != seen
+            {
+                report(&seen);
+                *last = seen;
+            }
+            match c.cluster_status() {
+                Some(ClusterStatus::Inservice) => Status::Reached(c),
+                Some(ClusterStatus::Failed | ClusterStatus::Rollingback) => Status::Failed(AwsError {
+                    operation,
+                    code: Some(status.clone()),
+                    detail: format!(
+                        "HyperPod cluster {name} is {status}: {}",
+                        c.failure_message().unwrap_or("no reason given (see the SageMaker console's cluster events)")
+                    ),
+                }),
+                _ => Status::Pending(format!("{status} ({})", counts(&c))),
+            }
+        },
+    )
+    .await
+}
+
+fn observe(c: &DescribeClusterOutput, all: &BTreeMap<String, String>) -> Observed {
+    let groups: BTreeMap<String, Value> = c
+        .instance_groups()
+        .iter()
+        .filter_map(|g| Some((g.instance_group_name()?.to_string(), Value::Int(g.target_count()?.into()))))
+        .collect();
+    let mut attrs = Attrs::from([
+        ("instance_groups".into(), Value::Table(groups)),
+        ("tags".into(), tags::observed(all)),
+    ]);
+    if let Some(r) = c.node_recovery() {
+        attrs.insert("node_recovery".into(), Value::str(r.as_str()));
+    }
+    Observed::tagged(all, recorded(c), attrs)
+}
+
+fn recorded(c: &DescribeClusterOutput) -> Recorded {
+    let arn = c.cluster_arn().unwrap_or_default().to_string();
+    Recorded {
+        id: arn.clone(),
+        outputs: Attrs::from([
+            ("arn".into(), Value::str(arn)),
+            ("name".into(), Value::str(c.cluster_name().unwrap_or_default())),
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_sagemakers_pattern() {
+        assert!(valid_name("hybrid-base"));
+        assert!(valid_name(&"a".repeat(63)));
+        for bad in ["", "-a", "a-", "a_b", "a.b", &"a".repeat(64)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn reserved_label_prefixes_are_refused() {
+        for key in ["kubernetes.io/role", "node.kubernetes.io/x", "sagemaker.amazonaws.com/a", "karpenter.sh/nodepool"] {
+            assert!(reserved_label(key), "{key}");
+        }
+        for key in ["gpustack.io/capacity", "team", "example.com/kubernetes.io"] {
+            assert!(!reserved_label(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn refresh_keeps_the_recorded_groups_with_the_counts_hyperpod_reports() {
+        let group = |count: i64| {
+            Value::Table(BTreeMap::from([
+                ("instance_type".to_string(), Value::str("ml.p5.48xlarge")),
+                ("instance_count".to_string(), Value::Int(count)),
+            ]))
+        };
+        let recorded = Attrs::from([(
+            "instance_groups".to_string(),
+            Value::Table(BTreeMap::from([("train".to_string(), group(2)), ("gone".to_string(), group(1))])),
+        )]);
+        let observed = Attrs::from([(
+            "instance_groups".to_string(),
+            Value::Table(BTreeMap::from([("train".to_string(), Value::Int(3))])),
+        )]);
+        let cur = HyperpodCluster.current(&recorded, &observed);
+        let Some(Value::Table(groups)) = cur.get("instance_groups") else { panic!("{cur:?}") };
+        assert_eq!(groups.keys().collect::<Vec<_>>(), ["train"], "a group HyperPod lacks is dropped");
+        let train = groups["train"].as_table().expect("a table");
+        assert_eq!(train.get("instance_count"), Some(&Value::Int(3)));
+        assert_eq!(train.get("threads_per_core"), Some(&Value::Int(1)), "defaults filled");
+    }
+}

@@ -1,0 +1,468 @@
+//! `training_plan`: a SageMaker Flexible Training Plan, reserved capacity for HyperPod
+//! clusters (or training jobs) bought from `SearchTrainingPlanOfferings`. It is money, and
+//! gpustack buys it exactly as it buys a Capacity Block (`capacity_block.rs`):
+//! - the plan shows the chosen offering (at least as long as asked, cheapest, earliest, in a
+//!   zone of the HyperPod cluster that runs on it) with its price, and refuses one dearer
+//!   than `max_upfront_usd`;
+//! - apply buys only with `--approve-purchases`, and re-checks the offering first: gone or
+//!   dearer stops the apply rather than buying something else;
+//! - never twice: `CreateTrainingPlan` has no client token (SageMaker API reference,
+//!   `CreateTrainingPlan`: its only inputs are the name, the offering id, the spare count
+//!   and tags), but a plan's name is unique in the account and region (`ResourceInUse`).
+//!   The name is derived from the stack, the address and the offering, so a retried or
+//!   replayed call cannot buy a second plan; the call is sent without SDK retries, and any
+//!   later run finds the plan by that name or by its `gpustack:address` tag (even with the
+//!   state file lost) and adopts it;
+//! - a plan cannot be deleted, cancelled or modified (the API has no such operation;
+//!   `ExtendTrainingPlan` spends more money): removing it from the stack *retains* it, and
+//!   changing a bought plan is an error.
+
+use async_trait::async_trait;
+use aws_config::retry::RetryConfig;
+use aws_sdk_sagemaker::operation::describe_training_plan::DescribeTrainingPlanOutput;
+use aws_sdk_sagemaker::types::{ReservedCapacityInstanceType, SageMakerResourceName, TrainingPlanOffering};
+use sha2::{Digest, Sha256};
+
+use super::capacity_block::RETAINED;
+use super::capacity_reservation::{from_sdk_time, parse_time, to_sdk_time};
+use super::offering::{Purchase, fee, validate_window};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use crate::aws::{Absent, AwsError, Ctx, Service, tags};
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+pub struct TrainingPlan;
+
+/// Instance types training plans sell (botocore `sagemaker` model, `ReservedCapacityInstanceType`).
+pub const TYPES: &[&str] = &[
+    "ml.p4d.24xlarge",
+    "ml.p4de.24xlarge",
+    "ml.p5.4xlarge",
+    "ml.p5.48xlarge",
+    "ml.p5e.48xlarge",
+    "ml.p5en.48xlarge",
+    "ml.p6-b200.48xlarge",
+    "ml.p6-b300.48xlarge",
+    "ml.p6e-gb200.36xlarge",
+    "ml.trn1.32xlarge",
+    "ml.trn2.48xlarge",
+];
+/// Instance counts a plan is sold in: powers of two up to 64 (SageMaker DG
+/// `reserve-capacity-with-training-plans`; `docs/aws-facts-hyperpod.md` §7).
+pub const COUNTS: &[i64] = &[1, 2, 4, 8, 16, 32, 64];
+/// How far ahead a plan may start: 8 weeks (same page).
+pub const MAX_LEAD_DAYS: i64 = 56;
+/// Lengths: whole days, 1 to 182 (same page).
+pub fn valid_duration(h: i64) -> bool {
+    (24..=4368).contains(&h) && h % 24 == 0
+}
+/// States of a plan that has not ended (`TrainingPlanStatus`: Pending, Active, Scheduled,
+/// Expired, Failed).
+const LIVE: &[&str] = &["Pending", "Active", "Scheduled"];
+/// What a plan can serve (`SageMakerResourceName`); gpustack runs HyperPod clusters on them.
+const TARGETS: &[&str] = &["hyperpod-cluster", "training-job"];
+/// Name limits (`TrainingPlanName`: `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}`).
+const NAME_MAX: usize = 64;
+
+const ATTRS: &[Attr] = &[
+    Attr::req("instance_type", Ty::Str, OnChange::Replace),
+    Attr::req("instance_count", Ty::Int, OnChange::Replace),
+    Attr::req("duration_hours", Ty::Int, OnChange::Replace),
+    Attr::req("start_after", Ty::Str, OnChange::Replace),
+    Attr::req("start_before", Ty::Str, OnChange::Replace),
+    Attr::opt("target", Ty::Enum(TARGETS), Default::Str("hyperpod-cluster"), OnChange::Replace),
+    // A guard on the purchase, not a property of the plan: changing it later changes nothing.
+    Attr::req("max_upfront_usd", Ty::Number, OnChange::Update),
+    TAGS,
+];
+
+impl Schema for TrainingPlan {
+    fn name(&self) -> &'static str {
+        "training_plan"
+    }
+    fn attrs(&self) -> &'static [Attr] {
+        ATTRS
+    }
+    fn outputs(&self) -> &'static [(&'static str, Ty)] {
+        &[
+            ("arn", Ty::Str),
+            ("name", Ty::Str),
+            ("availability_zone", Ty::Str),
+            ("start_date", Ty::Str),
+            ("end_date", Ty::Str),
+            ("upfront_usd", Ty::Number),
+            ("state", Ty::Str),
+        ]
+    }
+}
+
+#[async_trait]
+impl Kind for TrainingPlan {
+    fn actions(&self) -> &'static [&'static str] {
+        &[
+            "sagemaker:SearchTrainingPlanOfferings",
+            "sagemaker:CreateTrainingPlan",
+            "sagemaker:DescribeTrainingPlan",
+            "sagemaker:ListTrainingPlans",
+            "sagemaker:ListTags",
+            "sagemaker:AddTags",
+            "sagemaker:DeleteTags",
+        ]
+    }
+    fn retains_on_delete(&self) -> bool {
+        true
+    }
+    fn buys(&self) -> bool {
+        true
+    }
+    fn purchase_noun(&self) -> &'static str {
+        "training plan"
+    }
+
+    fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        let lit = |k: &str| r.attrs.get(k).and_then(|e| e.as_literal());
+        let at = |k: &str| r.attrs.get(k).and_then(|e| e.span.clone());
+        validate_window(r, MAX_LEAD_DAYS, "training plans", diags);
+        if let Some(t) = lit("instance_type").and_then(Value::as_str)
+            && !TYPES.contains(&t)
+        {
+            let help = if !t.starts_with("ml.") && TYPES.contains(&format!("ml.{t}").as_str()) {
+                format!("SageMaker names instance types with the ml. prefix: instance_type = \"ml.{t}\"")
+            } else {
+                format!("training plans sell {}", TYPES.join(", "))
+            };
+            diags.push(
+                Diagnostic::error(format!("`instance_type` = \"{t}\" is not sold as a training plan"), at("instance_type"))
+                    .help(help),
+            );
+        }
+        if let Some(h) = lit("duration_hours").and_then(Value::as_int)
+            && !valid_duration(h)
+        {
+            diags.push(
+                Diagnostic::error(format!("`duration_hours` = {h} is not a training plan length"), at("duration_hours"))
+                    .help("training plans last whole days: 24-hour steps from 24 to 4368 (182 days)"),
+            );
+        }
+        if let Some(n) = lit("instance_count").and_then(Value::as_int)
+            && !COUNTS.contains(&n)
+        {
+            diags.push(
+                Diagnostic::error(format!("`instance_count` = {n} is not offered for training plans"), at("instance_count"))
+                    .help("training plans hold 1, 2, 4, 8, 16, 32 or 64 instances; buy several plans for other counts"),
+            );
+        }
+    }
+
+    fn normalize(&self, inputs: &mut Attrs) {
+        for k in ["start_after", "start_before"] {
+            if let Some(Value::Str(t)) = inputs.get_mut(k)
+                && let Ok(ts) = parse_time(t)
+            {
+                *t = ts.to_string();
+            }
+        }
+    }
+
+    /// A bought plan's spec cannot drift; only its tags are read back.
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        if let Some(t) = observed.get("tags") {
+            cur.insert("tags".into(), t.clone());
+        }
+        cur
+    }
+
+    async fn offerings(&self, ctx: &Ctx, inputs: &Attrs) -> Result<Vec<Purchase>> {
+        Ok(search(ctx, inputs).await?.iter().map(|o| purchase_of(o, inputs)).collect())
+    }
+
+    async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
+        // Never twice: a plan already tagged for (or retained from) this address is this resource's.
+        if let Some(found) = find_ours(ctx, req.address).await? {
+            return Ok(found);
+        }
+        let Some(planned) = req.purchase else {
+            return Err(refusal(
+                "this training plan has no planned offering; run `gpustack plan` and approve the purchase",
+            ));
+        };
+        let name = plan_name(&ctx.stack, req.address, &planned.offering_id);
+        // A plan of this very name is this purchase, made by a run that died before recording it.
+        if let Some(found) = describe(ctx, &name).await? {
+            return Ok(recorded(&found));
+        }
+        // The offering the plan showed, as it is now.
+        let now = search(ctx, req.inputs).await?;
+        let Some(offer) = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str())) else {
+            return Err(refusal(&format!(
+                "the planned offering {} ({}× {} in {}, starting {}) is no longer available; nothing was bought. Run `gpustack plan` to see the current offerings",
+                planned.offering_id, planned.instance_count, planned.instance_type, planned.availability_zone, planned.start
+            )));
+        };
+        let fee = fee(offer.upfront_fee());
+        if fee > planned.upfront_usd + 0.005 {
+            return Err(refusal(&format!(
+                "the planned offering {} now costs ${fee:.2}, not the ${:.2} the plan showed; nothing was bought. Run `gpustack plan` again",
+                planned.offering_id, planned.upfront_usd
+            )));
+        }
+        let mut t = tags::sagemaker(ctx, req.address, req.inputs);
+        // What was paid travels with the plan, so a run that adopts it knows too.
+        let tag = |k: &str, v: String| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build();
+        t.push(tag("gpustack:offering", planned.offering_id.clone()));
+        t.push(tag("gpustack:upfront-usd", format!("{fee:.2}")));
+        let request = ctx
+            .sagemaker
+            .create_training_plan()
+            .training_plan_name(&name)
+            .training_plan_offering_id(&planned.offering_id)
+            .set_tags(Some(t))
+            // No client token exists: one attempt only (the unique name also refuses a replay).
+            .customize()
+            .config_override(aws_sdk_sagemaker::config::Config::builder().retry_config(RetryConfig::disabled()));
+        let sent = ctx.call(Service::SageMaker, "CreateTrainingPlan", request.send()).await;
+        // Whatever the answer, the plan of this name is what was bought (if anything): a lost
+        // answer after a purchase that went through, or ResourceInUse from a replay.
+        if let Err(e) = &sent
+            && !e.has_code("ResourceInUse")
+        {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        match (describe(ctx, &name).await?, sent) {
+            (Some(found), _) => Ok(recorded(&found)),
+            (None, Err(e)) => Err(e),
+            (None, Ok(_)) => Err(refusal(&format!(
+                "CreateTrainingPlan answered, but training plan {name} cannot be described; check `aws sagemaker describe-training-plan --training-plan-name {name}` before retrying"
+            ))),
+        }
+    }
+
+    async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
+        let prefix = format!("{}-", name_part(&ctx.stack));
+        let mut out = vec![];
+        for p in live_plans(ctx).await?.into_iter().filter(|p| p.starts_with(&prefix)) {
+            let Some(d) = describe(ctx, &p).await? else { continue };
+            let all = tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?;
+            if let Some(o) = observe(ctx, &d, &all) {
+                out.push(o);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _address: &str,
+        id: &str,
+        old: &Attrs,
+        new: &Attrs,
+        _changed: &[String],
+    ) -> Result<Recorded> {
+        tags::sync_sagemaker(ctx, id, old, new).await?;
+        let found = describe(ctx, id).await?;
+        Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
+    }
+
+    /// Retain: a training plan cannot be deleted. Its gpustack tags give way to
+    /// `gpustack:retained-from`, so later runs neither adopt it by tag nor list it as a stray;
+    /// the same address declared again gets it back.
+    async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        let retained = aws_sdk_sagemaker::types::Tag::builder().key(RETAINED).value(format!("{} {address}", ctx.stack)).build();
+        let call = ctx.sagemaker.add_tags().resource_arn(id).tags(retained);
+        ctx.call(Service::SageMaker, "AddTags", call.send()).await?;
+        let call = ctx.sagemaker.delete_tags().resource_arn(id).tag_keys(tags::STACK).tag_keys(tags::ADDRESS);
+        ctx.call(Service::SageMaker, "DeleteTags", call.send()).await.absent_ok()?;
+        Ok(())
+    }
+}
+
+fn refusal(detail: &str) -> AwsError {
+    AwsError { operation: "CreateTrainingPlan", code: Some("NotPurchased".into()), detail: detail.to_string() }
+}
+
+/// `s` as a piece of a plan name: letters and digits, other characters as single hyphens.
+fn name_part(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+/// The name of the plan `address` of `stack` buys with `offering`: `<stack>-<name>-<8 hex>`,
+/// the hex from the offering, so a name is never reused for a new purchase (an expired
+/// plan's name may stay taken), and at most 64 characters.
+pub fn plan_name(stack: &str, address: &str, offering: &str) -> String {
+    let resource = address.split_once('.').map(|(_, n)| n).unwrap_or(address);
+    let digest = Sha256::digest(offering.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let head = format!("{}-{}", name_part(stack), name_part(resource));
+    let room = NAME_MAX - hex.len() - 1;
+    let head: String = head.chars().take(room).collect();
+    format!("{}-{hex}", head.trim_end_matches('-'))
+}
+
+/// The offerings matching the inputs: the type, count and length, for `target`, starting
+/// within [start_after, start_before]. SageMaker has no zone parameter: the plan keeps the
+/// offerings in its users' zones.
+pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>> {
+    let bad = |detail: String| AwsError {
+        operation: "SearchTrainingPlanOfferings",
+        code: Some("ValidationException".into()),
+        detail,
+    };
+    let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?;
+    let before = parse_time(str_attr(inp, "start_before")).map_err(bad)?;
+    let hours = int_attr(inp, "duration_hours").unwrap_or(24);
+    let latest_end = before + jiff::SignedDuration::from_hours(hours);
+    let target = match inp.get("target").and_then(Value::as_str) {
+        Some(t) => t,
+        None => "hyperpod-cluster",
+    };
+    let call = ctx
+        .sagemaker
+        .search_training_plan_offerings()
+        .instance_type(ReservedCapacityInstanceType::from(str_attr(inp, "instance_type")))
+        .instance_count(i32_of(int_attr(inp, "instance_count").unwrap_or(1)))
+        .duration_hours(hours)
+        .start_time_after(to_sdk_time(after))
+        .end_time_before(to_sdk_time(latest_end))
+        .target_resources(SageMakerResourceName::from(target));
+    let out = ctx.call(Service::SageMaker, "SearchTrainingPlanOfferings", call.send()).await?;
+    let mut found = out.training_plan_offerings.unwrap_or_default();
+    found.retain(|o| {
+        let start = first(o).and_then(|c| c.start_time()).map(|d| d.secs()).unwrap_or(i64::MAX);
+        start >= after.as_second() && start <= before.as_second()
+    });
+    Ok(found)
+}
+
+fn first(o: &TrainingPlanOffering) -> Option<&aws_sdk_sagemaker::types::ReservedCapacityOffering> {
+    o.reserved_capacity_offerings().first()
+}
+
+/// What the plan shows for an offering: its reserved capacity's type, count, zone and dates.
+pub fn purchase_of(o: &TrainingPlanOffering, inp: &Attrs) -> Purchase {
+    let c = first(o);
+    let hours = o.duration_hours().or(c.and_then(|c| c.duration_hours())).unwrap_or(0);
+    Purchase {
+        offering_id: o.training_plan_offering_id().unwrap_or_default().to_string(),
+        instance_type: c.and_then(|c| c.instance_type()).map(|t| t.as_str().to_string()).unwrap_or_default(),
+        instance_count: c.and_then(|c| c.instance_count()).unwrap_or(0).into(),
+        availability_zone: c.and_then(|c| c.availability_zone()).unwrap_or_default().to_string(),
+        start: c.and_then(|c| c.start_time()).map(from_sdk_time).unwrap_or_default(),
+        end: c.and_then(|c| c.end_time()).map(from_sdk_time).unwrap_or_default(),
+        duration_hours: hours,
+        asked_hours: 0,
+        upfront_usd: fee(o.upfront_fee()),
+        currency: o.currency_code().unwrap_or("USD").to_string(),
+        max_upfront_usd: 0.0,
+    }
+    .asked(inp)
+}
+
+async fn describe(ctx: &Ctx, name_or_arn: &str) -> Result<Option<DescribeTrainingPlanOutput>> {
+    let call = ctx.sagemaker.describe_training_plan().training_plan_name(name_or_arn);
+    ctx.call(Service::SageMaker, "DescribeTrainingPlan", call.send()).await.absent_ok()
+}
+
+/// The names of every plan in the account and region that has not ended.
+async fn live_plans(ctx: &Ctx) -> Result<Vec<String>> {
+    let pages = ctx.sagemaker.list_training_plans().into_paginator().send();
+    let all = ctx
+        .all_pages(Service::SageMaker, "ListTrainingPlans", pages, |p| p.training_plan_summaries.unwrap_or_default())
+        .await?;
+    Ok(all
+        .into_iter()
+        .filter(|p| p.status().is_some_and(|s| LIVE.contains(&s.as_str())))
+        .filter_map(|p| p.training_plan_name)
+        .collect())
+}
+
+/// A live plan of this stack for `address`: tagged for it, or retained from it.
+async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<Recorded>> {
+    Ok(TrainingPlan.read_all(ctx).await?.into_iter().find(|o| o.address.as_deref() == Some(address)).map(|o| Recorded {
+        id: o.id,
+        outputs: o.outputs,
+    }))
+}
+
+/// A plan of this stack as refresh sees it: tagged for an address, or retained from one.
+fn observe(ctx: &Ctx, d: &DescribeTrainingPlanOutput, all: &std::collections::BTreeMap<String, String>) -> Option<Observed> {
+    let rec = recorded_with(d, all);
+    let attrs = Attrs::from([
+        ("instance_count".into(), Value::Int(d.total_instance_count().unwrap_or(0).into())),
+        ("tags".into(), tags::observed(all)),
+    ]);
+    if all.get(tags::STACK) == Some(&ctx.stack) {
+        return Some(Observed::tagged(all, rec, attrs));
+    }
+    let from = all.get(RETAINED)?.strip_prefix(&format!("{} ", ctx.stack))?.to_string();
+    let mut o = Observed::tagged(all, rec, attrs);
+    o.address = Some(from);
+    o.retained = true;
+    Some(o)
+}
+
+fn recorded(d: &DescribeTrainingPlanOutput) -> Recorded {
+    recorded_with(d, &std::collections::BTreeMap::new())
+}
+
+fn recorded_with(d: &DescribeTrainingPlanOutput, all: &std::collections::BTreeMap<String, String>) -> Recorded {
+    let arn = d.training_plan_arn().unwrap_or_default().to_string();
+    let zone = d.reserved_capacity_summaries().iter().find_map(|c| c.availability_zone()).unwrap_or_default();
+    // The fee SageMaker reports, else what gpustack recorded at purchase.
+    let paid = d
+        .upfront_fee()
+        .and_then(|f| f.trim().parse::<f64>().ok())
+        .or_else(|| all.get("gpustack:upfront-usd").and_then(|f| f.parse().ok()));
+    let mut outputs = Attrs::from([
+        ("arn".into(), Value::str(arn.clone())),
+        ("name".into(), Value::str(d.training_plan_name().unwrap_or_default())),
+        ("availability_zone".into(), Value::str(zone)),
+        ("start_date".into(), Value::str(d.start_time().map(from_sdk_time).unwrap_or_default())),
+        ("end_date".into(), Value::str(d.end_time().map(from_sdk_time).unwrap_or_default())),
+        ("state".into(), Value::str(d.status().map(|s| s.as_str()).unwrap_or_default())),
+    ]);
+    if let Some(f) = paid {
+        outputs.insert("upfront_usd".into(), Value::Float(f));
+    }
+    Recorded { id: arn, outputs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_name_is_valid_unique_per_offering_and_at_most_64_characters() {
+        let re = |n: &str| {
+            n.len() <= 64
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !n.starts_with('-')
+                && !n.ends_with('-')
+                && !n.contains("--")
+        };
+        let a = plan_name("hybrid", "training_plan.baseline", "tpo-1");
+        assert!(a.starts_with("hybrid-baseline-"), "{a}");
+        assert!(re(&a), "{a}");
+        assert_ne!(a, plan_name("hybrid", "training_plan.baseline", "tpo-2"), "another offering, another name");
+        assert_eq!(a, plan_name("hybrid", "training_plan.baseline", "tpo-1"), "the same purchase, the same name");
+        let long = plan_name(&"s".repeat(40), &format!("training_plan.{}", "x_".repeat(30)), "tpo-1");
+        assert!(re(&long) && long.len() >= 60, "{long}");
+    }
+
+    #[test]
+    fn lengths_are_whole_days_up_to_182() {
+        for (h, ok) in [(24, true), (48, true), (25, false), (4368, true), (4392, false), (0, false), (-24, false)] {
+            assert_eq!(valid_duration(h), ok, "{h}");
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! HyperPod on the stack's EKS cluster, checked before any call (`docs/aws-facts-hyperpod.md`):
+//! the orchestrator allows API access entries, each group on a training plan runs the plan's
+//! type within its count and window, the plan is sold for HyperPod, the cluster's names are
+//! SageMaker's, EFA types get an EFA security group, and the plan says that the HyperPod
+//! dependencies chart must be in the cluster first. The subnets' way out is `egress`.
+
+use std::collections::BTreeMap;
+
+use super::{lit, lit_str, referenced, same_object, span, subnet_resources, table_exprs, written};
+use crate::resources::hyperpod_cluster::valid_name;
+use crate::stack::{Diagnostic, Expr, Resource, Stack};
+use crate::value::Value;
+
+pub(crate) fn clusters(stack: &Stack) -> impl Iterator<Item = &Resource> {
+    stack.resources.iter().filter(|r| r.kind.name() == "hyperpod_cluster" && r.values_ok)
+}
+
+/// A cluster's instance groups, by name, each as its table of expressions.
+pub(crate) fn groups(r: &Resource) -> BTreeMap<String, (Expr, BTreeMap<String, Expr>)> {
+    r.attrs
+        .get("instance_groups")
+        .map(table_exprs)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, g)| {
+            let fields = table_exprs(&g);
+            (name, (g, fields))
+        })
+        .collect()
+}
+
+/// The HyperPod clusters with a group on the training plan at `plan`.
+pub(crate) fn clusters_on_plan<'a>(stack: &'a Stack, plan: &str) -> Vec<&'a Resource> {
+    clusters(stack)
+        .filter(|c| {
+            groups(c).values().any(|(_, g)| {
+                g.get("training_plan").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == plan)
+            })
+        })
+        .collect()
+}
+
+fn group_lit(g: &BTreeMap<String, Expr>, k: &str) -> Option<Value> {
+    g.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
+}
+
+pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for c in clusters(stack) {
+        orchestrator(stack, c, &mut d);
+        default_name(stack, c, &mut d);
+        efa_security_group(stack, c, &mut d);
+        network(stack, c, &mut d);
+        for (name, (g, fields)) in groups(c) {
+            on_plan(stack, c, &name, &g, &fields, &mut d);
+            health_checks(c, &name, &fields, &mut d);
+            execution_role(stack, c, &name, &fields, &mut d);
+            lifecycle_bucket(c, &name, &fields, &mut d);
+        }
+    }
+    d
+}
+
+/// HyperPod adds its access entries to the EKS cluster, which needs API authentication
+/// (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
+fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(eks) = referenced(stack, c, "eks_cluster", "eks_cluster") else {
+        if let Some(e) = c.attrs.get("eks_cluster")
+            && e.as_single_ref().is_none()
+            && let Some(Value::Str(v)) = e.as_literal()
+            && !v.starts_with("arn:")
+        {
+            d.push(
+                Diagnostic::error(format!("`{}`: `eks_cluster` must be the EKS cluster's ARN, not \"{v}\"", c.address), e.span.clone())
+                    .help("write eks_cluster = \"${eks_cluster.NAME.arn}\""),
+            );
+        }
+        return;
+    };
+    if let Some(e) = c.attrs.get("eks_cluster").and_then(|e| e.as_single_ref())
+        && e.output != "arn"
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: `eks_cluster` takes the cluster's ARN, not its {}", c.address, e.output),
+                span(c, "eks_cluster"),
+            )
+            .help(format!("write eks_cluster = \"${{{}.arn}}\"", eks.address)),
+        );
+    }
+    let mode = lit_str(eks, "authentication_mode").unwrap_or_else(|| "API".into());
+    if mode == "CONFIG_MAP" {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` runs on `{}`, whose authentication_mode is CONFIG_MAP: HyperPod needs EKS access entries", c.address, eks.address),
+                span(eks, "authentication_mode"),
+            )
+            .help("set authentication_mode = \"API\" (or \"API_AND_CONFIG_MAP\") on the EKS cluster"),
+        );
+    }
+}
+
+/// HyperPod runs in private subnets of the EKS cluster's VPC ("The subnets must be
+/// private"; "deployed within the same VPC as your Amazon EKS cluster": SageMaker DG
+/// `sagemaker-hyperpod-eks-operate-console-ui-create-cluster`, `…-prerequisites`).
+fn network(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    let subnets = subnet_resources(stack, c);
+    for sn in &subnets {
+        if lit(sn, "public").and_then(|v| v.as_bool()) == Some(true) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` runs in `{}`, a public subnet: HyperPod clusters need private subnets", c.address, sn.address),
+                    span(c, "subnets"),
+                )
+                .help("use private subnets with a NAT gateway (or an S3 gateway endpoint and the node endpoints)"),
+            );
+        }
+    }
+    let Some(eks) = referenced(stack, c, "eks_cluster", "eks_cluster") else { return };
+    let vpc_of = |sn: &Resource| sn.attrs.get("vpc").and_then(|e| e.as_single_ref()).map(|x| x.address.clone());
+    let eks_vpcs: std::collections::BTreeSet<String> =
+        subnet_resources(stack, eks).iter().filter_map(|sn| vpc_of(sn)).collect();
+    for sn in &subnets {
+        if let Some(v) = vpc_of(sn)
+            && !eks_vpcs.is_empty()
+            && !eks_vpcs.contains(&v)
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` runs in `{}` of `{v}`, but its EKS cluster `{}` is in {}: HyperPod must be in the EKS cluster's VPC",
+                        c.address,
+                        sn.address,
+                        eks.address,
+                        eks_vpcs.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    span(c, "subnets"),
+                )
+                .help("pick subnets of the EKS cluster's VPC"),
+            );
+        }
+    }
+}
+
+/// HyperPod makes the EKS access entries of its execution roles itself, and EKS allows one
+/// entry per principal; HyperPod nodes need a role of their own, not an EKS node role
+/// (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`: "You must use distinct IAM roles").
+fn execution_role(stack: &Stack, c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
+    let Some(role) = fields.get("execution_role") else { return };
+    for r in stack.resources.iter().filter(|r| r.values_ok) {
+        let (attr, what) = match r.kind.name() {
+            "eks_access_entry" => ("principal_arn", "an access entry for it, which HyperPod makes itself (EKS allows one per principal)"),
+            "node_group" | "karpenter_pool" => ("node_role", "it as its node role; HyperPod needs a role of its own"),
+            _ => continue,
+        };
+        if same_object(Some(role), r.attrs.get(attr)) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: instance group {name}'s execution role is also used by `{}`, which has {what}", c.address, r.address),
+                    role.span.clone(),
+                )
+                .help(if r.kind.name() == "eks_access_entry" {
+                    format!("remove `{}`", r.address)
+                } else {
+                    "give the HyperPod group its own role, trusted by sagemaker.amazonaws.com, with AmazonSageMakerClusterInstanceRolePolicy".to_string()
+                }),
+            );
+        }
+    }
+}
+
+/// `AmazonSageMakerClusterInstanceRolePolicy` reads lifecycle scripts only from buckets
+/// named `sagemaker-*` of the same account (`ClusterLifeCycleConfig.SourceS3Uri`: "Make sure
+/// that the S3 bucket path starts with s3://sagemaker-").
+fn lifecycle_bucket(c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
+    let Some(lc) = fields.get("lifecycle") else { return };
+    let lc = table_exprs(lc);
+    let Some(e) = lc.get("source_s3_uri") else { return };
+    if let Some(Value::Str(u)) = e.as_literal()
+        && u.starts_with("s3://")
+        && !u.starts_with("s3://sagemaker-")
+    {
+        d.push(
+            Diagnostic::warning(
+                format!("`{}`: instance group {name} reads its lifecycle scripts from {u}, a bucket not named sagemaker-*", c.address),
+                e.span.clone(),
+            )
+            .help("AmazonSageMakerClusterInstanceRolePolicy only reads s3://sagemaker-* buckets: rename the bucket, or grant the execution role s3:GetObject and s3:ListBucket on it"),
+        );
+    }
+}
+
+/// The default name (`<stack>-<resource>`) must be a HyperPod name too.
+fn default_name(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    if written(c, "name") {
+        return;
+    }
+    let name = stack.default_physical_name(c);
+    if !valid_name(&name) {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` would be named \"{name}\", which is not a HyperPod cluster name", c.address),
+                c.span.clone(),
+            )
+            .help("set `name` to 1 to 63 letters, digits and hyphens (no underscores)"),
+        );
+    }
+}
+
+/// EFA between HyperPod instances needs a security group that allows all traffic to and
+/// from itself (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`; EC2 UG `efa-start`).
+fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    let efa_types: Vec<String> = groups(c)
+        .values()
+        .filter_map(|(_, g)| group_lit(g, "instance_type")?.as_str().map(str::to_string))
+        .filter(|t| is_efa_type(t))
+        .collect();
+    if efa_types.is_empty() {
+        return;
+    }
+    let Some(crate::stack::expr::ExprKind::List(items)) = c.attrs.get("security_groups").map(|e| &e.kind) else {
+        return;
+    };
+    let stack_groups: Vec<&Resource> = items
+        .iter()
+        .filter_map(|e| e.as_single_ref())
+        .filter_map(|x| stack.get(&x.address))
+        .filter(|r| r.kind.name() == "security_group")
+        .collect();
+    // Groups from outside the stack cannot be checked offline.
+    if stack_groups.len() != items.len() {
+        return;
+    }
+    if !stack_groups.iter().any(|g| lit(g, "efa").and_then(|v| v.as_bool()) == Some(true)) {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` runs {} with EFA, but none of its security groups allows EFA traffic",
+                    c.address,
+                    efa_types.join(", ")
+                ),
+                span(c, "security_groups"),
+            )
+            .help("add a security group with efa = true (all traffic to and from itself) to security_groups"),
+        );
+    }
+}
+
+/// The ml types whose HyperPod instances use EFA: P and Trn (EC2 UG `efa-acc-inst-types`).
+pub(crate) fn is_efa_type(t: &str) -> bool {
+    let ec2 = t.strip_prefix("ml.").unwrap_or(t);
+    (ec2.starts_with("p4") || ec2.starts_with("p5") || ec2.starts_with("p6") || ec2.starts_with("trn"))
+        && (ec2.ends_with("24xlarge") || ec2.ends_with("32xlarge") || ec2.ends_with("36xlarge") || ec2.ends_with("48xlarge"))
+}
+
+/// A group on a training plan of the stack runs the plan's type, within its count, on a
+/// plan sold for HyperPod whose window has not passed.
+fn on_plan(stack: &Stack, c: &Resource, name: &str, g: &Expr, fields: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
+    let Some(plan_ref) = fields.get("training_plan") else { return };
+    let at = |k: &str| fields.get(k).and_then(|e| e.span.clone()).or(g.span.clone());
+    let Some(x) = plan_ref.as_single_ref() else { return };
+    let Some(plan) = stack.get(&x.address).filter(|p| p.kind.name() == "training_plan") else {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: instance group {name}'s training_plan refers to `{}`, which is not a training_plan", c.address, x.address),
+                plan_ref.span.clone(),
+            )
+            .help("write training_plan = \"${training_plan.NAME.arn}\""),
+        );
+        return;
+    };
+    if x.output != "arn" {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: instance group {name}'s training_plan takes the plan's ARN, not its {}", c.address, x.output),
+                plan_ref.span.clone(),
+            )
+            .help(format!("write training_plan = \"${{{}.arn}}\"", plan.address)),
+        );
+    }
+    let group_type = group_lit(fields, "instance_type").and_then(|v| v.as_str().map(str::to_string));
+    let plan_type = lit_str(plan, "instance_type");
+    if let (Some(gt), Some(pt)) = (&group_type, &plan_type)
+        && gt != pt
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: instance group {name} runs {gt}, but `{}` reserves {pt}", c.address, plan.address),
+                at("instance_type"),
+            )
+            .help(format!("a group runs on a plan of its own type: instance_type = \"{pt}\"")),
+        );
+    }
+    let count = group_lit(fields, "instance_count").and_then(|v| v.as_int());
+    let reserved = lit(plan, "instance_count").and_then(|v| v.as_int());
+    // Every group of the stack on this plan shares its instances.
+    let on_this: i64 = clusters(stack)
+        .flat_map(|k| groups(k).into_values())
+        .filter(|(_, f)| f.get("training_plan").and_then(|e| e.as_single_ref()).is_some_and(|y| y.address == plan.address))
+        .filter_map(|(_, f)| group_lit(&f, "instance_count").and_then(|v| v.as_int()))
+        .sum();
+    if let (Some(n), Some(r)) = (count, reserved)
+        && on_this > r
+    {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: instance group {name} asks for {n} instance{} on `{}`, which reserves {r}{}",
+                    c.address,
+                    crate::stack::diag::plural(n as usize),
+                    plan.address,
+                    if on_this > n { format!(" (its groups ask for {on_this} in all)") } else { String::new() }
+                ),
+                at("instance_count"),
+            )
+            .help(format!("lower instance_count to at most {r}, or reserve more with a larger training plan")),
+        );
+    }
+    if let Some(t) = lit_str(plan, "target")
+        && t != "hyperpod-cluster"
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: instance group {name} runs on `{}`, which is bought for {t}, not HyperPod", c.address, plan.address),
+                span(plan, "target"),
+            )
+            .help("set target = \"hyperpod-cluster\" on the training plan"),
+        );
+    }
+    // The plan's window: it must still be able to start (or be running) now.
+    let time = |k: &str| lit_str(plan, k).and_then(|v| v.parse::<jiff::Timestamp>().ok());
+    if let (Some(before), Some(hours)) = (time("start_before"), lit(plan, "duration_hours").and_then(|v| v.as_int()))
+        && before + jiff::SignedDuration::from_hours(hours) < jiff::Timestamp::now()
+    {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: instance group {name} runs on `{}`, whose window ended (it starts by {} and lasts {hours} h)",
+                    c.address,
+                    plan.address,
+                    before
+                ),
+                span(plan, "start_before"),
+            )
+            .help("move the plan's window to now or later"),
+        );
+    }
+}
+
+/// Deep health checks stress GPUs and Trainium chips and their EFA links: only accelerated
+/// types run them (SageMaker DG `sagemaker-hyperpod-eks-resiliency-deep-health-checks`).
+fn health_checks(c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
+    let checks = group_lit(fields, "deep_health_checks");
+    if checks.as_ref().and_then(Value::as_list).is_none_or(|l| l.is_empty()) {
+        return;
+    }
+    let Some(t) = group_lit(fields, "instance_type").and_then(|v| v.as_str().map(str::to_string)) else { return };
+    let ec2 = t.strip_prefix("ml.").unwrap_or(&t);
+    if !(ec2.starts_with('p') || ec2.starts_with('g') || ec2.starts_with("trn")) {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: instance group {name} runs {t}, which has no GPU or Trainium chip for deep health checks", c.address),
+                fields.get("deep_health_checks").and_then(|e| e.span.clone()).or(c.span.clone()),
+            )
+            .help("remove deep_health_checks from this group; they run on P, G and Trn types"),
+        );
+    }
+}
+
+/// The note a plan shows beside a HyperPod cluster: the dependencies chart goes first.
+pub(crate) fn chart_note(_c: &Resource) -> String {
+    "HyperPod needs its dependencies Helm chart in the EKS cluster before the cluster is created: `gpustack manifests STACK --out DIR`, then install it with DIR/hyperpod-dependencies/values.yaml (the file says how)".to_string()
+}
