@@ -1,14 +1,21 @@
 """Request validation against the botocore service models, as strict as the AWS services are.
 
-A WSGI middleware: before moto sees an EC2, IAM, EKS, SSM, Service Quotas, SQS or EventBridge
-request, it turns the request back into the parameters of its operation (one de-serialiser per
-protocol) and checks them against the operation's input shape in the pinned botocore model (1.44.5):
+A WSGI middleware: before moto sees an EC2, IAM, EKS, SSM, Service Quotas, SQS, EventBridge or
+SageMaker request, it turns the request back into the parameters of its operation (one
+de-serialiser per protocol) and checks them against the operation's input shape in the pinned
+botocore model (1.44.5):
 
 * required members present; types (integer, boolean, double, timestamp, list, structure, map);
 * ``enum`` values; numeric ``min``/``max``; string and list/map lengths ``min``/``max``;
-* EventBridge only: ``pattern`` (the service answers "Member must satisfy regular expression
-  pattern: [\\.\\-_A-Za-z0-9]+" for a rule name such as ``a b``; botocore ``RuleName``); patterns
-  Python cannot compile (``\\p{L}``) are skipped;
+* EventBridge and SageMaker only: ``pattern`` (EventBridge answers "Member must satisfy regular
+  expression pattern: [\\.\\-_A-Za-z0-9]+" for a rule name such as ``a b``, botocore ``RuleName``;
+  SageMaker's Coral validation answers the same form, e.g. for a ``ClusterName`` with ``_``);
+  patterns Python cannot compile (``\\p{L}``) are skipped;
+* JSON services: an ``X-Amz-Target`` operation the service's model does not have (e.g.
+  ``SageMaker.DeleteTrainingPlan``: there is no such operation) is 400
+  ``UnknownOperationException``, as AWS's awsJson services answer it (moto would crash with a 500
+  page). An operation the model has but the emulator lacks stays 501 ``NotImplemented``
+  (not_implemented.py);
 * EC2 only: a parameter the operation does not have is ``UnknownParameter`` ("The parameter X is
   not recognized", EC2 API Reference, Common client error codes), and a filter name the EC2 API
   Reference does not document for that operation is ``InvalidParameterValue`` "The filter '<n>'
@@ -24,7 +31,7 @@ Violations are answered as each service answers its own validation errors (HTTP 
   parameter X is invalid. ...");
 * IAM (``query``): ``<ErrorResponse>`` with ``ValidationError``;
 * EKS (``rest-json``): ``InvalidParameterException`` (``x-amzn-ErrorType`` header and JSON body);
-* SSM, Service Quotas and EventBridge (``json``): ``ValidationException``;
+* SSM, Service Quotas, EventBridge and SageMaker (``json``): ``ValidationException``;
 * SQS (``json`` with ``awsQueryCompatible``): a missing member is ``MissingParameter`` ("The request
   must contain the parameter QueueName.", SQS API Reference, Common Errors; the wording as SQS
   answered ``Attribute.Name``, aws-controllers-k8s/community#2139), anything else
@@ -68,11 +75,12 @@ SERVICES = {
     "servicequotas": "service-quotas",
     "sqs": "sqs",
     "events": "events",
+    "sagemaker": "sagemaker",
 }
 # Services whose ``pattern`` traits are checked: EventBridge answers them with ValidationException
 # (botocore ``RuleName``/``TargetId`` patterns; PutRule refuses ``Name="r 1"``). Other services'
 # patterns are Java regular expressions that do not all translate.
-PATTERN_SERVICES = {"events"}
+PATTERN_SERVICES = {"events", "sagemaker"}
 # Query parameters that are not operation members (EC2 and IAM common parameters; SigV4 query auth).
 COMMON_QUERY = {"Action", "Version", "AWSAccessKeyId", "Signature", "SignatureMethod", "SignatureVersion"}
 COMMON_QUERY |= {"Timestamp", "Expires", "SecurityToken"}
@@ -316,12 +324,18 @@ def parse_rest_json(service: str, environ: dict[str, Any], body: bytes) -> Reque
 # --- json (SSM, Service Quotas) ------------------------------------------------------------------
 
 
+class UnknownOperation(Exception):
+    """An ``X-Amz-Target`` naming an operation the service's model does not have."""
+
+
 def parse_json(service: str, environ: dict[str, Any], body: bytes) -> Request | None:
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     name = target.rsplit(".", 1)[-1]
     svc = model(service)
-    if not name or name not in svc.operation_names:
+    if not name:
         return None
+    if name not in svc.operation_names:
+        raise UnknownOperation(name)
     operation = svc.operation_model(name)
     try:
         params = json.loads(body) if body.strip() else {}
@@ -575,6 +589,18 @@ def answer_sqs(start_response: Callable[..., Any], found: list[Violation]) -> It
     return _send(start_response, "application/x-amz-json-1.0", body, headers)
 
 
+def answer_unknown_operation(start_response: Callable[..., Any], service: str) -> Iterable[bytes]:
+    """400 ``UnknownOperationException``, AWS's awsJson answer to an operation it does not have
+    (no message; the SQS query-compatible form adds ``x-amzn-query-error``)."""
+    code = "UnknownOperationException"
+    body = json.dumps({"__type": f"com.amazon.coral.service#{code}"})
+    extra = [("x-amzn-ErrorType", code)]
+    if service == "sqs":
+        extra.append(("x-amzn-query-error", f"{code};Sender"))
+    version = "1.0" if model(service).metadata.get("jsonVersion") == "1.0" else "1.1"
+    return _send(start_response, f"application/x-amz-json-{version}", body, extra)
+
+
 # --- the middleware ------------------------------------------------------------------------------
 
 
@@ -623,7 +649,10 @@ def validate(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
     elif protocol == "rest-json":
         request = parse_rest_json(service, environ, body)
     else:
-        request = parse_json(service, environ, body)
+        try:
+            request = parse_json(service, environ, body)
+        except UnknownOperation:
+            return answer_unknown_operation(start_response, service)
     if request is None:
         return None
     found = violations(request, protocol == "ec2", service in PATTERN_SERVICES)
