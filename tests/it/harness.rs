@@ -416,3 +416,20 @@ impl Emulator {
         aws_sdk_eventbridge::Client::from_conf(conf)
     }
 }
+
+impl Emulator {
+    pub fn sagemaker(&self) -> aws_sdk_sagemaker::Client {
+        let conf = aws_sdk_sagemaker::Config::builder()
+            .behavior_version(aws_sdk_sagemaker::config::BehaviorVersion::latest())
+            .region(aws_sdk_sagemaker::config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .credentials_provider(aws_sdk_sagemaker::config::Credentials::new("test", "test", None, None, "test"))
+            .build();
+        aws_sdk_sagemaker::Client::from_conf(conf)
+    }
+
+    /// How many training plans have been bought.
+    pub fn training_plan_purchases(&self) -> u64 {
+        self.control("GET", "/_gpustack/sagemaker/purchases")["count"].as_u64().unwrap()
+    }
+}

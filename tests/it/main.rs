@@ -10,6 +10,7 @@ mod capacity;
 mod crash;
 mod eks;
 mod faults;
+mod hyperpod;
 mod gpu_rules;
 mod image_cache;
 mod karpenter;

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::harness::Env;
 
 /// RFC 3339, `days` from now.
-fn in_days(days: i64) -> String {
+pub(crate) fn in_days(days: i64) -> String {
     let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
     t.round(jiff::Unit::Second).unwrap().to_string()
 }
@@ -167,12 +167,12 @@ preemption_policy = "Never"
     )
 }
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Every file under `dir`, relative path → bytes.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -190,13 +190,13 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// The YAML documents of a file, as JSON.
-fn documents(text: &[u8]) -> Vec<Value> {
+pub(crate) fn documents(text: &[u8]) -> Vec<Value> {
     let text = std::str::from_utf8(text).unwrap();
     text.split("---\n").filter(|d| !d.trim().is_empty()).map(|d| serde_yaml_ng::from_str(d).unwrap()).collect()
 }
 
 /// tests/k8s/validate.py on `dir`, with the emulator's venv (jsonschema, PyYAML).
-fn validate_manifests(dir: &Path) -> (bool, String) {
+pub(crate) fn validate_manifests(dir: &Path) -> (bool, String) {
     let out = Command::new(repo().join("tests/emulator/.venv/bin/python"))
         .arg(repo().join("tests/k8s/validate.py"))
         .arg(dir)

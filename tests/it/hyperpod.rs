@@ -1,0 +1,343 @@
+//! SageMaker HyperPod on the stack's EKS cluster, with Flexible Training Plans bought as
+//! safely as Capacity Blocks: the plan shows the offering and its price, the price guard,
+//! `--auto-approve` alone never buys, exactly one purchase after a lost state or a kill -9,
+//! retain on destroy and take back; the shipped example applied (the cluster with its EKS
+//! orchestrator and the plan's ARN), in sync, a count change in place, manifests that
+//! validate, and a destroy that leaves only the retained plan. Read back from the emulator
+//! through the Rust SDK; the emulator counts purchases.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::{Env, block_on};
+use crate::karpenter::{files, in_days, repo, validate_manifests};
+
+fn plan_stack(name: &str, max_usd: u32) -> String {
+    format!(
+        r#"[stack]
+name   = "{name}"
+region = "us-west-2"
+
+[training_plan.base]
+instance_type   = "ml.p5.48xlarge"
+instance_count  = 2
+duration_hours  = 48
+start_after     = "{}"
+start_before    = "{}"
+max_upfront_usd = {max_usd}
+
+[output]
+plan = "${{training_plan.base.arn}}"
+ends = "${{training_plan.base.end_date}}"
+"#,
+        in_days(1),
+        in_days(6)
+    )
+}
+
+/// Every training plan in the emulator, as (name, status, tags).
+fn plans(env: &Env) -> Vec<(String, String, Vec<(String, String)>)> {
+    let sm = env.emu.sagemaker();
+    block_on(async move {
+        let out = sm.list_training_plans().send().await.unwrap();
+        let mut all = vec![];
+        for p in out.training_plan_summaries() {
+            let arn = p.training_plan_arn().unwrap().to_string();
+            let tags = sm.list_tags().resource_arn(&arn).send().await.unwrap();
+            let tags = tags.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
+            all.push((p.training_plan_name().unwrap().to_string(), p.status().unwrap().as_str().to_string(), tags));
+        }
+        all
+    })
+}
+
+#[test]
+fn a_training_plan_is_priced_approved_bought_once_retained_and_taken_back() {
+    let env = Env::new();
+    env.write("t.toml", &plan_stack("tp", 40000));
+
+    // The plan shows the purchase: offering, zone, dates, price, non-refundable.
+    let plan = env.ok(&["plan", "t.toml"]);
+    assert!(plan.stdout.contains("+ training_plan.base                 purchase (non-refundable)"), "{plan:?}");
+    assert!(plan.stdout.contains("$ 2× ml.p5.48xlarge in us-west-2"), "{plan:?}");
+    assert!(plan.stdout.contains("USD up front (max 40000), offering tpo-"), "{plan:?}");
+    assert!(plan.stdout.contains("Purchases: 1 training plan, $"), "{plan:?}");
+    let json: Value = serde_json::from_str(&env.ok(&["plan", "t.toml", "--json"]).stdout).unwrap();
+    let price = json["changes"][0]["purchase"]["upfront_usd"].as_f64().unwrap();
+    assert!(price > 0.0 && json["purchases_usd"].as_f64() == Some(price), "{json}");
+
+    // The price guard refuses at plan time, naming the file.
+    env.write("cheap.toml", &plan_stack("tp", 10));
+    let guard = env.run(&["plan", "cheap.toml"]);
+    assert_eq!(guard.code, 1, "{guard:?}");
+    assert!(guard.stderr.contains("up front, more than max_upfront_usd = 10"), "{guard:?}");
+    assert!(guard.stderr.contains("cheap.toml:"), "{guard:?}");
+
+    // --auto-approve alone does not buy.
+    let refused = env.run(&["apply", "t.toml", "--auto-approve"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("this plan buys 1 training plan for $"), "{refused:?}");
+    assert!(refused.stderr.contains("--auto-approve alone does not buy"), "{refused:?}");
+    assert_eq!(env.emu.training_plan_purchases(), 0);
+
+    let bought = env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert!(bought.stderr.contains("training_plan.base: bought arn:aws:sagemaker:us-west-2:"), "{bought:?}");
+    assert_eq!(env.emu.training_plan_purchases(), 1);
+    let st = env.state("tp");
+    let arn = st["resources"]["training_plan.base"]["id"].as_str().unwrap().to_string();
+    let out = &st["resources"]["training_plan.base"]["outputs"];
+    assert!((out["upfront_usd"].as_f64().unwrap() - price).abs() < 0.01, "{out}");
+    assert_eq!(out["state"], "Scheduled", "{out}");
+    let name = out["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("tp-base-"), "{name}");
+    let (_, _, tags) = plans(&env).into_iter().find(|p| p.0 == name).unwrap();
+    assert!(tags.contains(&("gpustack:address".into(), "training_plan.base".into())), "{tags:?}");
+    assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0, "in sync after the purchase");
+
+    // The state file is lost: the plan is found by its tags and adopted, not bought again.
+    std::fs::remove_file(env.path("state/tp.json")).unwrap();
+    let plan = env.ok(&["plan", "t.toml"]);
+    assert!(plan.stdout.contains("= training_plan.base"), "{plan:?}");
+    assert!(!plan.stdout.contains("Purchases:"), "{plan:?}");
+    env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert_eq!(env.emu.training_plan_purchases(), 1, "never twice");
+    assert_eq!(env.state("tp")["resources"]["training_plan.base"]["id"], arn.as_str());
+
+    // A bought plan cannot change.
+    env.write("more.toml", &plan_stack("tp", 40000).replace("instance_count  = 2", "instance_count  = 4"));
+    let change = env.run(&["plan", "more.toml"]);
+    assert_eq!(change.code, 1, "{change:?}");
+    assert!(change.stderr.contains("was bought and cannot change: instance_count"), "{change:?}");
+    assert!(change.stderr.contains("a training plan cannot be modified or cancelled"), "{change:?}");
+
+    // Destroy retains it: shown with its end date, dropped from state, still scheduled.
+    let plan = env.ok(&["plan", "t.toml", "--destroy"]);
+    assert!(plan.stdout.contains(&format!("retain {arn} (cannot be cancelled: runs until ")), "{plan:?}");
+    assert!(plan.stdout.contains("Retained: 1 training plan cannot be cancelled"), "{plan:?}");
+    env.ok(&["destroy", "t.toml", "--auto-approve"]);
+    assert!(env.state("tp")["resources"].as_object().unwrap().is_empty());
+    let (_, status, tags) = plans(&env).into_iter().find(|p| p.0 == name).unwrap();
+    assert_eq!(status, "Scheduled", "not cancelled");
+    assert!(tags.contains(&("gpustack:retained-from".into(), "tp training_plan.base".into())), "{tags:?}");
+    assert!(!tags.iter().any(|(k, _)| k == "gpustack:stack"), "{tags:?}");
+    env.write("empty.toml", "[stack]\nname = \"tp\"\nregion = \"us-west-2\"\n");
+    let empty = env.run(&["plan", "empty.toml", "--detailed-exitcode"]);
+    assert_eq!(empty.code, 0, "a retained plan is no stray: {empty:?}");
+
+    // Declaring it again takes the retained plan back instead of buying.
+    let again = env.ok(&["plan", "t.toml"]);
+    assert!(!again.stdout.contains("Purchases:"), "{again:?}");
+    env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert_eq!(env.emu.training_plan_purchases(), 1);
+    assert_eq!(env.state("tp")["resources"]["training_plan.base"]["id"], arn.as_str());
+}
+
+#[test]
+fn kill_9_right_after_create_training_plan_never_buys_twice() {
+    let env = Env::new();
+    env.write("t.toml", &plan_stack("k9tp", 40000));
+    // Answers come 400 ms after the emulator acted: the kill lands between the purchase and
+    // gpustack recording it.
+    env.emu.control("POST", "/_gpustack/latency?ms=400&after=1");
+    let mut child = env
+        .command(&["apply", "t.toml", "--auto-approve", "--approve-purchases"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.emu.training_plan_purchases() == 0 {
+        assert!(child.try_wait().unwrap().is_none(), "the apply ended before buying");
+        assert!(Instant::now() < deadline, "no purchase happened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    env.emu.control("POST", "/_gpustack/latency?ms=0&after=1");
+    let st = env.state("k9tp");
+    assert!(st["resources"].get("training_plan.base").is_none(), "killed before recording: {st}");
+    assert_eq!(st["pending"].as_array().map(Vec::len), Some(1), "the purchase is journaled: {st}");
+
+    let again = env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert_eq!(env.emu.training_plan_purchases(), 1, "never twice: {again:?}");
+    let st = env.state("k9tp");
+    assert!(st["resources"]["training_plan.base"]["id"].as_str().unwrap().contains(":training-plan/k9tp-base-"));
+    assert!(st.get("pending").is_none(), "{st}");
+    assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
+}
+
+/// examples/hybrid-hyperpod.toml as shipped: the plan warns that HyperPod's chart must come
+/// first, apply buys the training plan once and creates the HyperPod cluster on the EKS
+/// cluster with the plan's ARN, a second plan shows no changes, a count change updates in
+/// place, the manifests validate, destroy leaves only the retained plan, and every call made
+/// is in `gpustack policy`.
+#[test]
+fn the_shipped_hybrid_example_applies_updates_in_place_renders_and_destroys() {
+    let env = Env::new();
+    let example = repo().join("examples/hybrid-hyperpod.toml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    env.write("h.toml", &text);
+    let (after, before) = (format!("plan_after={}", in_days(1)), format!("plan_before={}", in_days(7)));
+    let vars = ["--var", after.as_str(), "--var", before.as_str()];
+    let run = |cmd: &[&str]| env.ok(&[cmd, &["h.toml"][..], &vars[..]].concat());
+    env.emu.reset_requests();
+
+    let plan = run(&["plan"]);
+    assert!(plan.stdout.contains("+ training_plan.baseline             purchase (non-refundable)"), "{plan:?}");
+    assert!(plan.stdout.contains("(searched in us-west-2a, the zone of hyperpod_cluster.baseline)"), "{plan:?}");
+    assert!(plan.stdout.contains("HyperPod needs its dependencies Helm chart"), "{plan:?}");
+    assert!(plan.stdout.contains("apply with --target eks_cluster.main first"), "{plan:?}");
+
+    let apply = run(&["apply", "--auto-approve", "--approve-purchases"]);
+    assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
+    assert!(apply.stderr.contains("hyperpod_cluster.baseline: Creating: train"), "progress: {apply:?}");
+    assert_eq!(env.emu.training_plan_purchases(), 1);
+    let st = env.state("hybrid-dev");
+    let out = |a: &str, o: &str| st["resources"][a]["outputs"][o].as_str().unwrap().to_string();
+    let (eks_arn, plan_arn, hp_arn) =
+        (out("eks_cluster.main", "arn"), out("training_plan.baseline", "arn"), out("hyperpod_cluster.baseline", "arn"));
+    assert_eq!(out("training_plan.baseline", "availability_zone"), "us-west-2a");
+
+    // The cluster as SageMaker has it: the EKS orchestrator, the plan, labels, checks.
+    let sm = env.emu.sagemaker();
+    let name = out("hyperpod_cluster.baseline", "name");
+    let c = block_on(async { sm.describe_cluster().cluster_name(&name).send().await.unwrap() });
+    assert_eq!(c.cluster_arn(), Some(hp_arn.as_str()));
+    assert_eq!(c.orchestrator().and_then(|o| o.eks()).and_then(|e| e.cluster_arn()), Some(eks_arn.as_str()));
+    assert_eq!(c.node_recovery().map(|r| r.as_str()), Some("Automatic"));
+    let g = &c.instance_groups()[0];
+    assert_eq!(g.instance_group_name(), Some("train"));
+    assert_eq!(g.training_plan_arn(), Some(plan_arn.as_str()));
+    assert_eq!(g.target_count(), Some(2));
+    assert_eq!(g.threads_per_core(), Some(1));
+    assert_eq!(g.on_start_deep_health_checks().len(), 2);
+    let labels = g.kubernetes_config().and_then(|k| k.current_labels().or(k.desired_labels())).cloned().unwrap_or_default();
+    assert_eq!(labels.get("gpustack.io/capacity").map(String::as_str), Some("baseline"), "{g:?}");
+
+    let again = env.run(&[&["plan", "--detailed-exitcode", "h.toml"][..], &vars[..]].concat());
+    assert_eq!(again.code, 0, "in sync after apply: {again:?}");
+
+    // One instance fewer: UpdateCluster in place, nothing created or deleted.
+    env.write("h.toml", &text.replace("instance_count     = 2", "instance_count     = 1"));
+    let plan = run(&["plan"]);
+    assert!(plan.stdout.contains("~ hyperpod_cluster.baseline          update in place"), "{plan:?}");
+    assert!(plan.stdout.contains("instance_groups.train.instance_count: 2 → 1"), "{plan:?}");
+    assert!(plan.stdout.contains("Plan: 0 to add, 1 to change, 0 to replace, 0 to delete."), "{plan:?}");
+    env.emu.reset_requests();
+    run(&["apply", "--auto-approve"]);
+    let calls = env.emu.requests();
+    assert!(calls.iter().any(|(s, a)| s == "sagemaker" && a == "UpdateCluster"), "{calls:?}");
+    assert!(!calls.iter().any(|(_, a)| a == "CreateCluster" || a == "DeleteCluster"), "{calls:?}");
+    let c = block_on(async { sm.describe_cluster().cluster_name(&name).send().await.unwrap() });
+    assert_eq!(c.cluster_arn(), Some(hp_arn.as_str()), "the same cluster");
+    assert_eq!(c.instance_groups()[0].target_count(), Some(1));
+    assert_eq!(env.run(&[&["plan", "--detailed-exitcode", "h.toml"][..], &vars[..]].concat()).code, 0);
+
+    // The Kubernetes side: Karpenter pools, priority classes, the HyperPod chart's values.
+    run(&["manifests", "--out", "k8s"]);
+    let written = files(&env.path("k8s"));
+    for f in ["karpenter/spot.yaml", "karpenter/ondemand.yaml", "priority-classes.yaml", "hyperpod-dependencies/values.yaml"] {
+        assert!(written.contains_key(f), "{f}: {:?}", written.keys());
+    }
+    let deps = String::from_utf8(written["hyperpod-dependencies/values.yaml"].clone()).unwrap();
+    assert!(deps.contains("helm install hyperpod-dependencies") && deps.contains("checkout 011ca927"), "{deps}");
+    let values: Value = serde_yaml_ng::from_str(&deps).unwrap();
+    assert_eq!(values["nvidia-device-plugin"]["devicePlugin"]["enabled"], true);
+    assert_eq!(values["aws-efa-k8s-device-plugin"]["devicePlugin"]["enabled"], true);
+    assert_eq!(values["neuron-device-plugin"]["devicePlugin"]["enabled"], false);
+    let (valid, report) = validate_manifests(&env.path("k8s"));
+    assert!(valid, "{report}");
+
+    // Destroy: everything goes but the training plan, which is retained until it ends.
+    run(&["destroy", "--auto-approve"]);
+    assert_eq!(env.tagged("hybrid-dev").total(), 0, "{:?}", env.tagged("hybrid-dev"));
+    let clusters = block_on(async { sm.list_clusters().send().await.unwrap() });
+    assert!(clusters.cluster_summaries().is_empty(), "{clusters:?}");
+    let left = plans(&env);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].2.contains(&("gpustack:retained-from".into(), "hybrid-dev training_plan.baseline".into())));
+    assert_eq!(env.emu.training_plan_purchases(), 1);
+
+    // Every call made is in the stack's `gpustack policy`.
+    let policy: Value = serde_json::from_str(&run(&["policy"]).stdout).unwrap();
+    let allowed: std::collections::BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+        .collect();
+    let made: std::collections::BTreeSet<String> =
+        env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
+    let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
+    assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
+}
+
+/// The HyperPod rules, before any call, each on the shipped example with one thing wrong.
+#[test]
+fn hyperpod_mistakes_are_refused_before_any_call() {
+    let env = Env::new();
+    let text = std::fs::read_to_string(repo().join("examples/hybrid-hyperpod.toml")).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "authentication_mode = \"API\"",
+            "authentication_mode = \"CONFIG_MAP\"",
+            "whose authentication_mode is CONFIG_MAP: HyperPod needs EKS access entries",
+        ),
+        (
+            "instance_type      = \"ml.p5.48xlarge\"",
+            "instance_type      = \"ml.p4d.24xlarge\"",
+            "instance group train runs ml.p4d.24xlarge, but `training_plan.baseline` reserves ml.p5.48xlarge",
+        ),
+        (
+            "instance_count     = 2",
+            "instance_count     = 4",
+            "instance group train asks for 4 instances on `training_plan.baseline`, which reserves 2",
+        ),
+        (
+            "subnets         = [\"${subnet.private_a.id}\"]\nsecurity_groups = [\"${security_group.efa.id}\"",
+            "subnets         = [\"${subnet.public_a.id}\"]\nsecurity_groups = [\"${security_group.efa.id}\"",
+            "a public subnet: HyperPod clusters need private subnets",
+        ),
+        (
+            "labels             = { \"gpustack.io/capacity\"",
+            "labels             = { \"sagemaker.amazonaws.com/capacity\"",
+            "uses a prefix HyperPod reserves",
+        ),
+        (
+            "target          = \"hyperpod-cluster\"",
+            "target          = \"training-job\"",
+            "which is bought for training-job, not HyperPod",
+        ),
+        (
+            "[eks_access_entry.karpenter_nodes]",
+            "[eks_access_entry.hyperpod]\ncluster       = \"${eks_cluster.main.name}\"\nprincipal_arn = \"${iam_role.hyperpod.arn}\"\ntype          = \"STANDARD\"\n\n[eks_access_entry.karpenter_nodes]",
+            "which has an access entry for it, which HyperPod makes itself",
+        ),
+        ("duration_hours  = 336", "duration_hours  = 100", "`duration_hours` = 100 is not a training plan length"),
+        ("instance_count  = 2\nduration_hours", "instance_count  = 3\nduration_hours", "`instance_count` = 3 is not offered for training plans"),
+        ("\"ml.p5.48xlarge\"\ninstance_count  = 2", "\"p5.48xlarge\"\ninstance_count  = 2", "instance_type = \"ml.p5.48xlarge\""),
+    ];
+    for (from, to, expected) in cases {
+        assert!(text.contains(from), "the example has {from:?}");
+        env.write("bad.toml", &text.replacen(from, to, 1));
+        let r = env.run(&["validate", "bad.toml"]);
+        assert_eq!(r.code, 1, "{to}: {r:?}");
+        assert!(r.stderr.contains(expected), "{to}: expected {expected:?} in {r:?}");
+        assert!(r.stderr.contains("bad.toml:"), "{r:?}");
+    }
+    // p5 groups need an EFA security group among the cluster's.
+    let no_efa = text
+        .replace("efa         = true", "efa         = false")
+        .replace("\"${security_group.efa.id}\", \"${eks_cluster.main.security_group_id}\"", "\"${security_group.efa.id}\"");
+    env.write("noefa.toml", &no_efa);
+    let r = env.run(&["validate", "noefa.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("runs ml.p5.48xlarge with EFA, but none of its security groups allows EFA traffic"), "{r:?}");
+
+    // A bucket not named sagemaker-* is a warning, not an error.
+    env.write("warn.toml", &text.replace("s3://sagemaker-hybrid-lifecycle/", "s3://team-lifecycle/"));
+    let r = env.run(&["validate", "warn.toml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("a bucket not named sagemaker-*"), "{r:?}");
+}
