@@ -523,6 +523,12 @@ def cluster_refusals(env: Env, plan_arns: dict[str, str]) -> None:
     refused(env.sm.create_cluster, "ValidationException", "deep health checks with custom taints", "custom taints",
             **create(InstanceGroups=[env.group("g", kind="ml.g5.xlarge", OnStartDeepHealthChecks=["InstanceStress"],
                                                 KubernetesConfig={"Taints": [{"Key": "gpu", "Value": "yes", "Effect": "NoSchedule"}]})]))
+    refused(env.sm.create_cluster, "ValidationException", "a label under a reserved prefix (node.kubernetes.io/)", "reserved prefix",
+            **create(InstanceGroups=[env.group("g", KubernetesConfig={"Labels": {"node.kubernetes.io/role": "x"}})]))
+    refused(env.sm.create_cluster, "ValidationException", "a taint under a reserved prefix (sagemaker.amazonaws.com/)", "reserved prefix",
+            **create(InstanceGroups=[env.group("g", KubernetesConfig={"Taints": [{"Key": "sagemaker.amazonaws.com/x", "Effect": "NoSchedule"}]})]))
+    refused(env.sm.create_cluster, "ValidationException", "21 instance groups (up to 20)", "up to 20",
+            **create(InstanceGroups=[env.group(f"g{i}") for i in range(21)]))
     for ebs, what, text in (
         ({"RootVolume": True, "VolumeSizeInGB": 100, "VolumeKmsKeyId": "k"}, "a root volume with a size", "cannot be specified"),
         ({"RootVolume": True}, "a root volume without VolumeKmsKeyId", "VolumeKmsKeyId is required"),
@@ -601,6 +607,18 @@ def clusters(env: Env, plan_arns: dict[str, str]) -> None:
         and gpu["LifeCycleConfig"] == LIFECYCLE and gpu["ExecutionRole"] == env.role,
         "group details: training plan and its status, desired labels/taints, storage, lifecycle",
     )
+    entries = env.eks.list_access_entries(clusterName="hp-eks")["accessEntries"]
+    slr = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/hyperpod.sagemaker.amazonaws.com/AWSServiceRoleForSageMakerHyperPod"
+    check(slr in entries and env.role in entries, "HyperPod makes EKS access entries for its service-linked role and the execution role")
+    check(
+        env.eks.describe_access_entry(clusterName="hp-eks", principalArn=env.role)["accessEntry"]["type"] == "HYPERPOD_LINUX"
+        and [p["policyArn"].rsplit("/", 1)[1] for p in env.eks.list_associated_access_policies(clusterName="hp-eks", principalArn=slr)["associatedAccessPolicies"]]
+        == ["AmazonSagemakerHyperpodClusterPolicy"],
+        "the execution role's entry is HYPERPOD_LINUX; the SLR's has AmazonSagemakerHyperpodClusterPolicy",
+    )
+    check(env.iam.get_role(RoleName="AWSServiceRoleForSageMakerHyperPod")["Role"]["Arn"] == slr, "the service-linked role exists in IAM")
+    code, status, _ = error(env.eks.create_access_entry, clusterName="hp-eks", principalArn=env.role, type="STANDARD")
+    check((code, status) == ("ResourceInUseException", 409), "a stack's own access entry for the execution role -> 409 ResourceInUseException")
     refused(env.sm.update_cluster, "ConflictException", "UpdateCluster while Creating", "must be InService",
             ClusterName="gpustack-hp", NodeRecovery="None")
     refused(env.sm.delete_cluster, "ConflictException", "DeleteCluster while Creating", "cannot be deleted now", ClusterName="gpustack-hp")
@@ -646,7 +664,8 @@ def clusters(env: Env, plan_arns: dict[str, str]) -> None:
     refused(env.sm.list_tags, "ValidationException", "ListTags of an unknown cluster", "Could not find",
             ResourceArn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl")
 
-    env.create("gpustack-aux", [env.group("cpu")], zone=AZS[1])
+    env.create("gpustack-aux", [env.group("cpu", ExecutionRole=env.role2)], zone=AZS[1])
+    check(env.role2 in env.eks.list_access_entries(clusterName="hp-eks")["accessEntries"], "a second cluster's execution role gets its entry")
     summaries = env.sm.list_clusters()["ClusterSummaries"]
     check(
         [s["ClusterName"] for s in summaries] == ["gpustack-hp", "gpustack-aux"]
@@ -757,6 +776,8 @@ def deletes(env: Env) -> None:
             ClusterName="gpustack-aux", Orchestrator={"Eks": {"ClusterArn": env.eks_api}}, VpcConfig=env.vpc(AZS[0]), InstanceGroups=[env.group("x")])
     wait_for("gpustack-aux gone", lambda: error(env.sm.describe_cluster, ClusterName="gpustack-aux")[0] == "ResourceNotFound")
     check("gpustack-aux" not in [s["ClusterName"] for s in env.sm.list_clusters()["ClusterSummaries"]], "a deleted cluster leaves ListClusters")
+    check(env.role2 not in env.eks.list_access_entries(clusterName="hp-eks")["accessEntries"], "a gone cluster's execution-role entry goes too")
+    check(env.role in env.eks.list_access_entries(clusterName="hp-eks")["accessEntries"], "an entry another HyperPod cluster uses stays")
     env.create("gpustack-aux", [env.group("cpu")], zone=AZS[1])
     check(env.describe("gpustack-aux")["ClusterStatus"] == "Creating", "the name is free again once the cluster is gone")
 

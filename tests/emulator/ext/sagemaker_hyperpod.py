@@ -17,7 +17,8 @@ copy of its documentation; [DG-eks] SageMaker Developer Guide "Getting started w
 support in SageMaker HyperPod" (sagemaker-hyperpod-eks-prerequisites); [DG-prereq] "Prerequisites
 for using SageMaker HyperPod" (quotas, custom VPC, multiple AZs); [DG-update] "Updating SageMaker
 HyperPod cluster configuration" (sagemaker-hyperpod-eks-operate-cli-command-update-cluster);
-[DG-scale] "Scaling down a SageMaker HyperPod cluster" (smcluster-scale-down); [DG-tp]
+[DG-scale] "Scaling down a SageMaker HyperPod cluster" (smcluster-scale-down); [DG-taints]
+"Custom labels and taints" (sagemaker-hyperpod-eks-custom-labels-and-taints); [DG-tp]
 "Training plans utilization for Amazon SageMaker HyperPod clusters"; [DG-details] "View training
 plan details"; [DG-iam] "AWS Identity and Access Management for SageMaker HyperPod".
 
@@ -36,8 +37,9 @@ Clusters
 * An unknown cluster is ``ResourceNotFound`` "Cluster <name> not found." for DescribeCluster,
   UpdateCluster, DeleteCluster, ListClusterNodes and DescribeClusterNode (the errors the model
   lists; wording unverified).
-* ``NodeRecovery`` ``Automatic`` (default, [API]) or ``None``; ``Tags`` (at most 50; ``aws:`` keys
-  refused).
+* ``NodeRecovery`` ``Automatic`` or ``None``; omitted it is ``Automatic`` (the AWS samples'
+  CloudFormation default; the API Reference names no default, unverified); ``Tags`` (at most 50;
+  ``aws:`` keys refused).
 * Not emulated (501 ``NotImplemented``): ``RestrictedInstanceGroups(Config)``,
   ``NodeProvisioningMode``, ``AutoScaling``, ``ClusterRole``, ``TieredStorageConfig``, a Slurm
   ``Orchestrator`` configuration, and per group ``InstanceRequirements``,
@@ -68,17 +70,32 @@ The EKS orchestrator (CreateCluster; ``ValidationException``, wordings unverifie
   ``VpcConfig`` ([DG-prereq], Slurm).
 * UpdateCluster cannot change the EKS cluster ("You cannot change the EKS cluster information
   that your HyperPod cluster is associated after the cluster is created", [DG-update]).
-* HyperPod's effects on the EKS side (access entries for its service-linked role or the
-  execution roles: the cluster-admin policy of [DG-iam] grants ``eks:CreateAccessEntry`` /
-  ``eks:AssociateAccessPolicy`` for CreateCluster, and third-party listings show an entry for
-  ``AWSServiceRoleForSageMakerHyperPod``) are NOT emulated: which entries (principal, type,
-  policy) HyperPod creates is not documented.
+* HyperPod's effects on the EKS side: HyperPod makes EKS access entries "on your behalf" (botocore
+  ``ClusterMetadata.SlrAccessEntry``: "The Service-Linked Role (SLR) associated with the cluster.
+  This is created by HyperPod on your behalf and only applies for EKS orchestrated clusters";
+  ``EksRoleAccessEntries``: "A list of Amazon EKS IAM role ARNs associated with the cluster. This
+  is created by HyperPod on your behalf"; the cluster-admin policy of [DG-iam] grants
+  ``eks:CreateAccessEntry`` / ``eks:AssociateAccessPolicy`` and ``iam:CreateServiceLinkedRole``
+  for CreateCluster). Emulated through eks_access.py's store at CreateCluster (and UpdateCluster
+  for new execution roles): the IAM role ``AWSServiceRoleForSageMakerHyperPod`` (path
+  ``/aws-service-role/hyperpod.sagemaker.amazonaws.com/``, made when missing) gets a ``STANDARD``
+  entry with ``AmazonSagemakerHyperpodClusterPolicy`` at cluster scope, each execution role a
+  ``HYPERPOD_LINUX`` entry (the EKS type "for Amazon SageMaker HyperPod"); a principal that already
+  has an entry keeps it. So a stack's own CreateAccessEntry for an execution role is
+  ``ResourceInUseException`` (409) afterwards, as EKS answers a second entry. The entry types,
+  the policy and the removal of the entries once the cluster is gone (unless another HyperPod
+  cluster on the EKS cluster uses the principal) are UNVERIFIED. moto took a request's region from
+  any ``.<x>.amazonaws.com`` in its URL, the path included, so an EKS access-entry call naming the
+  service-linked role (``.../hyperpod.sagemaker.amazonaws.com/...``) failed with a 500; this module
+  makes moto read the region from the host only (then the SigV4 credential scope), for every
+  service.
 
 Instance groups (CreateCluster and new groups of UpdateCluster; ``ValidationException``)
 -----------------------------------------------------------------------------------------
 
-* ``InstanceGroups`` is required (the RestrictedInstanceGroups alternative is not emulated); names
-  unique in the request and the cluster.
+* ``InstanceGroups`` is required (the RestrictedInstanceGroups alternative is not emulated), at most
+  20 per cluster ("up to 20 instance groups", DG "Creating a SageMaker HyperPod cluster" for EKS;
+  the model allows 100); names unique in the request and the cluster.
 * ``InstanceType`` is required (``InstanceRequirements`` is the documented alternative, mutually
   exclusive with it, [API]; not emulated).
 * ``LifeCycleConfig`` with ``SourceS3Uri`` and ``OnCreate`` is required (API Reference
@@ -97,9 +114,12 @@ Instance groups (CreateCluster and new groups of UpdateCluster; ``ValidationExce
 * ``InstanceStorageConfigs``: an ``EbsVolumeConfig`` with ``RootVolume`` true must not give
   ``VolumeSizeInGB`` and must give ``VolumeKmsKeyId``; otherwise ``VolumeSizeInGB`` is required
   (API Reference ``ClusterEbsVolumeConfig``).
-* ``KubernetesConfig`` (Labels, Taints) only on an EKS cluster (unverified); stored and answered
-  as ``DesiredLabels``/``DesiredTaints`` at once and ``CurrentLabels``/``CurrentTaints`` once the
-  group is InService.
+* ``KubernetesConfig`` (Labels, Taints) only on an EKS cluster (unverified); label and taint keys
+  under the reserved prefixes ``kubernetes.io/``, ``k8s.io/``, ``sagemaker.amazonaws.com/``,
+  ``eks.amazonaws.com/``, ``k8s.aws/``, ``karpenter.sh/`` (and their subdomains, e.g.
+  ``node.kubernetes.io/``) are refused ([DG-taints]; wording unverified). Stored and answered as
+  ``DesiredLabels``/``DesiredTaints`` at once and ``CurrentLabels``/``CurrentTaints`` once the
+  group is InService (declarative: an update replaces the whole set, [DG-taints]).
 * ``TrainingPlanArn``: the plan must exist in this account and region, be ``Scheduled`` or
   ``Active`` ("The training plan you use with a HyperPod cluster must have a status of Scheduled
   or Active", [DG-tp]), target ``hyperpod-cluster`` ("A training plan for HyperPod clusters can be
@@ -131,7 +151,9 @@ UpdateCluster
   ``OverrideVpcConfig`` too ("Cannot be modified after the instance group is created",
   [DG-prereq]); ``InstanceCount`` may go up or down to 0, ``LifeCycleConfig``,
   ``KubernetesConfig``, ``InstanceStorageConfigs``, ``OnStartDeepHealthChecks`` and
-  ``TrainingPlanArn`` may change (with the checks above). A new group needs ``InstanceCount`` >= 1
+  ``TrainingPlanArn`` may change (with the checks above; "You can add, update, or remove a training
+  plan by updating the instance group of an existing cluster", DG
+  use-training-plan-for-hyperpod-update-using-api-cli-sdk). A new group needs ``InstanceCount`` >= 1
   ("To add a new instance group, specify an integer greater or equal to 1", [DG-update]). Groups
   the request does not name stay as they are.
 * ``InstanceGroupsToDelete``: existing groups only, not also listed in ``InstanceGroups`` ("ensure
@@ -181,15 +203,18 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
 import secrets
 import string
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
+from urllib.parse import urlsplit
 
-from moto.core.responses import ActionResult, EmptyResult
+from moto.core.responses import ActionResult, BaseResponse, EmptyResult
 from moto.eks.models import eks_backends
+from moto.iam.models import iam_backends
 
 from . import capacity_control
 from . import eks as eks_ext
@@ -214,6 +239,7 @@ from ._sagemaker import (
     to_utc,
     utcnow,
 )
+from . import eks_access
 from .eks_access import principal_exists
 
 HYPERPOD_KUBERNETES = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
@@ -222,6 +248,12 @@ ACCELERATED = re.compile(r"^ml\.(p|g|trn)[0-9]")
 EKS_ARN = re.compile(r"^arn:(aws[a-z-]*):eks:([a-z0-9-]*):(\d{12}):cluster/(.+)$")
 RESOURCE_ARN = re.compile(r"^arn:(aws[a-z-]*):sagemaker:([a-z0-9-]*):(\d{12}):(cluster|training-plan)/(.+)$")
 MAX_TAGS = 50
+SLR_SERVICE = "hyperpod.sagemaker.amazonaws.com"
+SLR_NAME = "AWSServiceRoleForSageMakerHyperPod"
+SLR_POLICY = "AmazonSagemakerHyperpodClusterPolicy"
+MAX_GROUPS = 20  # "up to 20 instance groups" (DG create-cluster page; the model allows 100)
+# Label/taint key domains HyperPod and Kubernetes keep ([DG-taints]); subdomains included.
+RESERVED_DOMAINS = ("kubernetes.io", "k8s.io", "sagemaker.amazonaws.com", "eks.amazonaws.com", "k8s.aws", "karpenter.sh")
 
 # Members accepted by the model that this emulator does not model (501 NotImplemented).
 CLUSTER_NOT_EMULATED = (
@@ -319,6 +351,7 @@ class HyperPodCluster:
     tags: dict[str, str]
     groups: dict[str, Group] = field(default_factory=dict)
     phase: Phase | None = None
+    access_entries: list[str] = field(default_factory=list)  # principals whose EKS entry HyperPod made
 
     @property
     def eks(self) -> bool:
@@ -345,6 +378,7 @@ def _settle(backend: Any) -> None:
             continue
         if phase.status == "Deleting":
             del clusters[name]
+            _drop_access_entries(backend, cluster)
             continue
         for group_name, group in list(cluster.groups.items()):
             if group.pending == "Deleting":
@@ -399,6 +433,87 @@ def _effective(backend: Any, count: int, spec: dict[str, Any] | None) -> int:
         plan = _plan_of(backend, spec)
         return count if plan is not None and plan.status() == "Active" else 0
     return count
+
+
+# --- the EKS side: HyperPod's access entries ------------------------------------------------------
+
+
+def _eks_cluster(cluster: HyperPodCluster) -> Any:
+    if not cluster.eks:
+        return None
+    match = EKS_ARN.match(cluster.orchestrator["Eks"]["ClusterArn"])  # type: ignore[index]
+    if match is None:
+        return None
+    _, region, account, name = match.groups()
+    return eks_backends[account][region].clusters.get(name)
+
+
+def _service_linked_role(backend: Any) -> str:
+    """HyperPod's service-linked role (made on first use, as IAM's CreateServiceLinkedRole would)."""
+    iam = iam_backends[backend.account_id][partition_of(backend)]
+    for role in iam.roles.values():
+        if role.name == SLR_NAME:
+            return str(role.arn)
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": [SLR_SERVICE]}, "Action": ["sts:AssumeRole"]}],
+    }
+    role = iam.create_role(
+        SLR_NAME,
+        json.dumps(trust),
+        f"/aws-service-role/{SLR_SERVICE}/",
+        permissions_boundary=None,
+        description="SageMaker HyperPod service-linked role",
+        tags=[],
+        max_session_duration="3600",
+        linked_service=SLR_SERVICE,
+    )
+    return str(role.arn)
+
+
+def _add_access_entries(backend: Any, cluster: HyperPodCluster) -> None:
+    """The EKS access entries HyperPod makes "on your behalf" (botocore ``ClusterMetadata``
+    ``SlrAccessEntry`` / ``EksRoleAccessEntries``): its service-linked role (STANDARD with
+    AmazonSagemakerHyperpodClusterPolicy at cluster scope, UNVERIFIED) and every execution role
+    (HYPERPOD_LINUX, UNVERIFIED). A principal that already has an entry keeps it."""
+    eks_cluster = _eks_cluster(cluster)
+    if eks_cluster is None:
+        return
+    entries = eks_access.entries_of(eks_cluster)
+    slr = _service_linked_role(backend)
+    wanted = [(slr, "STANDARD")] + [(g.spec["ExecutionRole"], "HYPERPOD_LINUX") for g in cluster.groups.values()]
+    for principal, kind in wanted:
+        if principal in entries:
+            if principal not in cluster.access_entries and _made_by_hyperpod(backend, eks_cluster, principal):
+                cluster.access_entries.append(principal)
+            continue
+        entry = eks_access.add_entry(eks_cluster, principal, kind)
+        if kind == "STANDARD":
+            policy = eks_access.policy_arn(SLR_POLICY, partition_of(backend))
+            now = utcnow()
+            entry.policies[policy] = {
+                "policyArn": policy,
+                "accessScope": {"type": "cluster", "namespaces": []},
+                "associatedAt": now,
+                "modifiedAt": now,
+            }
+        cluster.access_entries.append(principal)
+
+
+def _made_by_hyperpod(backend: Any, eks_cluster: Any, principal: str) -> bool:
+    return any(principal in c.access_entries for c in clusters_of(backend).values() if _eks_cluster(c) is eks_cluster)
+
+
+def _drop_access_entries(backend: Any, cluster: HyperPodCluster) -> None:
+    """A deleted cluster's entries go unless another HyperPod cluster on the EKS cluster uses the
+    principal (UNVERIFIED: the docs do not say what HyperPod does with them)."""
+    eks_cluster = _eks_cluster(cluster)
+    if eks_cluster is None:
+        return
+    entries = eks_access.entries_of(eks_cluster)
+    for principal in cluster.access_entries:
+        if not _made_by_hyperpod(backend, eks_cluster, principal):
+            entries.pop(principal, None)
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -556,6 +671,22 @@ def _check_plan(backend: Any, cluster_name: str, spec: dict[str, Any], count: in
         )
 
 
+def reserved_key(key: str) -> bool:
+    """A label or taint key whose prefix is (a subdomain of) a reserved domain."""
+    prefix, slash, _ = key.partition("/")
+    return bool(slash) and any(prefix == d or prefix.endswith("." + d) for d in RESERVED_DOMAINS)
+
+
+def _check_kubernetes(name: str, config: dict[str, Any]) -> None:
+    keys = [*(config.get("Labels") or {}), *(t.get("Key", "") for t in config.get("Taints") or [])]
+    for key in keys:
+        if reserved_key(key):
+            raise Invalid(
+                f"Instance group {name}: the label or taint key {key} uses a reserved prefix "
+                f"({', '.join(d + '/' for d in RESERVED_DOMAINS)})."
+            )
+
+
 def _check_storage(spec: dict[str, Any]) -> None:
     group = spec["InstanceGroupName"]
     ebs_quota = _quota(sq.EBS_VOLUME)
@@ -617,8 +748,10 @@ def _check_group(
         )
     if checks and taints:
         raise Invalid(f"Instance group {name}: custom taints cannot be added to an instance group with deep health checks.")
-    if spec.get("KubernetesConfig") is not None and not eks:
-        raise Invalid(f"Instance group {name}: KubernetesConfig requires an Amazon EKS orchestrator.")
+    if spec.get("KubernetesConfig") is not None:
+        if not eks:
+            raise Invalid(f"Instance group {name}: KubernetesConfig requires an Amazon EKS orchestrator.")
+        _check_kubernetes(name, spec["KubernetesConfig"])
     _check_storage(spec)
     ec2 = ec2_of(backend)
     override = spec.get("OverrideVpcConfig")
@@ -761,6 +894,8 @@ def _create_cluster(self: SageMakerResponse) -> ActionResult:
         specs = p["InstanceGroups"] or []
         if not specs:
             raise Invalid("InstanceGroups must contain at least one instance group.")
+        if len(specs) > MAX_GROUPS:
+            raise Invalid(f"A cluster can have up to {MAX_GROUPS} instance groups; the request has {len(specs)}.")
         seen: set[str] = set()
         for spec in specs:
             if spec["InstanceGroupName"] in seen:
@@ -788,6 +923,7 @@ def _create_cluster(self: SageMakerResponse) -> ActionResult:
             cluster.groups[stored["InstanceGroupName"]] = Group(stored["InstanceGroupName"], stored, count, now, pending="Creating")
         _begin(cluster, "Creating", TIMING.cluster_create_ms)
         clusters[name] = cluster
+        _add_access_entries(backend, cluster)
     return ActionResult({"ClusterArn": cluster.arn})
 
 
@@ -875,6 +1011,9 @@ def _update_cluster(self: SageMakerResponse) -> ActionResult:
                     continue
             _check_group(self, backend, cluster.name, cluster.eks, cluster.vpc_config, spec, existing)
             changed[name] = (stored, count)
+        kept = (set(cluster.groups) - set(to_delete)) | set(changed)
+        if len(kept) > MAX_GROUPS:
+            raise Invalid(f"A cluster can have up to {MAX_GROUPS} instance groups; the update would give it {len(kept)}.")
         recovery = p["NodeRecovery"]
         if not changed and not to_delete and (recovery is None or recovery == cluster.node_recovery):
             raise Invalid(f"The update request does not change the cluster {cluster.name}.")
@@ -899,6 +1038,7 @@ def _update_cluster(self: SageMakerResponse) -> ActionResult:
         if recovery is not None:
             cluster.node_recovery = recovery
         _begin(cluster, "Updating", TIMING.cluster_update_ms)
+        _add_access_entries(backend, cluster)
         return ActionResult({"ClusterArn": cluster.arn})
 
 
@@ -1061,6 +1201,16 @@ def _list_tags(self: SageMakerResponse) -> Any:
 # --- install -------------------------------------------------------------------------------------
 
 _orig_call_action = SageMakerResponse.call_action
+_orig_region_from_url = BaseResponse.get_region_from_url
+
+
+def _region_from_url(self: BaseResponse, request: Any, full_url: str) -> str:
+    """moto takes the region from the first ``.<x>.amazonaws.com`` anywhere in the URL, path
+    included, so an EKS access-entry URL naming HyperPod's service-linked role
+    (``.../role/aws-service-role/hyperpod.sagemaker.amazonaws.com/...``) ran in region
+    ``sagemaker`` (500). Only the host may name the region; else moto's fallbacks (User-Agent, the
+    SigV4 credential scope) apply."""
+    return _orig_region_from_url(self, request, urlsplit(full_url)._replace(path="", query="").geturl())
 
 
 def _call_action(self: SageMakerResponse) -> Any:
@@ -1070,6 +1220,7 @@ def _call_action(self: SageMakerResponse) -> Any:
 
 
 def install() -> None:
+    BaseResponse.get_region_from_url = _region_from_url  # type: ignore[method-assign]
     SageMakerResponse.call_action = _call_action  # type: ignore[method-assign]
     sagemaker_action("CreateCluster", override=True)(_create_cluster)
     sagemaker_action("DescribeCluster", override=True)(_describe_cluster)

@@ -10,7 +10,8 @@ copy of them); [DG-search] SageMaker Developer Guide "Search training plan offer
 (search-training-plan-offerings-api-cli-sdk); [DG-plans] "Reserve training plans for your training
 jobs or HyperPod clusters" (reserve-capacity-with-training-plans); [DG-details] "View training plan
 details" (training-plan-details-using-api-cli-sdk); [DG-hyperpod] "Training plans utilization for
-Amazon SageMaker HyperPod clusters" (training-plan-utilization-for-hyperpod); [3P] a third-party
+Amazon SageMaker HyperPod clusters" (training-plan-utilization-for-hyperpod); [DG-quotas] "View
+SageMaker training plans quotas" (training-plan-quotas); [3P] a third-party
 account survey (read-only calls against a real account, 2026) quoted where used.
 
 SearchTrainingPlanOfferings
@@ -66,8 +67,8 @@ offerings:
 * ``RequestedStartTimeAfter`` echoes ``StartTimeAfter`` (now when absent), ``RequestedEndTimeBefore``
   echoes ``EndTimeBefore``; ``DurationMinutes`` is 0; ``ReservedCapacityOfferings`` has one entry.
 * Quota: an ``InstanceCount`` above the applied "Number of <type> instances in reserved capacity
-  across training plans per Region" quota is ``ResourceLimitExceeded`` ([3P]: a search with that
-  quota at 0 answered ResourceLimitExceeded; wording unverified).
+  across training plans per Region" quota ([DG-quotas]) is ``ResourceLimitExceeded`` ([3P]: a
+  search with that quota at 0 answered ResourceLimitExceeded; wording unverified).
 * Not emulated (501 ``NotImplemented``, the emulator's answer for what it lacks):
   ``TrainingPlanArn`` (extension offerings, and ``ExtendTrainingPlan``), ``UltraServerType`` /
   ``UltraServerCount``.
@@ -87,7 +88,8 @@ CreateTrainingPlan
   ResourceLimitExceeded for this operation).
 * ``ResourceLimitExceeded`` when the account already has "Number of training plans per Region"
   plans that are not Expired/Failed, or when the reserved instances of the type in such plans plus
-  the offering's exceed the reserved-capacity quota (wording unverified).
+  the offering's exceed the reserved-capacity quota ([DG-quotas] names both quotas; that expired
+  plans do not count and the wording are unverified).
 * ``SpareInstanceCountPerUltraServer``: 501 ``NotImplemented`` (UltraServer plans are not emulated).
 * Answers ``TrainingPlanArn`` ``arn:<partition>:sagemaker:<region>:<account>:training-plan/<name>``
   and records the purchase (control endpoint below). Tag keys starting ``aws:`` are refused.

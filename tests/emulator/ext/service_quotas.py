@@ -46,9 +46,13 @@ clusters", "Maximum size of EBS volume in GB for a SageMaker HyperPod cluster in
   EBS volume (AWS defaults 20, 30, 1024: values a third-party account listing reports, unverified
   as defaults).
 * training plans: ``Number of <type> instances in reserved capacity across training plans per
-  Region`` (per type; SearchTrainingPlanOfferings answers ``ResourceLimitExceeded`` when it is
-  below the asked count, as a third-party account listing reports for a 0 quota) and ``Number of
-  training plans per Region`` (25).
+  Region`` (per type) and ``Number of training plans per Region`` (names from SageMaker DG "View
+  SageMaker training plans quotas", training-plan-quotas, which lists the per-type quota for
+  p4d.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, trn1.32xlarge and trn2.48xlarge; the
+  emulator also has p4de, p5.4xlarge, p6-b200, p6-b300 and p6e-gb200 rows, unverified).
+  SearchTrainingPlanOfferings answers ``ResourceLimitExceeded`` when the asked count is above the
+  type's quota (a third-party account survey reports that answer for a 0 quota). Applied values:
+  64 or 256 instances per type (p6-b200 16, p6-b300 0, p6e-gb200 18), 25 plans.
 
 Quota codes: those marked ``verified`` in ``SAGEMAKER_QUOTAS`` appear with that name in third-party
 listings of real accounts' ``list-service-quotas --service-code sagemaker`` (L-8762A75F,
