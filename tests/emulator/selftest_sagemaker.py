@@ -14,7 +14,6 @@ state): run it against an emulator of its own.
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime
 import json
 import re

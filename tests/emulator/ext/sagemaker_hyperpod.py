@@ -180,12 +180,15 @@ plan is ``Active`` ("the instance group status appears as InService once created
 instances run from the plan's start). ``TrainingPlanStatus`` is the plan's status. ListClusterNodes
 lists ``CurrentCount`` nodes per group (``i-`` + 17 hex digits, stable per cluster/group/index,
 ``Running``), filters ``InstanceGroupNameContains``, ``CreationTimeAfter``/``Before``, sorts
-``CREATION_TIME`` | ``NAME``, pages with ``MaxResults``/``NextToken``; DescribeClusterNode finds
-them by ``NodeId`` (unknown: ``ResourceNotFound``).
+``CREATION_TIME`` | ``NAME`` ("The default value is CREATION_TIME", ``SortOrder`` "The default
+value is Ascending", [API]), pages with ``MaxResults``/``NextToken``; DescribeClusterNode finds
+them by ``NodeId`` (unknown: ``ResourceNotFound``; by ``NodeLogicalId``: 501).
 
 ListClusters: ``NameContains``, ``CreationTimeAfter``/``Before``, ``TrainingPlanArn``, ``SortBy``
-``CREATION_TIME`` (default) | ``NAME``, ``SortOrder`` (default Ascending), ``MaxResults`` 1-100 /
-``NextToken``; summaries carry ``TrainingPlanArns``.
+``CREATION_TIME`` | ``NAME`` and ``SortOrder`` with the same documented defaults, ``MaxResults``
+1-100 / ``NextToken`` (a page holds up to MaxResults matching clusters; AWS's MaxResults counts
+clusters evaluated, "not necessarily the number of matching items"); summaries carry
+``TrainingPlanArns``.
 
 Tags (AddTags / DeleteTags / ListTags, this module's handlers for every SageMaker ARN): a cluster
 or training-plan ARN of this account and region is answered here ("Adds or overwrites", at most 50
