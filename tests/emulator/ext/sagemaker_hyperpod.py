@@ -101,9 +101,12 @@ Instance groups (CreateCluster and new groups of UpdateCluster; ``ValidationExce
 * ``LifeCycleConfig`` with ``SourceS3Uri`` and ``OnCreate`` is required (API Reference
   ``ClusterLifeCycleConfig``: both "Required: Yes"; botocore 1.44.5 marks them optional and
   whether AWS now accepts an EKS group without lifecycle scripts is unverified, so the stricter
-  rule stays). ``SourceS3Uri`` must start with ``s3://sagemaker`` (moto's check and wording; the
-  API Reference says "Make sure that the S3 bucket path starts with s3://sagemaker-" because the
-  managed instance policy only reads such buckets; AWS may accept other buckets at the API).
+  rule stays). A ``SourceS3Uri`` bucket not named ``sagemaker-*`` is accepted: moto refused it,
+  but the API Reference's "Make sure that the S3 bucket path starts with s3://sagemaker-" is
+  advice about the managed ``AmazonSageMakerClusterInstanceRolePolicy`` (it only reads
+  ``arn:aws:s3:::sagemaker-*``), and AWS's own samples take any bucket name and grant the
+  execution role access to it (awsome-distributed-training ``sagemaker-iam-role-stack.yaml``
+  ``S3BucketName``).
 * ``ExecutionRole`` must be an existing IAM role of the account (unverified that AWS checks it at
   the API; PassRole needs it to exist).
 * ``ThreadsPerCore`` optional; ``OnStartDeepHealthChecks`` only on GPU or Trainium types
@@ -735,10 +738,6 @@ def _check_group(
     for member in ("SourceS3Uri", "OnCreate"):
         if not lifecycle.get(member):
             raise Invalid(f"Instance group {name}: LifeCycleConfig.{member} is required.")
-    if not lifecycle["SourceS3Uri"].startswith("s3://sagemaker"):
-        raise Invalid(
-            f"Validation Error: SourceS3Uri {lifecycle['SourceS3Uri']} does not start with 's3://sagemaker'."
-        )
     role = spec["ExecutionRole"]
     if not role.split(":")[4:5] == [backend.account_id] or not principal_exists(role):
         raise Invalid(f"Instance group {name}: the execution role {role} does not exist in account {backend.account_id}.")
