@@ -66,8 +66,13 @@ fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&st
     if creates.is_empty() {
         return;
     }
-    creates.push("sagemaker:AddTags");
-    push("SageMakerCreateTagged", creates, json!(resources.clone()), Some(request_tag));
+    let tagging: Vec<&str> = creates.iter().map(|a| a.trim_start_matches("sagemaker:")).collect();
+    push("SageMakerCreateTagged", creates.clone(), json!(resources.clone()), Some(request_tag.clone()));
+    // Tags go on with the create only (`sagemaker:TaggingAction`, as AWS's managed policies
+    // scope it): the role cannot tag a foreign cluster into the stack and then delete it.
+    let mut on_create = request_tag;
+    on_create["StringEquals"]["sagemaker:TaggingAction"] = json!(tagging);
+    push("SageMakerTagOnCreate", vec!["sagemaker:AddTags"], json!(resources.clone()), Some(on_create));
     push(
         "SageMakerManageStackResources",
         ["sagemaker:UpdateCluster", "sagemaker:DeleteCluster", "sagemaker:AddTags", "sagemaker:DeleteTags"]
@@ -117,13 +122,39 @@ fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&st
                 "eks:DeleteAccessEntry",
                 "eks:AssociateAccessPolicy",
             ],
-            json!([
-                format!("arn:aws:eks:{region}:*:cluster/{name}-*"),
-                format!("arn:aws:eks:{region}:*:access-entry/{name}-*/*")
-            ]),
+            json!(
+                orchestrators(stack)
+                    .iter()
+                    .flat_map(|c| [
+                        format!("arn:aws:eks:{region}:*:cluster/{c}"),
+                        format!("arn:aws:eks:{region}:*:access-entry/{c}/*")
+                    ])
+                    .collect::<Vec<_>>()
+            ),
             None,
         );
     }
+}
+
+/// The names of the EKS clusters HyperPod clusters of the stack run on: a cluster of the
+/// stack by its `name` (or default name), an ARN by its last part, anything else as `*`.
+fn orchestrators(stack: &Stack) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for c in stack.resources.iter().filter(|r| r.kind.name() == "hyperpod_cluster") {
+        let Some(e) = c.attrs.get("eks_cluster") else { continue };
+        let name = match (e.as_single_ref().and_then(|x| stack.get(&x.address)), e.as_literal().and_then(|v| v.as_str())) {
+            (Some(eks), _) => eks
+                .attrs
+                .get("name")
+                .and_then(|n| n.as_literal())
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| stack.default_physical_name(eks)),
+            (None, Some(arn)) => arn.rsplit('/').next().unwrap_or("*").to_string(),
+            _ => "*".to_string(),
+        };
+        out.insert(name);
+    }
+    out
 }
 
 /// The policy document for `stack`.
@@ -246,12 +277,19 @@ pub fn document(stack: &Stack) -> Json {
     // Roles the stack passes by literal ARN (made elsewhere) must be passable too.
     let mut passed = vec![format!("arn:aws:iam::*:role/gpustack/{}/*", stack.name)];
     for r in &stack.resources {
-        for k in ["role", "node_role", "execution_role"] {
-            if let Some(arn) = r.attrs.get(k).and_then(|e| e.as_literal()).and_then(|v| v.as_str())
-                && arn.starts_with("arn:")
-                && !passed.iter().any(|p| p == arn)
-            {
-                passed.push(arn.to_string());
+        let mut literal: Vec<String> = ["role", "node_role", "execution_role"]
+            .iter()
+            .filter_map(|k| r.attrs.get(*k).and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)))
+            .collect();
+        // A HyperPod group's execution role, given by ARN inside `instance_groups`.
+        if r.kind.name() == "hyperpod_cluster" {
+            for (_, (_, g)) in crate::rules::hyperpod::groups(r) {
+                literal.extend(g.get("execution_role").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)));
+            }
+        }
+        for arn in literal {
+            if arn.starts_with("arn:") && !passed.iter().any(|p| *p == arn) {
+                passed.push(arn);
             }
         }
     }

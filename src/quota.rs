@@ -301,8 +301,17 @@ async fn sagemaker(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
     if needs.is_empty() {
         return Ok(vec![]);
     }
+    // Applied values first; a quota never raised is listed only with AWS's default.
     let pages = ctx.quotas.list_service_quotas().service_code("sagemaker").into_paginator().send();
-    let listed = ctx.all_pages(Service::Quotas, "ListServiceQuotas", pages, |p| p.quotas.unwrap_or_default()).await;
+    let applied = ctx.all_pages(Service::Quotas, "ListServiceQuotas", pages, |p| p.quotas.unwrap_or_default()).await;
+    let pages = ctx.quotas.list_aws_default_service_quotas().service_code("sagemaker").into_paginator().send();
+    let defaults =
+        ctx.all_pages(Service::Quotas, "ListAWSDefaultServiceQuotas", pages, |p| p.quotas.unwrap_or_default()).await;
+    let listed = applied.and_then(|mut a| {
+        let d = defaults?;
+        a.extend(d.into_iter().filter(|q| q.quota_name().is_some()));
+        Ok(a)
+    });
     let mut diags = vec![];
     let quotas = match listed {
         Ok(q) => q,
@@ -310,7 +319,7 @@ async fn sagemaker(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
             let span = needs.values().next().map(|n| n.2.clone()).unwrap_or_default();
             diags.push(
                 Diagnostic::error(format!("cannot list SageMaker's quotas: {}", e.message()), span)
-                    .help("allow servicequotas:ListServiceQuotas, or pass --skip-quota-check"),
+                    .help("allow servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas, or pass --skip-quota-check"),
             );
             return Ok(diags);
         }

@@ -26,7 +26,7 @@ use aws_sdk_sagemaker::types::{
     ClusterOrchestratorEksConfig, ClusterStatus, DeepHealthCheckType, VpcConfig,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, str_attr};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, str_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -129,7 +129,15 @@ impl Kind for HyperpodCluster {
             "iam:PassRole",
             "iam:CreateServiceLinkedRole",
             "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         ]
+    }
+
+    /// The name is unique and stays the same, and a cluster on a training plan holds its
+    /// instances: the old cluster goes before the new one is made (a new one first would
+    /// find the name taken, adopt the old cluster, and then delete it as the deposed copy).
+    fn replace_order(&self) -> ReplaceOrder {
+        ReplaceOrder::DeleteBeforeCreate
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {

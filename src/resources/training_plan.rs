@@ -27,6 +27,7 @@ use super::capacity_block::RETAINED;
 use super::capacity_reservation::{from_sdk_time, parse_time, to_sdk_time};
 use super::offering::{Purchase, fee, validate_window};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -108,6 +109,8 @@ impl Kind for TrainingPlan {
             "sagemaker:ListTags",
             "sagemaker:AddTags",
             "sagemaker:DeleteTags",
+            "servicequotas:ListServiceQuotas",
+            "servicequotas:ListAWSDefaultServiceQuotas",
         ]
     }
     fn retains_on_delete(&self) -> bool {
@@ -231,7 +234,7 @@ impl Kind for TrainingPlan {
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
         match (describe(ctx, &name).await?, sent) {
-            (Some(found), _) => Ok(recorded(&found)),
+            (Some(_), _) => Ok(recorded(&paid(ctx, &name).await?)),
             (None, Err(e)) => Err(e),
             (None, Ok(_)) => Err(refusal(&format!(
                 "CreateTrainingPlan answered, but training plan {name} cannot be described; check `aws sagemaker describe-training-plan --training-plan-name {name}` before retrying"
@@ -242,10 +245,12 @@ impl Kind for TrainingPlan {
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
         let prefix = format!("{}-", name_part(&ctx.stack));
         let mut out = vec![];
-        for p in live_plans(ctx).await?.into_iter().filter(|p| p.starts_with(&prefix)) {
+        for (p, live) in plans(ctx).await?.into_iter().filter(|(p, _)| p.starts_with(&prefix)) {
             let Some(d) = describe(ctx, &p).await? else { continue };
             let all = tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?;
-            if let Some(o) = observe(ctx, &d, &all) {
+            // An ended plan stays this address's (in state, as Expired), so it is not bought
+            // again on its own; a retained one is taken back only while it runs.
+            if let Some(o) = observe(ctx, &d, &all).filter(|o| live || !o.retained) {
                 out.push(o);
             }
         }
@@ -351,14 +356,19 @@ fn first(o: &TrainingPlanOffering) -> Option<&aws_sdk_sagemaker::types::Reserved
 /// What the plan shows for an offering: its reserved capacity's type, count, zone and dates.
 pub fn purchase_of(o: &TrainingPlanOffering, inp: &Attrs) -> Purchase {
     let c = first(o);
+    // A plan may hold several blocks, with gaps between them: it runs from the first start
+    // to the last end (SageMaker DG `reserve-capacity-with-training-plans`).
+    let blocks = o.reserved_capacity_offerings();
+    let start = blocks.iter().filter_map(|b| b.start_time()).min_by_key(|t| t.secs()).map(from_sdk_time);
+    let end = blocks.iter().filter_map(|b| b.end_time()).max_by_key(|t| t.secs()).map(from_sdk_time);
     let hours = o.duration_hours().or(c.and_then(|c| c.duration_hours())).unwrap_or(0);
     Purchase {
         offering_id: o.training_plan_offering_id().unwrap_or_default().to_string(),
         instance_type: c.and_then(|c| c.instance_type()).map(|t| t.as_str().to_string()).unwrap_or_default(),
         instance_count: c.and_then(|c| c.instance_count()).unwrap_or(0).into(),
         availability_zone: c.and_then(|c| c.availability_zone()).unwrap_or_default().to_string(),
-        start: c.and_then(|c| c.start_time()).map(from_sdk_time).unwrap_or_default(),
-        end: c.and_then(|c| c.end_time()).map(from_sdk_time).unwrap_or_default(),
+        start: start.unwrap_or_default(),
+        end: end.unwrap_or_default(),
         duration_hours: hours,
         asked_hours: 0,
         upfront_usd: fee(o.upfront_fee()),
@@ -373,25 +383,58 @@ async fn describe(ctx: &Ctx, name_or_arn: &str) -> Result<Option<DescribeTrainin
     ctx.call(Service::SageMaker, "DescribeTrainingPlan", call.send()).await.absent_ok()
 }
 
-/// The names of every plan in the account and region that has not ended.
-async fn live_plans(ctx: &Ctx) -> Result<Vec<String>> {
+/// Every plan in the account and region that did not fail: its name, and whether it has
+/// not ended yet.
+async fn plans(ctx: &Ctx) -> Result<Vec<(String, bool)>> {
     let pages = ctx.sagemaker.list_training_plans().into_paginator().send();
     let all = ctx
         .all_pages(Service::SageMaker, "ListTrainingPlans", pages, |p| p.training_plan_summaries.unwrap_or_default())
         .await?;
     Ok(all
         .into_iter()
-        .filter(|p| p.status().is_some_and(|s| LIVE.contains(&s.as_str())))
-        .filter_map(|p| p.training_plan_name)
+        .filter(|p| p.status().is_some_and(|s| s.as_str() != "Failed"))
+        .filter_map(|p| {
+            let live = p.status().is_some_and(|s| LIVE.contains(&s.as_str()));
+            Some((p.training_plan_name?, live))
+        })
         .collect())
 }
 
 /// A live plan of this stack for `address`: tagged for it, or retained from it.
 async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<Recorded>> {
-    Ok(TrainingPlan.read_all(ctx).await?.into_iter().find(|o| o.address.as_deref() == Some(address)).map(|o| Recorded {
-        id: o.id,
-        outputs: o.outputs,
-    }))
+    let live = |o: &Observed| o.outputs.get("state").and_then(Value::as_str).is_some_and(|s| LIVE.contains(&s));
+    Ok(TrainingPlan
+        .read_all(ctx)
+        .await?
+        .into_iter()
+        .find(|o| o.address.as_deref() == Some(address) && live(o))
+        .map(|o| Recorded { id: o.id, outputs: o.outputs }))
+}
+
+/// Waits until SageMaker has taken the payment: a plan leaves `Pending` for `Scheduled` or
+/// `Active`; `Failed` (the purchase did not go through) is an error naming the plan.
+async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
+    until_status(
+        &format!("training plan {name}"),
+        std::time::Duration::from_secs(900),
+        || describe(ctx, name),
+        |d: Option<DescribeTrainingPlanOutput>| match d {
+            None => Status::Pending("not visible yet".into()),
+            Some(d) => match d.status().map(|s| s.as_str()) {
+                Some("Failed") => Status::Failed(AwsError {
+                    operation: "CreateTrainingPlan",
+                    code: Some("Failed".into()),
+                    detail: format!(
+                        "training plan {name} failed: {}; check `aws sagemaker describe-training-plan --training-plan-name {name}`",
+                        d.status_message().unwrap_or("no reason given")
+                    ),
+                }),
+                Some("Pending") | None => Status::Pending("Pending".into()),
+                Some(_) => Status::Reached(d),
+            },
+        },
+    )
+    .await
 }
 
 /// A plan of this stack as refresh sees it: tagged for an address, or retained from one.
@@ -418,6 +461,7 @@ fn recorded(d: &DescribeTrainingPlanOutput) -> Recorded {
 fn recorded_with(d: &DescribeTrainingPlanOutput, all: &std::collections::BTreeMap<String, String>) -> Recorded {
     let arn = d.training_plan_arn().unwrap_or_default().to_string();
     let zone = d.reserved_capacity_summaries().iter().find_map(|c| c.availability_zone()).unwrap_or_default();
+    // A plan may hold several blocks (with gaps between them): its own start and end span them.
     // The fee SageMaker reports, else what gpustack recorded at purchase.
     let paid = d
         .upfront_fee()

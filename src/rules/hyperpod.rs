@@ -332,8 +332,9 @@ fn on_plan(stack: &Stack, c: &Resource, name: &str, g: &Expr, fields: &BTreeMap<
     if let (Some(before), Some(hours)) = (time("start_before"), lit(plan, "duration_hours").and_then(|v| v.as_int()))
         && before + jiff::SignedDuration::from_hours(hours) < jiff::Timestamp::now()
     {
+        // A warning: an ended plan must not stop a destroy.
         d.push(
-            Diagnostic::error(
+            Diagnostic::warning(
                 format!(
                     "`{}`: instance group {name} runs on `{}`, whose window ended (it starts by {} and lasts {hours} h)",
                     c.address,
