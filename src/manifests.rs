@@ -227,7 +227,9 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
 fn hyperpod_types(stack: &Stack) -> Vec<String> {
     let types: BTreeSet<String> = crate::rules::hyperpod::clusters(stack)
         .flat_map(|c| crate::rules::hyperpod::groups(c).into_values())
-        .filter_map(|(_, g)| g.get("instance_type").and_then(|e| e.as_literal()).and_then(Value::as_str).map(str::to_string))
+        .filter_map(|(_, g)| {
+            g.get("instance_type").and_then(|e| e.as_literal()).and_then(Value::as_str).map(str::to_string)
+        })
         .collect();
     types.into_iter().collect()
 }

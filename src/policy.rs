@@ -142,16 +142,17 @@ fn orchestrators(stack: &Stack) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for c in stack.resources.iter().filter(|r| r.kind.name() == "hyperpod_cluster") {
         let Some(e) = c.attrs.get("eks_cluster") else { continue };
-        let name = match (e.as_single_ref().and_then(|x| stack.get(&x.address)), e.as_literal().and_then(|v| v.as_str())) {
-            (Some(eks), _) => eks
-                .attrs
-                .get("name")
-                .and_then(|n| n.as_literal())
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| stack.default_physical_name(eks)),
-            (None, Some(arn)) => arn.rsplit('/').next().unwrap_or("*").to_string(),
-            _ => "*".to_string(),
-        };
+        let name =
+            match (e.as_single_ref().and_then(|x| stack.get(&x.address)), e.as_literal().and_then(|v| v.as_str())) {
+                (Some(eks), _) => eks
+                    .attrs
+                    .get("name")
+                    .and_then(|n| n.as_literal())
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| stack.default_physical_name(eks)),
+                (None, Some(arn)) => arn.rsplit('/').next().unwrap_or("*").to_string(),
+                _ => "*".to_string(),
+            };
         out.insert(name);
     }
     out
@@ -284,7 +285,9 @@ pub fn document(stack: &Stack) -> Json {
         // A HyperPod group's execution role, given by ARN inside `instance_groups`.
         if r.kind.name() == "hyperpod_cluster" {
             for (_, (_, g)) in crate::rules::hyperpod::groups(r) {
-                literal.extend(g.get("execution_role").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)));
+                literal.extend(
+                    g.get("execution_role").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)),
+                );
             }
         }
         for arn in literal {

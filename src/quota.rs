@@ -254,11 +254,12 @@ struct Denied(String);
 /// reserved capacity of its type.
 fn sagemaker_needs(stack: &Stack) -> BTreeMap<String, (i64, Vec<String>, Span)> {
     let mut needs: BTreeMap<String, (i64, Vec<String>, Span)> = BTreeMap::new();
-    let add = |needs: &mut BTreeMap<String, (i64, Vec<String>, Span)>, name: String, n: i64, part: String, span: &Span| {
-        let e = needs.entry(name).or_insert_with(|| (0, vec![], span.clone()));
-        e.0 += n;
-        e.1.push(part);
-    };
+    let add =
+        |needs: &mut BTreeMap<String, (i64, Vec<String>, Span)>, name: String, n: i64, part: String, span: &Span| {
+            let e = needs.entry(name).or_insert_with(|| (0, vec![], span.clone()));
+            e.0 += n;
+            e.1.push(part);
+        };
     for c in crate::rules::hyperpod::clusters(stack) {
         let mut in_cluster = 0;
         for (group, (_, fields)) in crate::rules::hyperpod::groups(c) {
@@ -268,23 +269,26 @@ fn sagemaker_needs(stack: &Stack) -> BTreeMap<String, (i64, Vec<String>, Span)> 
             };
             let part = format!("{} group {group}: {n} × {t}", c.address);
             add(&mut needs, format!("{t} for cluster usage"), n, part.clone(), &c.span);
-            add(&mut needs, "Total number of instances allowed across SageMaker HyperPod clusters".into(), n, part, &c.span);
+            add(
+                &mut needs,
+                "Total number of instances allowed across SageMaker HyperPod clusters".into(),
+                n,
+                part,
+                &c.span,
+            );
             in_cluster += n;
         }
-        add(
-            &mut needs,
-            "Maximum number instances allowed per SageMaker HyperPod cluster".into(),
-            0,
-            format!("{}: {in_cluster} instances", c.address),
-            &c.span,
-        );
-        // The per-cluster quota is the largest cluster, not the sum.
-        if let Some(e) = needs.get_mut("Maximum number instances allowed per SageMaker HyperPod cluster") {
-            e.0 = e.0.max(in_cluster);
-        }
+        // The per-cluster quota holds the largest cluster, not the sum.
+        let e = needs
+            .entry("Maximum number instances allowed per SageMaker HyperPod cluster".into())
+            .or_insert_with(|| (0, vec![], c.span.clone()));
+        e.0 = e.0.max(in_cluster);
+        e.1.push(format!("{}: {in_cluster} instances", c.address));
     }
     for r in stack.resources.iter().filter(|r| r.kind.name() == "training_plan") {
-        let (Some(Value::Str(t)), Some(n)) = (lit(r, "instance_type"), lit_int(r, &["instance_count"])) else { continue };
+        let (Some(Value::Str(t)), Some(n)) = (lit(r, "instance_type"), lit_int(r, &["instance_count"])) else {
+            continue;
+        };
         add(
             &mut needs,
             format!("Number of {t} instances in reserved capacity across training plans per Region"),
@@ -327,8 +331,11 @@ async fn sagemaker(ctx: &Ctx, stack: &Stack) -> anyhow::Result<Vec<Diagnostic>> 
     for (name, (need, parts, span)) in needs {
         let Some(q) = quotas.iter().find(|q| q.quota_name() == Some(name.as_str())) else {
             diags.push(
-                Diagnostic::warning(format!("Service Quotas lists no SageMaker quota named \"{name}\"; not checked"), span)
-                    .help("check the quota in the Service Quotas console (Amazon SageMaker AI)"),
+                Diagnostic::warning(
+                    format!("Service Quotas lists no SageMaker quota named \"{name}\"; not checked"),
+                    span,
+                )
+                .help("check the quota in the Service Quotas console (Amazon SageMaker AI)"),
             );
             continue;
         };

@@ -111,7 +111,8 @@ pub async fn sync_sagemaker(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> R
         ctx.call(Service::SageMaker, "DeleteTags", call.send()).await?;
     }
     if !changes.set.is_empty() {
-        let set = changes.set.into_iter().map(|(k, v)| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build());
+        let set =
+            changes.set.into_iter().map(|(k, v)| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build());
         let call = ctx.sagemaker.add_tags().resource_arn(arn).set_tags(Some(set.collect()));
         ctx.call(Service::SageMaker, "AddTags", call.send()).await?;
     }

@@ -57,7 +57,15 @@ pub type Offers = HashMap<String, Vec<Purchase>>;
 /// The kind and the attributes an offering search depends on, as one key.
 fn search_key(kind: &str, inputs: &Attrs) -> String {
     let mut key = kind.to_string();
-    for k in ["instance_type", "instance_count", "duration_hours", "start_after", "start_before", "availability_zone", "target"] {
+    for k in [
+        "instance_type",
+        "instance_count",
+        "duration_hours",
+        "start_after",
+        "start_before",
+        "availability_zone",
+        "target",
+    ] {
         key.push('|');
         key.push_str(&inputs.get(k).map(Value::interpolate).unwrap_or_default());
     }
@@ -96,7 +104,11 @@ pub fn price_offline(stack: &Stack, plan: &mut Plan) {
         let fields: Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
         let (inputs, zones, _) = search_scope(stack, r, fields);
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_else(|| "?".into());
-        let zones = if zones.is_empty() { String::new() } else { format!(" in {}", zones.into_iter().collect::<Vec<_>>().join(" or ")) };
+        let zones = if zones.is_empty() {
+            String::new()
+        } else {
+            format!(" in {}", zones.into_iter().collect::<Vec<_>>().join(" or "))
+        };
         c.action = Action::Purchase(Offer::Offline(format!(
             "{}× {}{}, {} h starting between {} and {}: offering and price not looked up (--refresh=false); a refreshing plan searches them (max {} USD)",
             s("instance_count"),

@@ -18,10 +18,8 @@ use aws_sdk_ec2::types::{
     ResourceType, Tag,
 };
 
-use super::capacity_reservation::{
-    from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time,
-};
-use super::offering::{Purchase, fee, validate_window};
+use super::capacity_reservation::{from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time};
+use super::offering::{Purchase, bought_current, fee, normalize_window, validate_window};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -130,22 +128,12 @@ impl Kind for CapacityBlock {
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
-        for k in ["start_after", "start_before"] {
-            if let Some(Value::Str(t)) = inputs.get_mut(k)
-                && let Ok(ts) = parse_time(t)
-            {
-                *t = ts.to_string();
-            }
-        }
+        normalize_window(inputs);
     }
 
     /// A bought block's spec cannot drift; only its tags are read back.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
-        let mut cur = recorded.clone();
-        if let Some(t) = observed.get("tags") {
-            cur.insert("tags".into(), t.clone());
-        }
-        cur
+        bought_current(recorded, observed)
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {

@@ -26,7 +26,7 @@ use aws_sdk_sagemaker::types::{
     ClusterOrchestratorEksConfig, ClusterStatus, DeepHealthCheckType, VpcConfig,
 };
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, str_attr};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, str_attr, strings_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -48,10 +48,8 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(3600);
 
-const LIFECYCLE: &[Attr] = &[
-    Attr::req("source_s3_uri", Ty::Str, OnChange::Replace),
-    Attr::req("on_create", Ty::Str, OnChange::Replace),
-];
+const LIFECYCLE: &[Attr] =
+    &[Attr::req("source_s3_uri", Ty::Str, OnChange::Replace), Attr::req("on_create", Ty::Str, OnChange::Replace)];
 
 /// One instance group. What `UpdateCluster` may change for an existing group changes in
 /// place: the count (down to 0), lifecycle scripts (for nodes launched later), the training
@@ -155,8 +153,11 @@ impl Kind for HyperpodCluster {
             let at = g.key_span.clone().or(g.span.clone());
             if !valid_name(&name) {
                 diags.push(
-                    Diagnostic::error(format!("instance group \"{name}\" is not a HyperPod instance group name"), at.clone())
-                        .help("use 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit"),
+                    Diagnostic::error(
+                        format!("instance group \"{name}\" is not a HyperPod instance group name"),
+                        at.clone(),
+                    )
+                    .help("use 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit"),
                 );
             }
             let fields = crate::rules::table_exprs(&g);
@@ -166,32 +167,44 @@ impl Kind for HyperpodCluster {
                 && !t.starts_with("ml.")
             {
                 diags.push(
-                    Diagnostic::error(format!("`instance_groups.{name}.instance_type` = \"{t}\" is not a SageMaker instance type"), span("instance_type"))
-                        .help(format!("HyperPod names EC2 types with the ml. prefix: instance_type = \"ml.{t}\"")),
+                    Diagnostic::error(
+                        format!("`instance_groups.{name}.instance_type` = \"{t}\" is not a SageMaker instance type"),
+                        span("instance_type"),
+                    )
+                    .help(format!("HyperPod names EC2 types with the ml. prefix: instance_type = \"ml.{t}\"")),
                 );
             }
             if let Some(Value::Int(n)) = lit("threads_per_core")
                 && !(1..=2).contains(&n)
             {
                 diags.push(
-                    Diagnostic::error(format!("`instance_groups.{name}.threads_per_core` = {n} is not 1 or 2"), span("threads_per_core"))
-                        .help("1 turns HyperThreading off (the usual choice for GPU training), 2 keeps it on"),
+                    Diagnostic::error(
+                        format!("`instance_groups.{name}.threads_per_core` = {n} is not 1 or 2"),
+                        span("threads_per_core"),
+                    )
+                    .help("1 turns HyperThreading off (the usual choice for GPU training), 2 keeps it on"),
                 );
             }
             if let Some(Value::Int(n)) = lit("volume_size_gb")
                 && !(1..=16384).contains(&n)
             {
                 diags.push(
-                    Diagnostic::error(format!("`instance_groups.{name}.volume_size_gb` = {n} is outside 1 to 16384"), span("volume_size_gb"))
-                        .help("HyperPod's extra EBS volume is 1 to 16,384 GB (ClusterEbsVolumeConfig.VolumeSizeInGB)"),
+                    Diagnostic::error(
+                        format!("`instance_groups.{name}.volume_size_gb` = {n} is outside 1 to 16384"),
+                        span("volume_size_gb"),
+                    )
+                    .help("HyperPod's extra EBS volume is 1 to 16,384 GB (ClusterEbsVolumeConfig.VolumeSizeInGB)"),
                 );
             }
             if let Some(Value::Int(n)) = lit("instance_count")
                 && n < 0
             {
                 diags.push(
-                    Diagnostic::error(format!("`instance_groups.{name}.instance_count` = {n} is negative"), span("instance_count"))
-                        .help("a group has 0 or more instances"),
+                    Diagnostic::error(
+                        format!("`instance_groups.{name}.instance_count` = {n} is negative"),
+                        span("instance_count"),
+                    )
+                    .help("a group has 0 or more instances"),
                 );
             }
             if let Some(labels) = fields.get("labels") {
@@ -202,7 +215,10 @@ impl Kind for HyperpodCluster {
                                 format!("`instance_groups.{name}.labels`: \"{key}\" uses a prefix HyperPod reserves"),
                                 e.key_span.clone().or(e.span.clone()),
                             )
-                            .help(format!("pick a key outside {}, e.g. \"gpustack.io/capacity\"", RESERVED_LABEL_DOMAINS.join(", "))),
+                            .help(format!(
+                                "pick a key outside {}, e.g. \"gpustack.io/capacity\"",
+                                RESERVED_LABEL_DOMAINS.join(", ")
+                            )),
                         );
                     }
                 }
@@ -282,8 +298,8 @@ impl Kind for HyperpodCluster {
             .set_instance_groups(Some(groups(i)))
             .vpc_config(
                 VpcConfig::builder()
-                    .set_subnets(Some(strings(i, "subnets")))
-                    .set_security_group_ids(Some(strings(i, "security_groups")))
+                    .set_subnets(Some(strings_attr(i, "subnets")))
+                    .set_security_group_ids(Some(strings_attr(i, "security_groups")))
                     .build(),
             )
             .orchestrator(
@@ -373,9 +389,14 @@ impl Kind for HyperpodCluster {
             |c: Option<DescribeClusterOutput>| match c.as_ref().and_then(|c| c.cluster_status()) {
                 None => Status::Reached(false),
                 Some(ClusterStatus::Deleting) => Status::Reached(true),
-                Some(ClusterStatus::Creating | ClusterStatus::Updating | ClusterStatus::Systemupdating | ClusterStatus::Rollingback) => {
-                    Status::Pending(c.as_ref().and_then(|c| c.cluster_status()).map(|s| s.as_str().to_string()).unwrap_or_default())
-                }
+                Some(
+                    ClusterStatus::Creating
+                    | ClusterStatus::Updating
+                    | ClusterStatus::Systemupdating
+                    | ClusterStatus::Rollingback,
+                ) => Status::Pending(
+                    c.as_ref().and_then(|c| c.cluster_status()).map(|s| s.as_str().to_string()).unwrap_or_default(),
+                ),
                 Some(_) => Status::Reached(true),
             },
         )
@@ -410,15 +431,6 @@ impl Kind for HyperpodCluster {
     }
 }
 
-fn strings(i: &Attrs, k: &str) -> Vec<String> {
-    i.get(k)
-        .and_then(Value::as_list)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect()
-}
-
 /// The instance groups as `CreateCluster` and `UpdateCluster` take them, in name order.
 fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
     let Some(Value::Table(groups)) = i.get("instance_groups") else { return vec![] };
@@ -436,7 +448,10 @@ fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
                 .instance_count(i32_of(n("instance_count").unwrap_or(0)))
                 .execution_role(s("execution_role"))
                 .life_cycle_config(
-                    ClusterLifeCycleConfig::builder().source_s3_uri(lc("source_s3_uri")).on_create(lc("on_create")).build(),
+                    ClusterLifeCycleConfig::builder()
+                        .source_s3_uri(lc("source_s3_uri"))
+                        .on_create(lc("on_create"))
+                        .build(),
                 )
                 .set_threads_per_core(n("threads_per_core").map(i32_of));
             if let Some(plan) = g.get("training_plan").and_then(Value::as_str) {
@@ -543,10 +558,8 @@ fn observe(c: &DescribeClusterOutput, all: &BTreeMap<String, String>) -> Observe
         .iter()
         .filter_map(|g| Some((g.instance_group_name()?.to_string(), Value::Int(g.target_count()?.into()))))
         .collect();
-    let mut attrs = Attrs::from([
-        ("instance_groups".into(), Value::Table(groups)),
-        ("tags".into(), tags::observed(all)),
-    ]);
+    let mut attrs =
+        Attrs::from([("instance_groups".into(), Value::Table(groups)), ("tags".into(), tags::observed(all))]);
     if let Some(r) = c.node_recovery() {
         attrs.insert("node_recovery".into(), Value::str(r.as_str()));
     }
@@ -579,7 +592,8 @@ mod tests {
 
     #[test]
     fn reserved_label_prefixes_are_refused() {
-        for key in ["kubernetes.io/role", "node.kubernetes.io/x", "sagemaker.amazonaws.com/a", "karpenter.sh/nodepool"] {
+        for key in ["kubernetes.io/role", "node.kubernetes.io/x", "sagemaker.amazonaws.com/a", "karpenter.sh/nodepool"]
+        {
             assert!(reserved_label(key), "{key}");
         }
         for key in ["gpustack.io/capacity", "team", "example.com/kubernetes.io"] {

@@ -14,8 +14,8 @@ pub mod karpenter_controller;
 pub mod karpenter_pool;
 pub mod launch_template;
 mod nat_gateway;
-pub mod offering;
 pub mod node_group;
+pub mod offering;
 mod placement_group;
 mod priority_class;
 pub mod rendered;
@@ -361,6 +361,16 @@ impl Recorded {
 /// A string input (the planner has filled defaults and checked types).
 pub fn str_attr<'a>(a: &'a Attrs, k: &str) -> &'a str {
     a.get(k).and_then(|v| v.as_str()).unwrap_or_default()
+}
+
+/// A list-of-strings input; empty when absent.
+pub fn strings_attr(a: &Attrs, k: &str) -> Vec<String> {
+    a.get(k)
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
 }
 
 /// A boolean input; false when absent.

@@ -86,11 +86,35 @@ pub fn validate_window(r: &Resource, lead_days: i64, noun: &str, diags: &mut Vec
         if a > limit {
             diags.push(
                 Diagnostic::error(
-                    format!("`start_after` is more than {} weeks ahead; {noun} start at most {} weeks out", lead_days / 7, lead_days / 7),
+                    format!(
+                        "`start_after` is more than {} weeks ahead; {noun} start at most {} weeks out",
+                        lead_days / 7,
+                        lead_days / 7
+                    ),
                     at("start_after"),
                 )
                 .help("move the window closer, and plan again nearer the time"),
             );
         }
     }
+}
+
+/// A purchase's window in canonical form (RFC 3339 as jiff writes it), so equal times compare equal.
+pub fn normalize_window(inputs: &mut Attrs) {
+    for k in ["start_after", "start_before"] {
+        if let Some(Value::Str(t)) = inputs.get_mut(k)
+            && let Ok(ts) = parse_time(t)
+        {
+            *t = ts.to_string();
+        }
+    }
+}
+
+/// What was bought cannot drift: the recorded inputs, with only the tags read back.
+pub fn bought_current(recorded: &Attrs, observed: &Attrs) -> Attrs {
+    let mut cur = recorded.clone();
+    if let Some(t) = observed.get("tags") {
+        cur.insert("tags".into(), t.clone());
+    }
+    cur
 }

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::capacity_block::RETAINED;
 use super::capacity_reservation::{from_sdk_time, parse_time, to_sdk_time};
-use super::offering::{Purchase, fee, validate_window};
+use super::offering::{Purchase, bought_current, fee, normalize_window, validate_window};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -136,45 +136,44 @@ impl Kind for TrainingPlan {
                 format!("training plans sell {}", TYPES.join(", "))
             };
             diags.push(
-                Diagnostic::error(format!("`instance_type` = \"{t}\" is not sold as a training plan"), at("instance_type"))
-                    .help(help),
+                Diagnostic::error(
+                    format!("`instance_type` = \"{t}\" is not sold as a training plan"),
+                    at("instance_type"),
+                )
+                .help(help),
             );
         }
         if let Some(h) = lit("duration_hours").and_then(Value::as_int)
             && !valid_duration(h)
         {
             diags.push(
-                Diagnostic::error(format!("`duration_hours` = {h} is not a training plan length"), at("duration_hours"))
-                    .help("training plans last whole days: 24-hour steps from 24 to 4368 (182 days)"),
+                Diagnostic::error(
+                    format!("`duration_hours` = {h} is not a training plan length"),
+                    at("duration_hours"),
+                )
+                .help("training plans last whole days: 24-hour steps from 24 to 4368 (182 days)"),
             );
         }
         if let Some(n) = lit("instance_count").and_then(Value::as_int)
             && !COUNTS.contains(&n)
         {
             diags.push(
-                Diagnostic::error(format!("`instance_count` = {n} is not offered for training plans"), at("instance_count"))
-                    .help("training plans hold 1, 2, 4, 8, 16, 32 or 64 instances; buy several plans for other counts"),
+                Diagnostic::error(
+                    format!("`instance_count` = {n} is not offered for training plans"),
+                    at("instance_count"),
+                )
+                .help("training plans hold 1, 2, 4, 8, 16, 32 or 64 instances; buy several plans for other counts"),
             );
         }
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
-        for k in ["start_after", "start_before"] {
-            if let Some(Value::Str(t)) = inputs.get_mut(k)
-                && let Ok(ts) = parse_time(t)
-            {
-                *t = ts.to_string();
-            }
-        }
+        normalize_window(inputs);
     }
 
     /// A bought plan's spec cannot drift; only its tags are read back.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
-        let mut cur = recorded.clone();
-        if let Some(t) = observed.get("tags") {
-            cur.insert("tags".into(), t.clone());
-        }
-        cur
+        bought_current(recorded, observed)
     }
 
     async fn offerings(&self, ctx: &Ctx, inputs: &Attrs) -> Result<Vec<Purchase>> {
@@ -198,10 +197,15 @@ impl Kind for TrainingPlan {
         }
         // The offering the plan showed, as it is now.
         let now = search(ctx, req.inputs).await?;
-        let Some(offer) = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str())) else {
+        let Some(offer) = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str()))
+        else {
             return Err(refusal(&format!(
                 "the planned offering {} ({}× {} in {}, starting {}) is no longer available; nothing was bought. Run `gpustack plan` to see the current offerings",
-                planned.offering_id, planned.instance_count, planned.instance_type, planned.availability_zone, planned.start
+                planned.offering_id,
+                planned.instance_count,
+                planned.instance_type,
+                planned.availability_zone,
+                planned.start
             )));
         };
         let fee = fee(offer.upfront_fee());
@@ -275,7 +279,8 @@ impl Kind for TrainingPlan {
     /// `gpustack:retained-from`, so later runs neither adopt it by tag nor list it as a stray;
     /// the same address declared again gets it back.
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        let retained = aws_sdk_sagemaker::types::Tag::builder().key(RETAINED).value(format!("{} {address}", ctx.stack)).build();
+        let retained =
+            aws_sdk_sagemaker::types::Tag::builder().key(RETAINED).value(format!("{} {address}", ctx.stack)).build();
         let call = ctx.sagemaker.add_tags().resource_arn(id).tags(retained);
         ctx.call(Service::SageMaker, "AddTags", call.send()).await?;
         let call = ctx.sagemaker.delete_tags().resource_arn(id).tag_keys(tags::STACK).tag_keys(tags::ADDRESS);
@@ -438,7 +443,11 @@ async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
 }
 
 /// A plan of this stack as refresh sees it: tagged for an address, or retained from one.
-fn observe(ctx: &Ctx, d: &DescribeTrainingPlanOutput, all: &std::collections::BTreeMap<String, String>) -> Option<Observed> {
+fn observe(
+    ctx: &Ctx,
+    d: &DescribeTrainingPlanOutput,
+    all: &std::collections::BTreeMap<String, String>,
+) -> Option<Observed> {
     let rec = recorded_with(d, all);
     let attrs = Attrs::from([
         ("instance_count".into(), Value::Int(d.total_instance_count().unwrap_or(0).into())),

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, VpcEndpoint, VpcEndpointType};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -122,12 +122,12 @@ impl Kind for VpcEndpointKind {
         if is_gateway(service) {
             call = call
                 .vpc_endpoint_type(VpcEndpointType::Gateway)
-                .set_route_table_ids(Some(route_tables(ctx, vpc, &strings(inp, "subnets")).await?));
+                .set_route_table_ids(Some(route_tables(ctx, vpc, &strings_attr(inp, "subnets")).await?));
         } else {
             call = call
                 .vpc_endpoint_type(VpcEndpointType::Interface)
-                .set_subnet_ids(Some(strings(inp, "subnets")))
-                .set_security_group_ids(Some(strings(inp, "security_groups")).filter(|g| !g.is_empty()))
+                .set_subnet_ids(Some(strings_attr(inp, "subnets")))
+                .set_security_group_ids(Some(strings_attr(inp, "security_groups")).filter(|g| !g.is_empty()))
                 .private_dns_enabled(true);
         }
         let out = ctx.call(Service::Ec2, "CreateVpcEndpoint", call.send()).await?;
@@ -199,7 +199,7 @@ impl Kind for VpcEndpointKind {
     ) -> Result<Recorded> {
         let has = |k: &str| changed.iter().any(|c| c == k);
         let diff = |k: &str| {
-            let (o, n) = (strings(old, k), strings(new, k));
+            let (o, n) = (strings_attr(old, k), strings_attr(new, k));
             let add: Vec<String> = n.iter().filter(|x| !o.contains(x)).cloned().collect();
             let remove: Vec<String> = o.iter().filter(|x| !n.contains(x)).cloned().collect();
             (add, remove)
@@ -209,8 +209,8 @@ impl Kind for VpcEndpointKind {
             if is_gateway(str_attr(new, "service")) {
                 let vpc = str_attr(new, "vpc");
                 let (o, n) = (
-                    route_tables(ctx, vpc, &strings(old, "subnets")).await?,
-                    route_tables(ctx, vpc, &strings(new, "subnets")).await?,
+                    route_tables(ctx, vpc, &strings_attr(old, "subnets")).await?,
+                    route_tables(ctx, vpc, &strings_attr(new, "subnets")).await?,
                 );
                 call = call
                     .set_add_route_table_ids(Some(n.iter().filter(|x| !o.contains(x)).cloned().collect()))
@@ -270,15 +270,6 @@ fn state_is(e: &VpcEndpoint, any: &[&str]) -> bool {
 fn service_name(ctx: &Ctx, service: &str) -> String {
     let region = ctx.ec2.config().region().map(|r| r.as_ref().to_string()).unwrap_or_default();
     format!("com.amazonaws.{region}.{service}")
-}
-
-fn strings(a: &Attrs, k: &str) -> Vec<String> {
-    a.get(k)
-        .and_then(Value::as_list)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect()
 }
 
 /// The route tables `subnets` use: each one's associated table, else the VPC's main table.

@@ -63,10 +63,10 @@ fn way_out(stack: &Stack, subnet: &Resource, many_interfaces: bool, internet: bo
 /// S3: SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
 pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
-    let users =
-        stack.resources.iter().filter(|r| {
-            matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache" | "hyperpod_cluster")
-        });
+    let users = stack
+        .resources
+        .iter()
+        .filter(|r| matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache" | "hyperpod_cluster"));
     for r in users {
         let (attr, subnets): (&str, Vec<&Resource>) = match r.kind.name() {
             "node_group" | "karpenter_pool" | "hyperpod_cluster" => ("subnets", subnet_resources(stack, r)),

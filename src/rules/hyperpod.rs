@@ -33,9 +33,9 @@ pub(crate) fn groups(r: &Resource) -> BTreeMap<String, (Expr, BTreeMap<String, E
 pub(crate) fn clusters_on_plan<'a>(stack: &'a Stack, plan: &str) -> Vec<&'a Resource> {
     clusters(stack)
         .filter(|c| {
-            groups(c).values().any(|(_, g)| {
-                g.get("training_plan").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == plan)
-            })
+            groups(c)
+                .values()
+                .any(|(_, g)| g.get("training_plan").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == plan))
         })
         .collect()
 }
@@ -71,8 +71,11 @@ fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
             && !v.starts_with("arn:")
         {
             d.push(
-                Diagnostic::error(format!("`{}`: `eks_cluster` must be the EKS cluster's ARN, not \"{v}\"", c.address), e.span.clone())
-                    .help("write eks_cluster = \"${eks_cluster.NAME.arn}\""),
+                Diagnostic::error(
+                    format!("`{}`: `eks_cluster` must be the EKS cluster's ARN, not \"{v}\"", c.address),
+                    e.span.clone(),
+                )
+                .help("write eks_cluster = \"${eks_cluster.NAME.arn}\""),
             );
         }
         return;
@@ -92,7 +95,10 @@ fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
     if mode == "CONFIG_MAP" {
         d.push(
             Diagnostic::error(
-                format!("`{}` runs on `{}`, whose authentication_mode is CONFIG_MAP: HyperPod needs EKS access entries", c.address, eks.address),
+                format!(
+                    "`{}` runs on `{}`, whose authentication_mode is CONFIG_MAP: HyperPod needs EKS access entries",
+                    c.address, eks.address
+                ),
                 span(eks, "authentication_mode"),
             )
             .help("set authentication_mode = \"API\" (or \"API_AND_CONFIG_MAP\") on the EKS cluster"),
@@ -109,7 +115,10 @@ fn network(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
         if lit(sn, "public").and_then(|v| v.as_bool()) == Some(true) {
             d.push(
                 Diagnostic::error(
-                    format!("`{}` runs in `{}`, a public subnet: HyperPod clusters need private subnets", c.address, sn.address),
+                    format!(
+                        "`{}` runs in `{}`, a public subnet: HyperPod clusters need private subnets",
+                        c.address, sn.address
+                    ),
                     span(c, "subnets"),
                 )
                 .help("use private subnets with a NAT gateway (or an S3 gateway endpoint and the node endpoints)"),
@@ -149,7 +158,9 @@ fn execution_role(stack: &Stack, c: &Resource, name: &str, fields: &BTreeMap<Str
     let Some(role) = fields.get("execution_role") else { return };
     for r in stack.resources.iter().filter(|r| r.values_ok) {
         let (attr, what) = match r.kind.name() {
-            "eks_access_entry" => ("principal_arn", "an access entry for it, which HyperPod makes itself (EKS allows one per principal)"),
+            "eks_access_entry" => {
+                ("principal_arn", "an access entry for it, which HyperPod makes itself (EKS allows one per principal)")
+            }
             "node_group" | "karpenter_pool" => ("node_role", "it as its node role; HyperPod needs a role of its own"),
             _ => continue,
         };
@@ -250,19 +261,32 @@ fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
 pub(crate) fn is_efa_type(t: &str) -> bool {
     let ec2 = t.strip_prefix("ml.").unwrap_or(t);
     (ec2.starts_with("p4") || ec2.starts_with("p5") || ec2.starts_with("p6") || ec2.starts_with("trn"))
-        && (ec2.ends_with("24xlarge") || ec2.ends_with("32xlarge") || ec2.ends_with("36xlarge") || ec2.ends_with("48xlarge"))
+        && (ec2.ends_with("24xlarge")
+            || ec2.ends_with("32xlarge")
+            || ec2.ends_with("36xlarge")
+            || ec2.ends_with("48xlarge"))
 }
 
 /// A group on a training plan of the stack runs the plan's type, within its count, on a
 /// plan sold for HyperPod whose window has not passed.
-fn on_plan(stack: &Stack, c: &Resource, name: &str, g: &Expr, fields: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
+fn on_plan(
+    stack: &Stack,
+    c: &Resource,
+    name: &str,
+    g: &Expr,
+    fields: &BTreeMap<String, Expr>,
+    d: &mut Vec<Diagnostic>,
+) {
     let Some(plan_ref) = fields.get("training_plan") else { return };
     let at = |k: &str| fields.get(k).and_then(|e| e.span.clone()).or(g.span.clone());
     let Some(x) = plan_ref.as_single_ref() else { return };
     let Some(plan) = stack.get(&x.address).filter(|p| p.kind.name() == "training_plan") else {
         d.push(
             Diagnostic::error(
-                format!("`{}`: instance group {name}'s training_plan refers to `{}`, which is not a training_plan", c.address, x.address),
+                format!(
+                    "`{}`: instance group {name}'s training_plan refers to `{}`, which is not a training_plan",
+                    c.address, x.address
+                ),
                 plan_ref.span.clone(),
             )
             .help("write training_plan = \"${training_plan.NAME.arn}\""),
@@ -272,7 +296,10 @@ fn on_plan(stack: &Stack, c: &Resource, name: &str, g: &Expr, fields: &BTreeMap<
     if x.output != "arn" {
         d.push(
             Diagnostic::error(
-                format!("`{}`: instance group {name}'s training_plan takes the plan's ARN, not its {}", c.address, x.output),
+                format!(
+                    "`{}`: instance group {name}'s training_plan takes the plan's ARN, not its {}",
+                    c.address, x.output
+                ),
                 plan_ref.span.clone(),
             )
             .help(format!("write training_plan = \"${{{}.arn}}\"", plan.address)),
@@ -296,7 +323,9 @@ fn on_plan(stack: &Stack, c: &Resource, name: &str, g: &Expr, fields: &BTreeMap<
     // Every group of the stack on this plan shares its instances.
     let on_this: i64 = clusters(stack)
         .flat_map(|k| groups(k).into_values())
-        .filter(|(_, f)| f.get("training_plan").and_then(|e| e.as_single_ref()).is_some_and(|y| y.address == plan.address))
+        .filter(|(_, f)| {
+            f.get("training_plan").and_then(|e| e.as_single_ref()).is_some_and(|y| y.address == plan.address)
+        })
         .filter_map(|(_, f)| group_lit(&f, "instance_count").and_then(|v| v.as_int()))
         .sum();
     if let (Some(n), Some(r)) = (count, reserved)
@@ -321,7 +350,10 @@ fn on_plan(stack: &Stack, c: &Resource, name: &str, g: &Expr, fields: &BTreeMap<
     {
         d.push(
             Diagnostic::error(
-                format!("`{}`: instance group {name} runs on `{}`, which is bought for {t}, not HyperPod", c.address, plan.address),
+                format!(
+                    "`{}`: instance group {name} runs on `{}`, which is bought for {t}, not HyperPod",
+                    c.address, plan.address
+                ),
                 span(plan, "target"),
             )
             .help("set target = \"hyperpod-cluster\" on the training plan"),
@@ -360,7 +392,10 @@ fn health_checks(c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &
     if !(ec2.starts_with('p') || ec2.starts_with('g') || ec2.starts_with("trn")) {
         d.push(
             Diagnostic::error(
-                format!("`{}`: instance group {name} runs {t}, which has no GPU or Trainium chip for deep health checks", c.address),
+                format!(
+                    "`{}`: instance group {name} runs {t}, which has no GPU or Trainium chip for deep health checks",
+                    c.address
+                ),
                 fields.get("deep_health_checks").and_then(|e| e.span.clone()).or(c.span.clone()),
             )
             .help("remove deep_health_checks from this group; they run on P, G and Trn types"),

@@ -45,7 +45,8 @@ fn plans(env: &Env) -> Vec<(String, String, Vec<(String, String)>)> {
         for p in out.training_plan_summaries() {
             let arn = p.training_plan_arn().unwrap().to_string();
             let tags = sm.list_tags().resource_arn(&arn).send().await.unwrap();
-            let tags = tags.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
+            let tags =
+                tags.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
             all.push((p.training_plan_name().unwrap().to_string(), p.status().unwrap().as_str().to_string(), tags));
         }
         all
@@ -212,7 +213,8 @@ fn the_shipped_hybrid_example_applies_updates_in_place_renders_and_destroys() {
     assert_eq!(g.target_count(), Some(2));
     assert_eq!(g.threads_per_core(), Some(1));
     assert_eq!(g.on_start_deep_health_checks().len(), 2);
-    let labels = g.kubernetes_config().and_then(|k| k.current_labels().or(k.desired_labels())).cloned().unwrap_or_default();
+    let labels =
+        g.kubernetes_config().and_then(|k| k.current_labels().or(k.desired_labels())).cloned().unwrap_or_default();
     assert_eq!(labels.get("gpustack.io/capacity").map(String::as_str), Some("baseline"), "{g:?}");
 
     let again = env.run(&[&["plan", "--detailed-exitcode", "h.toml"][..], &vars[..]].concat());
@@ -237,7 +239,9 @@ fn the_shipped_hybrid_example_applies_updates_in_place_renders_and_destroys() {
     // The Kubernetes side: Karpenter pools, priority classes, the HyperPod chart's values.
     run(&["manifests", "--out", "k8s"]);
     let written = files(&env.path("k8s"));
-    for f in ["karpenter/spot.yaml", "karpenter/ondemand.yaml", "priority-classes.yaml", "hyperpod-dependencies/values.yaml"] {
+    for f in
+        ["karpenter/spot.yaml", "karpenter/ondemand.yaml", "priority-classes.yaml", "hyperpod-dependencies/values.yaml"]
+    {
         assert!(written.contains_key(f), "{f}: {:?}", written.keys());
     }
     let deps = String::from_utf8(written["hyperpod-dependencies/values.yaml"].clone()).unwrap();
@@ -315,8 +319,16 @@ fn hyperpod_mistakes_are_refused_before_any_call() {
             "which has an access entry for it, which HyperPod makes itself",
         ),
         ("duration_hours  = 336", "duration_hours  = 100", "`duration_hours` = 100 is not a training plan length"),
-        ("instance_count  = 2\nduration_hours", "instance_count  = 3\nduration_hours", "`instance_count` = 3 is not offered for training plans"),
-        ("\"ml.p5.48xlarge\"\ninstance_count  = 2", "\"p5.48xlarge\"\ninstance_count  = 2", "instance_type = \"ml.p5.48xlarge\""),
+        (
+            "instance_count  = 2\nduration_hours",
+            "instance_count  = 3\nduration_hours",
+            "`instance_count` = 3 is not offered for training plans",
+        ),
+        (
+            "\"ml.p5.48xlarge\"\ninstance_count  = 2",
+            "\"p5.48xlarge\"\ninstance_count  = 2",
+            "instance_type = \"ml.p5.48xlarge\"",
+        ),
     ];
     for (from, to, expected) in cases {
         assert!(text.contains(from), "the example has {from:?}");
@@ -327,13 +339,17 @@ fn hyperpod_mistakes_are_refused_before_any_call() {
         assert!(r.stderr.contains("bad.toml:"), "{r:?}");
     }
     // p5 groups need an EFA security group among the cluster's.
-    let no_efa = text
-        .replace("efa         = true", "efa         = false")
-        .replace("\"${security_group.efa.id}\", \"${eks_cluster.main.security_group_id}\"", "\"${security_group.efa.id}\"");
+    let no_efa = text.replace("efa         = true", "efa         = false").replace(
+        "\"${security_group.efa.id}\", \"${eks_cluster.main.security_group_id}\"",
+        "\"${security_group.efa.id}\"",
+    );
     env.write("noefa.toml", &no_efa);
     let r = env.run(&["validate", "noefa.toml"]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("runs ml.p5.48xlarge with EFA, but none of its security groups allows EFA traffic"), "{r:?}");
+    assert!(
+        r.stderr.contains("runs ml.p5.48xlarge with EFA, but none of its security groups allows EFA traffic"),
+        "{r:?}"
+    );
 
     // A bucket not named sagemaker-* is a warning, not an error.
     env.write("warn.toml", &text.replace("s3://sagemaker-hybrid-lifecycle/", "s3://team-lifecycle/"));
