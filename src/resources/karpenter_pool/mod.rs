@@ -28,17 +28,36 @@ use crate::value::{Attrs, Value};
 
 /// Taint effects as Kubernetes spells them, for the device plugins' tolerations (`manifests`).
 pub use super::launch_template::userdata::k8s_effect;
-pub use render::{DEFAULT_DATA_GIB, ROOT_GIB, efa_layout, network_interfaces};
+pub use render::{DEFAULT_DATA_GIB, ROOT_GIB, advertised_per_gpu, efa_layout, limit_resource, network_interfaces};
 
 pub struct KarpenterPool;
 
 /// `karpenter.sh/capacity-type` values, in the order Karpenter prefers them (aws-facts §10).
 pub const CAPACITY_TYPES: &[&str] = &["reserved", "spot", "on-demand"];
 
-const DISRUPTION: &[Attr] = &[
-    Attr::opt("consolidate_after", Ty::Str, Default::None, OnChange::Update),
+/// `spec.disruption.consolidationPolicy` of the NodePool CRD (karpenter.sh_nodepools.yaml,
+/// v1.14.1; `Balanced` is new in 1.14.0: kubernetes-sigs/karpenter `pkg/apis/v1/nodepool.go`).
+pub const POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"];
+
+/// The disruption reasons a budget may name (`+kubebuilder:validation:Enum={Underutilized,Empty,Drifted}`,
+/// kubernetes-sigs/karpenter v1.14.1 `pkg/apis/v1/nodepool.go`).
+pub const BUDGET_REASONS: &[&str] = &["Empty", "Drifted", "Underutilized"];
+
+/// One NodePool disruption budget (`spec.disruption.budgets[]`, same source).
+const BUDGET: &[Attr] = &[
     // A node count ("1") or a percentage ("10%"): an integer is taken as a count.
+    Attr::req("nodes", Ty::Any, OnChange::Update),
+    Attr::opt("reasons", Ty::List(&Ty::Enum(BUDGET_REASONS)), Default::None, OnChange::Update),
+    Attr::opt("schedule", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("duration", Ty::Str, Default::None, OnChange::Update),
+];
+
+const DISRUPTION: &[Attr] = &[
+    Attr::opt("policy", Ty::Enum(POLICIES), Default::None, OnChange::Update),
+    Attr::opt("consolidate_after", Ty::Str, Default::None, OnChange::Update),
+    // The one-budget shorthand: a node count ("1") or a percentage ("10%").
     Attr::opt("budget", Ty::Any, Default::None, OnChange::Update),
+    Attr::opt("budgets", Ty::List(&Ty::Object(BUDGET)), Default::None, OnChange::Update),
     Attr::opt("expire_after", Ty::Str, Default::None, OnChange::Update),
     Attr::opt("termination_grace_period", Ty::Str, Default::None, OnChange::Update),
 ];
@@ -56,7 +75,8 @@ const OWN_ATTRS: &[Attr] = &[
     Attr::opt("capacity_reservations", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
     Attr::opt("instance_types", Ty::List(&Ty::Str), Default::None, OnChange::Update),
     Attr::opt("instance_families", Ty::List(&Ty::Str), Default::None, OnChange::Update),
-    Attr::req("gpu_limit", Ty::Int, OnChange::Update),
+    // Physical accelerators; required where it binds (NVIDIA and Neuron pools: rules::karpenter).
+    Attr::opt("gpu_limit", Ty::Int, Default::None, OnChange::Update),
     Attr::opt("ami", Ty::Str, Default::Str("bottlerocket@latest"), OnChange::Update),
     Attr::opt("placement_group", Ty::Str, Default::None, OnChange::Update),
     Attr::opt("node_labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
@@ -93,40 +113,66 @@ impl Schema for KarpenterPool {
     }
 }
 
-/// The GPU-sane disruption defaults (DESIGN.md "The Kubernetes side"). A reserved pool is
-/// paid for whether its nodes run or not: it consolidates only empty nodes, after an hour,
-/// and never expires them (its AMI is pinned, so expiry would only restart training on the
-/// same image). Others consolidate underused nodes after ten minutes and expire after 30 days
-/// (Karpenter's default `expireAfter`). Every pool disrupts one GPU node at a time, and gives
-/// a draining node an hour before it is terminated (Karpenter's default is to wait forever).
+/// The GPU-sane disruption defaults (DESIGN.md "The Kubernetes side", "Round 3 contracts").
+/// A pool of reserved capacity only is paid for whether its nodes run or not: it consolidates
+/// only empty nodes, after an hour, and never expires them (its AMI is pinned, so expiry would
+/// only restart training on the same image). A pool that may also launch Spot or On-Demand
+/// consolidates underused nodes after ten minutes, so overflow moves back into the paid
+/// reservation ("Since ODCRs are pre-paid, Karpenter will model them as free and consolidate
+/// spot / on-demand nodes when possible": Karpenter docs v1.14 `tasks/odcrs.md`), and expires
+/// after 30 days (Karpenter's default `expireAfter`). Every pool disrupts one GPU node at a time.
+///
+/// `terminationGracePeriod`: set, it lets Drift disrupt a node "even if there are pods with
+/// blocking PDBs or the `karpenter.sh/do-not-disrupt` annotation" (Karpenter docs v1.14
+/// `concepts/disruption.md` §terminationGracePeriod). Pools that hold jobs worth protecting
+/// (reserved capacity, or multi-node training: see [`protects_jobs`]) get none, Karpenter's
+/// default of waiting for the pods; others give a draining node an hour.
 pub struct Disruption {
     pub policy: &'static str,
     pub consolidate_after: &'static str,
     pub expire_after: &'static str,
     pub budget: &'static str,
-    pub termination_grace_period: &'static str,
+    pub termination_grace_period: Option<&'static str>,
 }
 
-pub fn default_disruption(reserved: bool) -> Disruption {
+/// The defaults for a pool with these capacity types, protecting jobs or not.
+pub fn default_disruption(capacity_types: &[&str], protects_jobs: bool) -> Disruption {
+    let only_reserved = !capacity_types.is_empty() && capacity_types.iter().all(|c| *c == "reserved");
     Disruption {
-        policy: if reserved { "WhenEmpty" } else { "WhenEmptyOrUnderutilized" },
-        consolidate_after: if reserved { "1h" } else { "10m" },
-        expire_after: if reserved { "Never" } else { "720h" },
+        policy: if only_reserved { "WhenEmpty" } else { "WhenEmptyOrUnderutilized" },
+        consolidate_after: if only_reserved { "1h" } else { "10m" },
+        expire_after: if only_reserved { "Never" } else { "720h" },
         budget: "1",
-        termination_grace_period: "1h",
+        termination_grace_period: (!protects_jobs).then_some("1h"),
     }
 }
 
+/// A pool whose running jobs a drift must not kill: one that may use reserved capacity (paid
+/// for, usually booked for a job), or a training pool (EFA or a placement group: the layout
+/// of multi-node training, whose jobs run for days).
+pub fn protects_jobs(capacity_types: &[&str], inputs: &Attrs) -> bool {
+    capacity_types.contains(&"reserved") || training(inputs)
+}
+
 /// Default `weight` (1–100, higher fills first): reserved pools before Spot, Spot before
-/// On-Demand, so the capacity already paid for is used first and burst goes to Spot.
-pub fn default_weight(capacity_types: &[&str]) -> i64 {
+/// On-Demand, so the capacity already paid for is used first and burst goes to Spot. Of the
+/// reserved pools, a training pool (see [`protects_jobs`]) comes after the others: a pod that
+/// selects no pool then lands on inference capacity rather than on a training block, as
+/// Karpenter tries pools by weight and ties by name (kubernetes-sigs/karpenter v1.14.1
+/// `pkg/utils/nodepool/nodepool.go`, `OrderByWeight`).
+pub fn default_weight(capacity_types: &[&str], training: bool) -> i64 {
     if capacity_types.contains(&"reserved") {
-        50
+        if training { 40 } else { 50 }
     } else if capacity_types.contains(&"spot") {
         20
     } else {
         10
     }
+}
+
+/// A training pool: EFA or a placement group.
+pub fn training(inputs: &Attrs) -> bool {
+    inputs.contains_key("efa") || inputs.contains_key("placement_group")
 }
 
 #[async_trait]
@@ -167,19 +213,12 @@ impl Kind for KarpenterPool {
             .iter()
             .filter_map(Value::as_str)
             .collect();
-        let (weight, defaults) = (default_weight(&capacity), default_disruption(capacity.contains(&"reserved")));
+        let weight = default_weight(&capacity, training(inputs));
+        let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
         inputs.entry("weight".into()).or_insert(Value::Int(weight));
         let disruption = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
         if let Value::Table(t) = disruption {
-            t.entry("consolidate_after".into()).or_insert(Value::str(defaults.consolidate_after));
-            t.entry("expire_after".into()).or_insert(Value::str(defaults.expire_after));
-            t.entry("termination_grace_period".into()).or_insert(Value::str(defaults.termination_grace_period));
-            let budget = match t.remove("budget") {
-                Some(Value::Int(n)) => Value::str(n.to_string()),
-                Some(v) => v,
-                None => Value::str(defaults.budget),
-            };
-            t.insert("budget".into(), budget);
+            normalize_disruption(t, &defaults);
         }
         if let Some(Value::Table(efa)) = inputs.get_mut("efa") {
             efa.entry("interfaces".into()).or_insert(Value::str("max"));
@@ -263,6 +302,34 @@ impl Kind for KarpenterPool {
     async fn delete(&self, _ctx: &Ctx, _a: &str, _id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         Ok(())
     }
+}
+
+/// The defaults filled into `disruption`; budgets' node counts as Karpenter's strings. The
+/// `budget` shorthand stands for one budget and is kept only when `budgets` is not written.
+fn normalize_disruption(t: &mut BTreeMap<String, Value>, defaults: &Disruption) {
+    t.entry("policy".into()).or_insert(Value::str(defaults.policy));
+    t.entry("consolidate_after".into()).or_insert(Value::str(defaults.consolidate_after));
+    t.entry("expire_after".into()).or_insert(Value::str(defaults.expire_after));
+    if let Some(tgp) = defaults.termination_grace_period {
+        t.entry("termination_grace_period".into()).or_insert(Value::str(tgp));
+    }
+    let count = |v: Value| match v {
+        Value::Int(n) => Value::str(n.to_string()),
+        other => other,
+    };
+    if let Some(Value::List(budgets)) = t.get_mut("budgets") {
+        for b in budgets.iter_mut().filter_map(|b| match b {
+            Value::Table(b) => Some(b),
+            _ => None,
+        }) {
+            if let Some(n) = b.remove("nodes") {
+                b.insert("nodes".into(), count(n));
+            }
+        }
+        return;
+    }
+    let budget = t.remove("budget").map_or(Value::str(defaults.budget), count);
+    t.insert("budget".into(), budget);
 }
 
 fn outputs(inputs: &Attrs, alias: String) -> Attrs {

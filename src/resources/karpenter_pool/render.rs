@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{CAPACITY_TYPES, default_disruption};
+use super::{CAPACITY_TYPES, default_disruption, protects_jobs};
 use crate::aws::catalog;
 use crate::resources::launch_template::userdata::{self, k8s_effect};
 use crate::resources::{Manifest, rendered, str_attr};
@@ -199,21 +199,110 @@ fn requirements(inputs: &Attrs) -> Json {
     Json::Array(req)
 }
 
+/// The pool's capacity types as normalized (Karpenter's order).
+fn capacity_types(inputs: &Attrs) -> Vec<&str> {
+    list(inputs, "capacity_types").iter().filter_map(Value::as_str).collect()
+}
+
+/// One `budgets[]` entry: `nodes`, and `reasons`, `schedule`, `duration` when written.
+fn budget(b: &Attrs) -> Json {
+    let mut out = Map::new();
+    for k in ["nodes", "reasons", "schedule", "duration"] {
+        let v = match b.get(k) {
+            Some(Value::List(l)) => Json::Array(l.iter().map(text).collect()),
+            Some(v) => text(v),
+            None => continue,
+        };
+        out.insert(k.into(), v);
+    }
+    Json::Object(out)
+}
+
+/// `spec.disruption` of the NodePool, and the disruption fields of its template
+/// (`expireAfter`, and `terminationGracePeriod` only when set: see [`super::Disruption`]).
+/// The normalized inputs carry the defaults; they are filled here too for inputs recorded
+/// by an older gpustack, whose YAML the plan renders for its diff.
 fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
-    let reserved = list(inputs, "capacity_types").iter().any(|v| v.as_str() == Some("reserved"));
-    let defaults = default_disruption(reserved);
+    let capacity = capacity_types(inputs);
+    let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
     let d = inputs.get("disruption").and_then(Value::as_table);
     let get = |k: &str, default: &str| d.and_then(|t| t.get(k)).map_or(json!(default), text);
+    let budgets = match d.and_then(|t| t.get("budgets")).and_then(Value::as_list) {
+        Some(l) => l.iter().filter_map(Value::as_table).map(budget).collect(),
+        None => vec![json!({ "nodes": get("budget", defaults.budget) })],
+    };
     let pool = json!({
-        "consolidationPolicy": defaults.policy,
+        "consolidationPolicy": get("policy", defaults.policy),
         "consolidateAfter": get("consolidate_after", defaults.consolidate_after),
-        "budgets": [{ "nodes": get("budget", defaults.budget) }],
+        "budgets": budgets,
     });
     let mut template = Map::new();
     template.insert("expireAfter".into(), get("expire_after", defaults.expire_after));
-    template
-        .insert("terminationGracePeriod".into(), get("termination_grace_period", defaults.termination_grace_period));
+    if let Some(tgp) = d.and_then(|t| t.get("termination_grace_period")) {
+        template.insert("terminationGracePeriod".into(), text(tgp));
+    }
     (pool, template)
+}
+
+/// The resource a pool's `gpu_limit` caps: what its nodes report and Karpenter charges the
+/// limit with (a registered node's capacity: kubernetes-sigs/karpenter v1.14.1
+/// `pkg/controllers/state/statenode.go` `Capacity()`). Neuron devices
+/// (`aws.amazon.com/neuron`, karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`
+/// `awsNeuronDevices`) for a pool of Inferentia and Trainium types only, else NVIDIA GPUs.
+pub fn limit_resource(types: &[String], families: &[String]) -> &'static str {
+    let neuron = |t: &String| t.starts_with("trn") || t.starts_with("inf");
+    let all: Vec<&String> = types.iter().chain(families).collect();
+    if !all.is_empty() && all.into_iter().all(neuron) { "aws.amazon.com/neuron" } else { "nvidia.com/gpu" }
+}
+
+/// How many `nvidia.com/gpu` one physical GPU is advertised as on a pool's node: the
+/// replicas of time-slicing and MPS (a pool keeps the name `nvidia.com/gpu`: see
+/// [`keep_gpu_name`]; "the plugin would now advertise 80 `nvidia.com/gpu`" for 10 replicas
+/// of 8 GPUs, NVIDIA/k8s-device-plugin README), the slices of a MIG layout (Bottlerocket's
+/// plugin runs MIG with `migStrategy: "single"`, which advertises each slice as
+/// `nvidia.com/gpu`: bottlerocket-core-kit `packages/nvidia-k8s-device-plugin/nvidia-k8s-device-plugin-conf.in`),
+/// else 1. `mig_key` picks the GPU's entry of `mig_profile`; None takes the first.
+pub fn advertised_per_gpu(sharing: Option<&Attrs>, mig_key: Option<&str>) -> i64 {
+    let Some(s) = sharing else { return 1 };
+    match s.get("strategy").and_then(Value::as_str) {
+        Some("time-slicing" | "mps") => s.get("replicas").and_then(Value::as_int).unwrap_or(1).max(1),
+        Some("mig") => {
+            let profile = s.get("mig_profile").and_then(Value::as_table);
+            let entry = match mig_key {
+                Some(k) => profile.and_then(|p| p.get_key_value(k)),
+                None => profile.and_then(|p| p.iter().next()),
+            };
+            entry.and_then(|(k, v)| mig_slices(k, v.as_str()?)).unwrap_or(1)
+        }
+        _ => 1,
+    }
+}
+
+/// The slices of one `mig_profile` entry: its count, or the count of its profile
+/// (`"h100.80gb" = "1g.10gb"` → 7), from the MIG manager's table.
+fn mig_slices(key: &str, value: &str) -> Option<i64> {
+    let model = catalog::MIG_MODELS.iter().find(|m| m.key == key)?;
+    let (n, _) = model.layouts.iter().find(|(n, p)| *n == value || *p == value)?;
+    n.parse().ok()
+}
+
+/// `spec.limits`: `gpu_limit` physical accelerators, counted as the nodes report them
+/// ([`advertised_per_gpu`]), so that exactly the capacity the user meant is admitted. None
+/// without `gpu_limit` (a CPU pool; the rules require it where it binds).
+fn limits(inputs: &Attrs) -> Option<Json> {
+    let limit = inputs.get("gpu_limit")?;
+    let resource = limit_resource(&strs(inputs, "instance_types"), &strs(inputs, "instance_families"));
+    let per_gpu = match resource {
+        "nvidia.com/gpu" => advertised_per_gpu(inputs.get("gpu_sharing").and_then(Value::as_table), None),
+        _ => 1,
+    };
+    let value = match limit {
+        Value::Int(n) => json!(n.saturating_mul(per_gpu)),
+        other => text(other),
+    };
+    let mut out = Map::new();
+    out.insert(resource.into(), value);
+    Some(Json::Object(out))
 }
 
 /// The NodePool.
@@ -250,17 +339,18 @@ fn node_pool(address: &str, inputs: &Attrs) -> Json {
         template.insert("metadata".into(), json!({ "labels": labels }));
     }
     template.insert("spec".into(), Json::Object(template_spec));
-    let gpu_limit = inputs.get("gpu_limit").map_or(Json::Null, text);
+    let mut spec = Map::new();
+    spec.insert("weight".into(), inputs.get("weight").map_or(Json::Null, text));
+    if let Some(l) = limits(inputs) {
+        spec.insert("limits".into(), l);
+    }
+    spec.insert("disruption".into(), pool_disruption);
+    spec.insert("template".into(), Json::Object(template));
     json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": { "name": name(inputs), "labels": rendered::labels(address) },
-        "spec": {
-            "weight": inputs.get("weight").map_or(Json::Null, text),
-            "limits": { "nvidia.com/gpu": gpu_limit },
-            "disruption": pool_disruption,
-            "template": template,
-        },
+        "spec": spec,
     })
 }
 

@@ -137,8 +137,10 @@ fn a_reserved_pool_renders_a_node_class_and_a_node_pool_with_the_ids_filled_in()
     cel_network_interfaces(nics);
 
     let spec = &pool["spec"];
-    assert_eq!(spec["weight"], 50);
-    assert_eq!(spec["limits"]["nvidia.com/gpu"], 16);
+    // A training pool on reserved capacity: after the other reserved pools (see the weights test).
+    assert_eq!(spec["weight"], 40);
+    // MIG 1g.10gb on H100: 7 slices a GPU, each advertised as nvidia.com/gpu.
+    assert_eq!(spec["limits"]["nvidia.com/gpu"], 16 * 7);
     assert_eq!(
         spec["disruption"],
         serde_json::json!({ "consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h", "budgets": [{ "nodes": "1" }] })
@@ -160,10 +162,8 @@ fn a_reserved_pool_renders_a_node_class_and_a_node_pool_with_the_ids_filled_in()
         t["spec"]["taints"],
         serde_json::json!([{ "key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule" }])
     );
-    assert_eq!(
-        (t["spec"]["expireAfter"].as_str(), t["spec"]["terminationGracePeriod"].as_str()),
-        (Some("Never"), Some("1h"))
-    );
+    // No terminationGracePeriod: do-not-disrupt keeps protecting jobs from drift.
+    assert_eq!((t["spec"]["expireAfter"].as_str(), t["spec"].get("terminationGracePeriod")), (Some("Never"), None));
     for d in [&class, &pool] {
         assert_eq!(d["metadata"]["name"], "k-reserved");
         assert_eq!(d["metadata"]["labels"]["gpustack.io/address"], "karpenter_pool.reserved");
@@ -227,6 +227,7 @@ fn defaults_follow_the_capacity_types() {
     KarpenterPool.normalize(&mut od);
     assert_eq!(od["weight"], Value::Int(10));
     assert_eq!(od["disruption"].as_table().unwrap()["termination_grace_period"], Value::str("1h"));
+    assert!(!r["disruption"].as_table().unwrap().contains_key("termination_grace_period"));
     // A budget written as a count becomes Karpenter's string.
     let mut n = Attrs::from([("disruption".to_string(), table(vec![("budget", Value::Int(2))]))]);
     KarpenterPool.normalize(&mut n);
@@ -321,4 +322,131 @@ fn aliases_durations_budgets_and_labels_follow_karpenters_patterns() {
     assert!(restricted_label("kubernetes.io/hostname") && !restricted_label("gpustack.io/pool"));
     assert!(label_value("reserved") && label_value("") && label_value("a.b_c-d"));
     assert!(!label_value("-x") && !label_value("a b") && !label_value(&"x".repeat(64)));
+}
+
+/// The NodePool's `limits` of a pool rendered with `gpu_limit` and `sharing`.
+fn limits_of(types: &[&str], sharing: Option<Value>, gpu_limit: Option<i64>) -> Json {
+    let mut i = burst();
+    i.remove("instance_families");
+    i.insert("instance_types".into(), strs(types));
+    i.remove("gpu_limit");
+    if let Some(n) = gpu_limit {
+        i.insert("gpu_limit".into(), Value::Int(n));
+    }
+    if let Some(s) = sharing {
+        i.insert("gpu_sharing".into(), s);
+    }
+    let (_, _, pool) = docs("karpenter_pool.p", &i, &pinned());
+    pool["spec"].get("limits").cloned().unwrap_or(Json::Null)
+}
+
+/// Issue 18 item 1 / audit B1: Karpenter charges a NodePool's limits with the capacity its
+/// registered nodes report (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go`:
+/// `return lo.Assign(in.Node.Status.Capacity, …)`), and a shared GPU is reported replicas (or
+/// slices) times. `gpu_limit` counts physical GPUs, so the rendered limit is multiplied.
+#[test]
+fn limits_count_what_the_nodes_report() {
+    let sliced = |strategy: &str, replicas: i64| {
+        table(vec![("strategy", Value::str(strategy)), ("replicas", Value::Int(replicas))])
+    };
+    let g6 = ["g6.12xlarge"];
+    assert_eq!(limits_of(&g6, None, Some(8)), serde_json::json!({ "nvidia.com/gpu": 8 }));
+    assert_eq!(limits_of(&g6, Some(sliced("time-slicing", 4)), Some(8)), serde_json::json!({ "nvidia.com/gpu": 32 }));
+    assert_eq!(limits_of(&g6, Some(sliced("mps", 3)), Some(8)), serde_json::json!({ "nvidia.com/gpu": 24 }));
+    let mig = |v: &str| {
+        table(vec![("strategy", Value::str("mig")), ("mig_profile", table(vec![("h100.80gb", Value::str(v))]))])
+    };
+    assert_eq!(limits_of(&["p5.48xlarge"], Some(mig("7")), Some(16)), serde_json::json!({ "nvidia.com/gpu": 112 }));
+    assert_eq!(limits_of(&["p5.48xlarge"], Some(mig("3g.40gb")), Some(8)), serde_json::json!({ "nvidia.com/gpu": 16 }));
+    // Issue 18 item 21: a Neuron pool's limit counts what its nodes report, Neuron devices
+    // (karpenter-provider-aws v1.14.1 types.go: `v1.ResourceAWSNeuron: *awsNeuronDevices(info)`);
+    // a CPU pool renders no limit (the rules refuse gpu_limit there).
+    assert_eq!(limits_of(&["trn1.32xlarge"], None, Some(32)), serde_json::json!({ "aws.amazon.com/neuron": 32 }));
+    assert_eq!(limits_of(&["m6i.large"], None, None), Json::Null);
+}
+
+/// Issue 18 item 3 / audit M1: "configuring `terminationGracePeriod` changes the eligibility
+/// criteria for disruption via `Drift`. When configured, a node may be disrupted via drift even
+/// if there are pods with blocking PDBs or the `karpenter.sh/do-not-disrupt` annotation"
+/// (Karpenter docs v1.14 concepts/disruption.md). Reserved and training pools render none.
+#[test]
+fn reserved_and_training_pools_render_no_termination_grace_period() {
+    let tgp = |i: &Attrs| {
+        let (_, _, pool) = docs("karpenter_pool.p", i, &pinned());
+        pool["spec"]["template"]["spec"].get("terminationGracePeriod").cloned()
+    };
+    assert_eq!(tgp(&reserved()), None);
+    let mut training = burst();
+    training.insert("capacity_types".into(), strs(&["on-demand"]));
+    training.insert("placement_group".into(), Value::str("k-train"));
+    training.remove("disruption");
+    KarpenterPool.normalize(&mut training);
+    assert_eq!(tgp(&training), None);
+    assert_eq!(tgp(&burst()), Some(Json::from("1h")));
+    // Written, it is rendered even on a reserved pool.
+    let mut set = reserved();
+    set.insert("disruption".into(), table(vec![("termination_grace_period", Value::str("48h"))]));
+    KarpenterPool.normalize(&mut set);
+    assert_eq!(tgp(&set), Some(Json::from("48h")));
+}
+
+/// Issue 18 item 4 / audit M2: the policy (`WhenEmpty | WhenEmptyOrUnderutilized | Balanced`,
+/// NodePool CRD v1.14.1) and budgets with reasons and schedules are settable; the default
+/// policy is `WhenEmpty` only for a pool of reserved capacity alone (Karpenter's ODCR guide
+/// recommends one `['reserved', 'on-demand']` pool that consolidates overflow back).
+#[test]
+fn disruption_policy_and_budgets_are_settable_and_the_default_follows_only_reserved() {
+    let disruption = |capacity: &[&str], d: Option<Value>| {
+        let mut i = burst();
+        i.insert("capacity_types".into(), strs(capacity));
+        i.remove("disruption");
+        if let Some(d) = d {
+            i.insert("disruption".into(), d);
+        }
+        KarpenterPool.normalize(&mut i);
+        let (_, _, pool) = docs("karpenter_pool.p", &i, &pinned());
+        pool["spec"]["disruption"].clone()
+    };
+    assert_eq!(disruption(&["reserved"], None)["consolidationPolicy"], "WhenEmpty");
+    let mixed = disruption(&["reserved", "on-demand"], None);
+    assert_eq!(
+        (mixed["consolidationPolicy"].as_str(), mixed["consolidateAfter"].as_str()),
+        (Some("WhenEmptyOrUnderutilized"), Some("10m"))
+    );
+    let budgets = Value::List(vec![
+        table(vec![("nodes", Value::Int(0)), ("reasons", strs(&["Drifted"]))]),
+        table(vec![
+            ("nodes", Value::str("20%")),
+            ("reasons", strs(&["Empty", "Underutilized"])),
+            ("schedule", Value::str("0 9 * * mon-fri")),
+            ("duration", Value::str("8h")),
+        ]),
+    ]);
+    let written =
+        disruption(&["on-demand"], Some(table(vec![("policy", Value::str("Balanced")), ("budgets", budgets)])));
+    assert_eq!(
+        written,
+        serde_json::json!({
+            "consolidationPolicy": "Balanced",
+            "consolidateAfter": "10m",
+            "budgets": [
+                { "nodes": "0", "reasons": ["Drifted"] },
+                { "nodes": "20%", "reasons": ["Empty", "Underutilized"], "schedule": "0 9 * * mon-fri", "duration": "8h" },
+            ],
+        })
+    );
+}
+
+/// Issue 18 item 7 / audit M5: Karpenter tries pools by weight, ties by name
+/// (kubernetes-sigs/karpenter v1.14.1 `pkg/utils/nodepool/nodepool.go`), so two reserved
+/// pools with one default weight send an unselected pod to whichever sorts first. A training
+/// pool on reserved capacity defaults below the other reserved pools.
+#[test]
+fn reserved_pools_have_distinct_default_weights() {
+    assert_eq!(reserved()["weight"], Value::Int(40));
+    let mut inference = burst();
+    inference.insert("capacity_types".into(), strs(&["reserved"]));
+    inference.remove("weight");
+    KarpenterPool.normalize(&mut inference);
+    assert_eq!(inference["weight"], Value::Int(50));
 }
