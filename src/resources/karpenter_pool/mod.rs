@@ -151,7 +151,7 @@ pub fn default_disruption(capacity_types: &[&str], protects_jobs: bool) -> Disru
 /// for, usually booked for a job), or a training pool (EFA or a placement group: the layout
 /// of multi-node training, whose jobs run for days).
 pub fn protects_jobs(capacity_types: &[&str], inputs: &Attrs) -> bool {
-    capacity_types.contains(&"reserved") || training(inputs)
+    capacity_types.contains(&"reserved") || training(|k| inputs.contains_key(k))
 }
 
 /// Default `weight` (1–100, higher fills first): reserved pools before Spot, Spot before
@@ -170,9 +170,9 @@ pub fn default_weight(capacity_types: &[&str], training: bool) -> i64 {
     }
 }
 
-/// A training pool: EFA or a placement group.
-pub fn training(inputs: &Attrs) -> bool {
-    inputs.contains_key("efa") || inputs.contains_key("placement_group")
+/// A training pool: one with EFA or a placement group, given which attributes it has.
+pub fn training(has: impl Fn(&str) -> bool) -> bool {
+    has("efa") || has("placement_group")
 }
 
 #[async_trait]
@@ -213,7 +213,7 @@ impl Kind for KarpenterPool {
             .iter()
             .filter_map(Value::as_str)
             .collect();
-        let weight = default_weight(&capacity, training(inputs));
+        let weight = default_weight(&capacity, training(|k| inputs.contains_key(k)));
         let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
         inputs.entry("weight".into()).or_insert(Value::Int(weight));
         let disruption = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::validate::{ami_version, budget_ok, duration, label_value, restricted_label};
+use super::validate::{
+    ami_version, budget_duration, budget_ok, cron_schedule, duration, label_value, restricted_label,
+};
 use super::*;
 use crate::value::{Attrs, Value};
 
@@ -318,6 +320,15 @@ fn aliases_durations_budgets_and_labels_follow_karpenters_patterns() {
     for bad in ["", "%", "101%", "1000%", "-1", "1.5"] {
         assert!(!budget_ok(bad), "{bad}");
     }
+    // Budgets' `duration` and `schedule` (NodePool CRD v1.14.1 patterns).
+    for ok in ["8h", "30m", "1h30m", "10h0s", "5m0s"] {
+        assert!(budget_duration(ok), "{ok}");
+    }
+    for bad in ["", "1s", "1h30", "h", "1d", "90s", "1m30m"] {
+        assert!(!budget_duration(bad), "{bad}");
+    }
+    assert!(cron_schedule("@daily") && cron_schedule("0 9 * * mon-fri"));
+    assert!(!cron_schedule("@often") && !cron_schedule("0 9 * *"));
     assert!(restricted_label("karpenter.sh/capacity-type") && restricted_label("node.karpenter.k8s.aws/x"));
     assert!(restricted_label("kubernetes.io/hostname") && !restricted_label("gpustack.io/pool"));
     assert!(label_value("reserved") && label_value("") && label_value("a.b_c-d"));

@@ -22,6 +22,7 @@ pub(super) fn check(r: &Resource, diags: &mut Vec<Diagnostic>) {
     check_disruption(r, diags);
     check_labels(r, diags);
     check_shared(r, diags);
+    check_mig_slices(r, diags);
     let (name, span) = match r.attrs.get("name") {
         Some(e) => (e.as_literal().and_then(Value::as_str).map(str::to_string), e.span.clone()),
         None => (Some(r.name.clone()), r.span.clone()),
@@ -198,19 +199,93 @@ fn check_disruption(r: &Resource, d: &mut Vec<Diagnostic>) {
         }
     }
     if let Some(e) = t.get("budget") {
-        let ok = match e.as_literal() {
-            Some(Value::Int(n)) => *n >= 0,
-            Some(Value::Str(s)) => budget_ok(s),
-            Some(_) => false,
-            None => true,
-        };
-        if !ok {
-            d.push(
-                Diagnostic::error("`disruption.budget` must be a node count or a percentage", e.span.clone())
-                    .help("e.g. budget = 1 (one node at a time) or budget = \"10%\""),
-            );
+        nodes_ok(e, "disruption.budget", d);
+    }
+    if let (Some(one), Some(_)) = (t.get("budget"), t.get("budgets")) {
+        d.push(
+            Diagnostic::error(
+                "`disruption` sets both `budget` and `budgets`",
+                one.key_span.clone().or(one.span.clone()),
+            )
+            .help("keep `budgets`, with this count as one of its entries: budgets = [{ nodes = \"1\" }, …]"),
+        );
+    }
+    if let Some(ExprKind::List(budgets)) = t.get("budgets").map(|e| &e.kind) {
+        for b in budgets {
+            check_budget(b, d);
         }
     }
+}
+
+/// A budget's `nodes`: a count or a percentage (CRD pattern, [`budget_ok`]).
+fn nodes_ok(e: &Expr, what: &str, d: &mut Vec<Diagnostic>) {
+    let ok = match e.as_literal() {
+        Some(Value::Int(n)) => *n >= 0,
+        Some(Value::Str(s)) => budget_ok(s),
+        Some(_) => false,
+        None => true,
+    };
+    if !ok {
+        d.push(
+            Diagnostic::error(format!("`{what}` must be a node count or a percentage"), e.span.clone())
+                .help("e.g. 1 (one node at a time), 0 (none) or \"10%\""),
+        );
+    }
+}
+
+/// One `budgets` entry, as the NodePool CRD (v1.14.1) checks it: `schedule` and `duration`
+/// together (CEL "'schedule' must be set with 'duration'"), `duration` hours and minutes
+/// (`^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$`), `schedule` a cron macro or five fields
+/// (Karpenter parses it with `cron.ParseStandard`: `pkg/apis/v1/nodepool.go`).
+fn check_budget(b: &Expr, d: &mut Vec<Diagnostic>) {
+    let ExprKind::Table(t) = &b.kind else { return };
+    if let Some(n) = t.get("nodes") {
+        nodes_ok(n, "disruption.budgets[].nodes", d);
+    }
+    if t.contains_key("schedule") != t.contains_key("duration") {
+        d.push(
+            Diagnostic::error(
+                "a disruption budget sets one of `schedule` and `duration` without the other",
+                b.span.clone(),
+            )
+            .help("a scheduled budget needs both: schedule = \"0 9 * * mon-fri\", duration = \"8h\""),
+        );
+    }
+    let text = |k: &str| t.get(k).and_then(|e| Some((e, e.as_literal()?.as_str()?.to_string())));
+    if let Some((e, v)) = text("duration")
+        && !budget_duration(&v)
+    {
+        d.push(
+            Diagnostic::error(format!("budget duration \"{v}\" is not hours and minutes"), e.span.clone())
+                .help("write it like \"8h\", \"30m\" or \"1h30m\""),
+        );
+    }
+    if let Some((e, v)) = text("schedule")
+        && !cron_schedule(&v)
+    {
+        d.push(
+            Diagnostic::error(format!("budget schedule \"{v}\" is not a cron schedule"), e.span.clone()).help(
+                "five fields (minute hour day month weekday, in UTC) like \"0 9 * * mon-fri\", or @daily, @weekly…",
+            ),
+        );
+    }
+}
+
+/// A budget's `duration` (CRD pattern `^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$`).
+pub(super) fn budget_duration(v: &str) -> bool {
+    let v = v.strip_suffix("0s").filter(|r| r.ends_with(['h', 'm'])).unwrap_or(v);
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    match v.split_once('h') {
+        Some((h, "")) => digits(h),
+        Some((h, m)) => digits(h) && m.strip_suffix('m').is_some_and(digits),
+        None => v.strip_suffix('m').is_some_and(digits),
+    }
+}
+
+/// A budget's `schedule`: a cron macro, or the five fields of a standard cron line.
+pub(super) fn cron_schedule(v: &str) -> bool {
+    const MACROS: &[&str] = &["@annually", "@yearly", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"];
+    MACROS.contains(&v) || v.split_whitespace().count() == 5
 }
 
 fn check_labels(r: &Resource, d: &mut Vec<Diagnostic>) {
@@ -228,6 +303,32 @@ fn check_labels(r: &Resource, d: &mut Vec<Diagnostic>) {
                         .help("at most 63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit"),
                 );
         }
+    }
+}
+
+/// One MIG layout per pool: its limit is rendered in slices ([`super::advertised_per_gpu`]),
+/// which must be the same number for every GPU model the pool may launch, or `gpu_limit`
+/// could not stand for physical GPUs.
+fn check_mig_slices(r: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(sharing) = literal(r, "gpu_sharing").and_then(Value::as_table) else { return };
+    let Some(profile) = sharing.get("mig_profile").and_then(Value::as_table) else { return };
+    let slices: BTreeMap<i64, Vec<&str>> = profile.keys().fold(BTreeMap::new(), |mut m, k| {
+        m.entry(super::advertised_per_gpu(Some(sharing), Some(k))).or_default().push(k.as_str());
+        m
+    });
+    if slices.len() > 1 {
+        let shown: Vec<String> = slices.iter().map(|(n, ks)| format!("{} → {n}", ks.join(", "))).collect();
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: mig_profile slices GPUs differently by model ({}), so one gpu_limit cannot count its GPUs",
+                    r.address,
+                    shown.join("; ")
+                ),
+                r.attrs["gpu_sharing"].span.clone(),
+            )
+            .help("give every model the same number of slices, or split the pool by GPU model"),
+        );
     }
 }
 

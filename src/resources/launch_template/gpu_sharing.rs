@@ -157,3 +157,25 @@ pub fn nvidia_config(sharing: &BTreeMap<String, Value>) -> Option<(String, Json)
         _ => None,
     }
 }
+
+/// The node labels an AL2023 node group needs for the NVIDIA device plugin to apply its
+/// sharing config, with the config's name: `nvidia.com/device-plugin.config` selects the
+/// config, `nvidia.com/gpu.present=true` matches the chart's default affinity (aws-facts §14),
+/// and with MPS `nvidia.com/mps.capable=true`. The chart deploys the MPS control daemon only
+/// on nodes with that label ("We only deploy this pod if the following sharing label is
+/// applied": NVIDIA/k8s-device-plugin v0.20.0
+/// `deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml`), and
+/// without the daemon the plugin stops ("error waiting for MPS daemon":
+/// `internal/plugin/server.go`). The label is otherwise written only by GPU Feature Discovery
+/// (`internal/lm/nvml.go`), which the chart leaves off (`gfd.enabled: false`) and which
+/// publishes through node-feature-discovery workers that tolerate only
+/// `nvidia.com/gpu=present:NoSchedule` (the chart's `values.yaml`), not the GPU taints these
+/// groups carry; so gpustack sets the label itself. None for strategy "none".
+pub fn nvidia_labels(sharing: &BTreeMap<String, Value>) -> Option<(String, Vec<(&'static str, String)>)> {
+    let (name, _) = nvidia_config(sharing)?;
+    let mut labels = vec![("nvidia.com/device-plugin.config", name.clone()), ("nvidia.com/gpu.present", "true".into())];
+    if sharing.get("strategy").and_then(Value::as_str) == Some("mps") {
+        labels.push(("nvidia.com/mps.capable", "true".into()));
+    }
+    Some((name, labels))
+}

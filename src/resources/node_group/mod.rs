@@ -213,18 +213,16 @@ impl Kind for NodeGroup {
 
     fn normalize(&self, inputs: &mut Attrs) {
         // The labels that make the NVIDIA device plugin apply this group's sharing config
-        // (aws-facts §14: `nvidia.com/device-plugin.config`, and `nvidia.com/gpu.present`,
-        // which the chart's default affinity needs without node-feature-discovery).
-        if let Some(name) = inputs
+        // (`gpu_sharing::nvidia_labels`: the config's name, `nvidia.com/gpu.present`, and
+        // `nvidia.com/mps.capable` for MPS).
+        if let Some((_, wanted)) = inputs
             .get("gpu_sharing")
             .and_then(Value::as_table)
-            .and_then(super::launch_template::gpu_sharing::nvidia_config)
-            .map(|(name, _)| name)
+            .and_then(super::launch_template::gpu_sharing::nvidia_labels)
         {
             let labels = inputs.entry("labels".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
             if let Value::Table(t) = labels {
-                t.insert("nvidia.com/device-plugin.config".into(), Value::str(name));
-                t.insert("nvidia.com/gpu.present".into(), Value::str("true"));
+                t.extend(wanted.into_iter().map(|(k, v)| (k.to_string(), Value::str(v))));
             }
         }
         if let Some(Value::List(l)) = inputs.get_mut("subnets") {
