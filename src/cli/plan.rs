@@ -242,7 +242,20 @@ async fn checks(
         c.note = pf.notes.get(&c.address).cloned();
     }
     plan.warnings.extend(hyperpod_same_apply(stack, plan));
+    plan.warnings.extend(pool_drift(plan));
     Ok(true)
+}
+
+/// A change that drifts the running nodes of a Karpenter pool in state (karpenter_pool::drift).
+fn pool_drift(plan: &Plan) -> Vec<String> {
+    let pools = plan.changes.iter().filter(|c| c.kind == "karpenter_pool" && c.id.is_some());
+    pools
+        .filter_map(|c| {
+            let changed: Vec<(&str, Option<&crate::value::Value>)> =
+                c.fields.iter().map(|f| (f.path.as_str(), f.new.as_ref())).collect();
+            crate::resources::karpenter_pool::drift::warning(&c.address, &c.old_inputs, &changed)
+        })
+        .collect()
 }
 
 /// A HyperPod cluster created by the same apply as its EKS cluster: its dependencies chart

@@ -9,6 +9,7 @@
 //! drift; it is resolved again only when `ami` changes. What this kind does not do: install
 //! Karpenter or its IAM (that is `karpenter_controller`), or talk to Kubernetes.
 
+pub mod drift;
 mod render;
 #[cfg(test)]
 mod tests;
