@@ -105,12 +105,29 @@ fn karpenter(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
                 )
                 .help("write the release as MAJOR.MINOR.PATCH without a leading v, e.g. version = \"1.6.8\""),
             ),
+            // Reserved capacity (ODCRs and Capacity Blocks alike) is on by default from 1.6: the
+            // ReservedCapacity feature gate went beta in v1.6.x, and Capacity Blocks came in
+            // v1.6 (Karpenter docs v1.14 `reference/settings.md`, `tasks/odcrs.md`).
             Some(ver) if ver < (1, 6) => d.push(
                 Diagnostic::error(
-                    format!("`{}`: Karpenter {v} is older than 1.6, the first to use Capacity Blocks", r.address),
+                    format!("`{}`: Karpenter {v} is older than 1.6, the oldest gpustack supports", r.address),
                     span(r, "version"),
                 )
-                .help("set version = \"1.6.8\" or later; gpustack writes the controller policy of 1.6 onwards"),
+                .help("set version = \"1.6.8\" or later: gpustack writes the controller policies of 1.6 onwards, the first release with reserved capacity (ODCRs and Capacity Blocks) on by default"),
+            ),
+            Some(ver) if ver > controller::policy::NEWEST_VERIFIED => d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}`: Karpenter {v} is newer than {}.{}, the newest gpustack has been checked against: its controller policy is {}.{}'s, and new fields may be missing",
+                        r.address,
+                        controller::policy::NEWEST_VERIFIED.0,
+                        controller::policy::NEWEST_VERIFIED.1,
+                        controller::policy::NEWEST_VERIFIED.0,
+                        controller::policy::NEWEST_VERIFIED.1,
+                    ),
+                    span(r, "version"),
+                )
+                .help("compare the release's CloudFormation reference with `gpustack policy`, or pin a version up to 1.14"),
             ),
             Some(_) => {}
         }

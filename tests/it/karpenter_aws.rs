@@ -471,11 +471,16 @@ fn validate_the_controller_needs_the_pod_identity_agent() {
 
 #[test]
 fn validate_the_controller_needs_karpenter_1_6() {
+    // Issue 18 item 23: 1.6 is the floor for reserved capacity of both kinds, not a Capacity
+    // Block requirement ("In v1.6, this support was expanded to include EC2 Capacity Blocks";
+    // ReservedCapacity beta, on by default, from v1.6.x: Karpenter docs v1.14 tasks/odcrs.md,
+    // reference/settings.md).
     refused(
         &valid().replace("\"1.6.8\"", "\"1.5.3\""),
-        "Karpenter 1.5.3 is older than 1.6",
-        "set version = \"1.6.8\" or later",
+        "Karpenter 1.5.3 is older than 1.6, the oldest gpustack supports",
+        "the first release with reserved capacity (ODCRs and Capacity Blocks) on by default",
     );
+    assert!(!validate(&valid().replace("\"1.6.8\"", "\"1.5.3\"")).1.contains("the first to use Capacity Blocks"));
     refused(
         &valid().replace("\"1.6.8\"", "\"v1.6.8\""),
         "version \"v1.6.8\" is not a Karpenter version",
@@ -483,6 +488,16 @@ fn validate_the_controller_needs_karpenter_1_6() {
     );
     accepted(&valid().replace("\"1.6.8\"", "\"1.6.0\""));
     accepted(&valid().replace("\"1.6.8\"", "\"1.14.1\""));
+}
+
+/// Issue 18 item 8 / audit m3: a release newer than the newest gpustack has checked gets the
+/// 1.12–1.14 policy silently; it is now a warning (the stack still validates).
+#[test]
+fn validate_a_controller_newer_than_verified_is_a_warning() {
+    let (code, err) = validate(&valid().replace("\"1.6.8\"", "\"1.15.0\""));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Karpenter 1.15.0 is newer than 1.14, the newest gpustack has been checked against"), "{err}");
+    assert!(!validate(&valid().replace("\"1.6.8\"", "\"1.14.1\"")).1.contains("is newer than"));
 }
 
 #[test]

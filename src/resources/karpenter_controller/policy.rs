@@ -45,6 +45,11 @@ pub const INLINE_QUOTA: usize = 10_240;
 /// highest of these at or below it.
 pub const CHANGES: &[(u32, u32)] = &[(1, 6), (1, 7), (1, 9), (1, 11), (1, 12)];
 
+/// The newest Karpenter minor whose reference (CloudFormation template, chart values, CRDs)
+/// gpustack has been checked against: a later release may need a policy or fields gpustack
+/// does not write yet, so it is a warning (`rules::access`).
+pub const NEWEST_VERIFIED: (u32, u32) = (1, 14);
+
 /// The change a version's document is written from (`CHANGES`), or None below 1.6.
 pub fn generation(version: (u32, u32)) -> Option<(u32, u32)> {
     CHANGES.iter().rev().find(|c| **c <= version).copied()
