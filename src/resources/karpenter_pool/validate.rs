@@ -23,6 +23,7 @@ pub(super) fn check(r: &Resource, diags: &mut Vec<Diagnostic>) {
     check_labels(r, diags);
     check_shared(r, diags);
     check_mig_slices(r, diags);
+    check_sharing_release(r, diags);
     let (name, span) = match r.attrs.get("name") {
         Some(e) => (e.as_literal().and_then(Value::as_str).map(str::to_string), e.span.clone()),
         None => (Some(r.name.clone()), r.span.clone()),
@@ -94,6 +95,11 @@ pub(super) fn label_value(v: &str) -> bool {
 
 fn literal<'a>(r: &'a Resource, k: &str) -> Option<&'a Value> {
     r.attrs.get(k).and_then(Expr::as_literal)
+}
+
+/// A table attribute as written, references unknown (an inline table is no single literal).
+fn written_table(r: &Resource, k: &str) -> Option<crate::value::Attrs> {
+    r.attrs.get(k)?.resolve(&|_| Value::Unknown).as_table().cloned()
 }
 
 /// The entries of a table attribute as written, with their spans.
@@ -306,14 +312,46 @@ fn check_labels(r: &Resource, d: &mut Vec<Diagnostic>) {
     }
 }
 
+/// The first Bottlerocket release whose settings model has each sharing strategy's settings:
+/// time-slicing 1.25 (the migration `migrate_v1.25.0_kubelet-device-plugins-time-slicing-settings`
+/// in bottlerocket `Release.toml`; bottlerocket.dev's 1.23.x settings page has no time-slicing,
+/// the 1.29.x page has it), MIG's `device-partitioning-strategy` 1.34 (bottlerocket.dev 1.34.x
+/// "NVIDIA Multi-Instance GPU (MIG)"), MPS 1.54 (bottlerocket.dev 1.54.x lists `mps.*`;
+/// bottlerocket-settings-models 0.20.0 "Added MPS GPU sharing settings model"). An older
+/// release refuses user data with settings it does not know, and the node never joins.
+const SHARING_FLOORS: &[(&str, (u32, u32))] = &[("time-slicing", (1, 25)), ("mig", (1, 34)), ("mps", (1, 54))];
+
+/// A pinned `ami` release older than its `gpu_sharing` strategy (see [`SHARING_FLOORS`]).
+fn check_sharing_release(r: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(ami) = literal(r, "ami").and_then(Value::as_str) else { return };
+    let Some(release) = ami_version(ami).filter(|v| *v != "latest") else { return };
+    let mut parts = release.trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let pinned = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let sharing = written_table(r, "gpu_sharing");
+    let strategy = sharing.as_ref().and_then(|t| t.get("strategy")?.as_str());
+    let Some((strategy, floor)) = SHARING_FLOORS.iter().find(|(s, _)| Some(*s) == strategy) else { return };
+    if pinned < *floor {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: Bottlerocket {release} has no {strategy} settings (they came in {}.{}): its nodes would refuse the user data and never join",
+                    r.address, floor.0, floor.1
+                ),
+                r.attrs["ami"].span.clone(),
+            )
+            .help(format!("pin ami = \"bottlerocket@v{}.{}.0\" or later, or \"bottlerocket@latest\"", floor.0, floor.1)),
+        );
+    }
+}
+
 /// One MIG layout per pool: its limit is rendered in slices ([`super::advertised_per_gpu`]),
 /// which must be the same number for every GPU model the pool may launch, or `gpu_limit`
 /// could not stand for physical GPUs.
 fn check_mig_slices(r: &Resource, d: &mut Vec<Diagnostic>) {
-    let Some(sharing) = literal(r, "gpu_sharing").and_then(Value::as_table) else { return };
+    let Some(sharing) = written_table(r, "gpu_sharing") else { return };
     let Some(profile) = sharing.get("mig_profile").and_then(Value::as_table) else { return };
     let slices: BTreeMap<i64, Vec<&str>> = profile.keys().fold(BTreeMap::new(), |mut m, k| {
-        m.entry(super::advertised_per_gpu(Some(sharing), Some(k))).or_default().push(k.as_str());
+        m.entry(super::advertised_per_gpu(Some(&sharing), Some(k))).or_default().push(k.as_str());
         m
     });
     if slices.len() > 1 {

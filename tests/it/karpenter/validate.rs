@@ -273,7 +273,7 @@ fn gpu_limit_covers_one_instance() {
     ));
     refused(
         &text,
-        "gpu_limit = 2 is less than the 4 GPUs of one g6.12xlarge: Karpenter could never launch it",
+        "gpu_limit = 2 renders limits nvidia.com/gpu: 2, less than the 4 one g6.12xlarge reports: Karpenter could never launch it",
         "gpu_limit = 2",
         "set gpu_limit ≥ 4",
     );
@@ -283,6 +283,211 @@ fn gpu_limit_covers_one_instance() {
             "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]\ngpu_limit = 4",
         )),
         "gpu_limit",
+    );
+}
+
+/// Issue 18 item 1 / audit B1: Karpenter charges the limit with the node's reported capacity
+/// (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go`), which sharing
+/// multiplies; the check compares the multiplied values, and every reserved instance must fit.
+#[test]
+fn gpu_limit_counts_physical_gpus_and_admits_every_reserved_instance() {
+    // Shared four ways, one physical g6.xlarge GPU: the rendered limit is 4 and one node reports 4.
+    accepted(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\ngpu_sharing = { strategy = \"time-slicing\", replicas = 4 }\nnode_taints = [{ key = \"nvidia.com/gpu.shared\", value = \"true\", effect = \"NO_SCHEDULE\" }]",
+        )),
+        "gpu_limit",
+    );
+    // An ODCR of two g6.12xlarge (8 GPUs) under gpu_limit = 4: the second instance idles.
+    let two = stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ncapacity_reservations = [\"${capacity_reservation.odcr.id}\"]\ninstance_types = [\"g6.12xlarge\"]\ngpu_limit = 4",
+    ))
+    .replacen("instance_count    = 1", "instance_count    = 2", 1);
+    refused(
+        &two,
+        "gpu_limit = 4 is less than the 8 GPUs it reserves (2 × g6.12xlarge (4 GPUs) in `capacity_reservation.odcr`): the reservation's other instances could never launch, and bill idle",
+        "gpu_limit = 4",
+        "set gpu_limit ≥ 8",
+    );
+    accepted(&two.replace("gpu_limit = 4", "gpu_limit = 8"), "reserves");
+}
+
+/// Issue 18 item 21: gpu_limit is required where it binds, refused where it cannot (a CPU
+/// pool reports no nvidia.com/gpu), and a Neuron pool's limit counts Neuron devices.
+#[test]
+fn gpu_limit_is_required_where_it_binds_and_refused_where_it_cannot() {
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\"]")),
+        "`karpenter_pool.p` launches NVIDIA GPUs but sets no gpu_limit: nothing caps how many it starts",
+        "[karpenter_pool.p]",
+        "set gpu_limit = the most physical GPUs",
+    );
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"c5n.18xlarge\"]\ngpu_limit = 8")),
+        "`karpenter_pool.p`: gpu_limit never binds",
+        "gpu_limit = 8",
+        "remove gpu_limit from this pool",
+    );
+    accepted(&stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"c5n.18xlarge\"]")), "gpu_limit");
+    accepted(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"trn1.32xlarge\"]\ngpu_limit = 32")),
+        "gpu_limit",
+    );
+}
+
+/// Issue 18 item 6 / audit M4: aws/karpenter-provider-aws#8368 ("Karpenter will **not**
+/// provision these instance types for workloads with `nvidia.com/gpu` resource requests").
+#[test]
+fn types_karpenter_counts_as_zero_gpus_are_refused() {
+    refused(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\", \"p5.4xlarge\"]\ngpu_limit = 4",
+        )),
+        "Karpenter counts p5.4xlarge as 0 GPUs",
+        "instance_types = [\"g6.xlarge\", \"p5.4xlarge\"]",
+        "remove them from the pool",
+    );
+    let families = stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ncapacity_types = [\"spot\"]\ninstance_families = [\"g6\", \"g6f\", \"gr6f\"]\ngpu_limit = 4",
+    ));
+    refused(&families, "Karpenter counts g6f, gr6f as 0 GPUs", "instance_families", "remove them from the pool");
+    assert!(validate(&families).stderr.contains("may overrun gpu_limit (aws/karpenter-provider-aws#8368)"));
+}
+
+/// Issue 18 item 5 / audit M3: a shared pool warns about multi-GPU sizes (a pod asking for
+/// several GPUs fails admission: Bottlerocket's `failRequestsGreaterThanOne` defaults to true)
+/// and about taints every GPU pod tolerates (EKS's ExtendedResourceToleration).
+#[test]
+fn shared_pools_warn_about_multi_gpu_sizes_and_whole_gpu_taints() {
+    let c = validate(&stack(&pool(
+        "p",
+        "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]\ngpu_limit = 8\ngpu_sharing = { strategy = \"mps\", replicas = 2 }\nnode_taints = [{ key = \"nvidia.com/gpu\", value = \"true\", effect = \"NO_SCHEDULE\" }]",
+    )));
+    assert_eq!(c.code, 0, "warnings, not errors:\n{}", c.stderr);
+    assert!(
+        c.stderr.contains("warning: `karpenter_pool.p` shares GPUs (mps) on multi-GPU sizes: g6.12xlarge (4 GPUs)"),
+        "{}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("fails admission (UnexpectedAdmissionError)"), "{}", c.stderr);
+    assert!(c.stderr.contains("every pod that requests nvidia.com/gpu tolerates its taints"), "{}", c.stderr);
+    assert!(c.stderr.contains("help: add node_taints = [{ key = \"nvidia.com/gpu.shared\""), "{}", c.stderr);
+    accepted(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 8\ngpu_sharing = { strategy = \"mps\", replicas = 2 }\nnode_taints = [{ key = \"nvidia.com/gpu.shared\", value = \"true\", effect = \"NO_SCHEDULE\" }]",
+        )),
+        "shares GPUs",
+    );
+}
+
+/// Issue 18 item 7 / audit M5: equal weights and equal taints let an unselected pod land on
+/// either pool, chosen by name (kubernetes-sigs/karpenter v1.14.1 `pkg/utils/nodepool/nodepool.go`).
+#[test]
+fn pools_tied_on_weight_and_taints_are_a_warning() {
+    let taint = "node_taints = [{ key = \"nvidia.com/gpu\", value = \"true\", effect = \"NO_SCHEDULE\" }]";
+    let a = pool(
+        "a",
+        &format!(
+            "subnets = [\"${{subnet.a.id}}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 4\nweight = 30\n{taint}"
+        ),
+    );
+    let b = pool(
+        "b",
+        &format!(
+            "subnets = [\"${{subnet.a.id}}\"]\ninstance_types = [\"g5.xlarge\"]\ngpu_limit = 4\nweight = 30\n{taint}"
+        ),
+    );
+    let c = validate(&stack(&format!("{a}{b}")));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(
+        c.stderr.contains(
+            "warning: `karpenter_pool.a` and `karpenter_pool.b` have the same weight (30) and the same taints"
+        ),
+        "{}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("help: give the pools different weights"), "{}", c.stderr);
+    accepted(&stack(&format!("{a}{}", b.replace("weight = 30", "weight = 31"))), "same weight");
+}
+
+/// Issue 18 item 4 / audit M2: budgets with reasons and schedules, checked as the NodePool
+/// CRD does (v1.14.1: "'schedule' must be set with 'duration'"); Balanced needs 1.14.
+#[test]
+fn disruption_budgets_and_policy_follow_the_crd_and_the_controller_version() {
+    let body = |d: &str| {
+        format!("subnets = [\"${{subnet.a.id}}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 4\ndisruption = {d}")
+    };
+    let ok = stack(&pool(
+        "p",
+        &body(
+            "{ policy = \"Balanced\", budgets = [{ nodes = 0, reasons = [\"Drifted\"] }, { nodes = \"20%\", schedule = \"0 9 * * mon-fri\", duration = \"8h\" }] }",
+        ),
+    ));
+    accepted(&ok, "karpenter_pool");
+    refused(
+        &ok.replace("version   = \"1.14.1\"", "version   = \"1.13.0\""),
+        "disruption.policy \"Balanced\" is new in Karpenter 1.14, but the controller runs 1.13.0",
+        "disruption = {",
+        "set the karpenter_controller's version to \"1.14.0\" or later",
+    );
+    let bad = stack(&pool(
+        "p",
+        &body(
+            "{ budget = 1, budgets = [{ nodes = 1, schedule = \"@daily\" }, { nodes = 1, schedule = \"0 9 * *\", duration = \"1d\" }] }",
+        ),
+    ));
+    refused(&bad, "`disruption` sets both `budget` and `budgets`", "budget = 1", "keep `budgets`");
+    refused(
+        &bad,
+        "a disruption budget sets one of `schedule` and `duration` without the other",
+        "schedule = \"@daily\"",
+        "a scheduled budget needs both",
+    );
+    refused(&bad, "budget duration \"1d\" is not hours and minutes", "duration = \"1d\"", "write it like \"8h\"");
+    refused(&bad, "budget schedule \"0 9 * *\" is not a cron schedule", "schedule = \"0 9 * *\"", "five fields");
+    let expired = validate(&stack(&pool("p", &body("{ budgets = [{ nodes = 1, reasons = [\"Expired\"] }] }"))));
+    assert_eq!(expired.code, 1, "{}", expired.stderr);
+    assert!(
+        expired.stderr.contains("must be one of \"Empty\", \"Drifted\", \"Underutilized\", found \"Expired\""),
+        "{}",
+        expired.stderr
+    );
+}
+
+/// Audit m2 (issue 18 item 8): a pinned Bottlerocket release older than its sharing settings.
+#[test]
+fn a_pinned_bottlerocket_release_must_have_the_sharing_settings() {
+    let body = |ami: &str| {
+        format!(
+            "subnets = [\"${{subnet.a.id}}\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nami = \"{ami}\"\ngpu_sharing = {{ strategy = \"mps\", replicas = 2 }}\nnode_taints = [{{ key = \"nvidia.com/gpu.shared\", value = \"true\", effect = \"NO_SCHEDULE\" }}]"
+        )
+    };
+    refused(
+        &stack(&pool("p", &body("bottlerocket@v1.50.0"))),
+        "Bottlerocket v1.50.0 has no mps settings (they came in 1.54)",
+        "ami = \"bottlerocket@v1.50.0\"",
+        "pin ami = \"bottlerocket@v1.54.0\" or later",
+    );
+    accepted(&stack(&pool("p", &body("bottlerocket@v1.54.1"))), "Bottlerocket");
+}
+
+/// A pool's MIG layout must give every GPU model the same slices, or one gpu_limit could not
+/// count physical GPUs.
+#[test]
+fn a_pools_mig_layout_slices_every_model_alike() {
+    refused(
+        &stack(&pool(
+            "p",
+            "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\ngpu_sharing = { strategy = \"mig\", mig_profile = { \"h100.80gb\" = \"7\", \"a100.80gb\" = \"3\" } }",
+        )),
+        "mig_profile slices GPUs differently by model (a100.80gb → 3; h100.80gb → 7)",
+        "gpu_sharing",
+        "give every model the same number of slices",
     );
 }
 
@@ -397,7 +602,12 @@ node_labels = { "karpenter.sh/capacity-type" = "spot" }"#,
         "consolidate_after = \"1d\"",
         "write hours, minutes and seconds",
     );
-    refused(&text, "`disruption.budget` must be a node count or a percentage", "budget = \"110%\"", "e.g. budget = 1");
+    refused(
+        &text,
+        "`disruption.budget` must be a node count or a percentage",
+        "budget = \"110%\"",
+        "e.g. 1 (one node at a time)",
+    );
     refused(
         &text,
         "Karpenter refuses the node label \"karpenter.sh/capacity-type\"",
@@ -460,11 +670,13 @@ fn efa_and_placement_groups_need_karpenter_1_11() {
         "p",
         "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\nefa = {}",
     ));
-    accepted(&efa, "needs Karpenter 1.11");
+    accepted(&efa, "1.11 or later");
+    // Audit m1: 1.11 is for the rendered networkInterfaces; older Karpenter adds EFA
+    // interfaces for pods that request vpc.amazonaws.com/efa (resolver.go `EFACount`).
     refused(
         &efa.replace("version   = \"1.14.1\"", "version   = \"1.10.2\""),
-        "`karpenter_pool.p`: efa needs Karpenter 1.11 or later, but the controller runs 1.10.2",
+        "`karpenter_pool.p`: efa is rendered as EC2NodeClass networkInterfaces, which Karpenter 1.10.2 does not have (1.11 or later)",
         "efa = {}",
-        "set the karpenter_controller's version to \"1.11.0\" or later",
+        "set the karpenter_controller's version to \"1.11.0\" or later, or remove `efa`: Karpenter before 1.11 adds EFA interfaces",
     );
 }
