@@ -302,10 +302,29 @@ fn pools_apply_render_the_ids_from_state_validate_against_the_crds_and_destroy()
     env.write("k.toml", &karpenter_stack(24, &dates));
     let plan = env.ok(&["plan", "k.toml"]);
     assert!(plan.stdout.contains("» karpenter_pool.reserved"), "{plan:?}");
+    // MIG 1g.10gb: 7 slices a GPU, each reported as nvidia.com/gpu (issue 18 item 1).
     assert!(
-        plan.stdout.contains("-    nvidia.com/gpu: 16") && plan.stdout.contains("+    nvidia.com/gpu: 24"),
+        plan.stdout.contains("-    nvidia.com/gpu: 112") && plan.stdout.contains("+    nvidia.com/gpu: 168"),
         "{plan:?}"
     );
+    // A limit is a behavioral field: no drift (Karpenter docs v1.14 concepts/disruption.md
+    // §Behavioral Fields). A taint is in the hashed template: the plan warns (issue 18 item 3).
+    assert!(!plan.stderr.contains("drifts its running nodes") && !plan.stdout.contains("drifts"), "{plan:?}");
+    env.write(
+        "k.toml",
+        &karpenter_stack(16, &dates).replace(
+            "node_labels           = { \"gpustack.io/capacity\" = \"reserved\" }",
+            "node_labels           = { \"gpustack.io/capacity\" = \"reserved\", \"gpustack.io/workload\" = \"training\" }",
+        ),
+    );
+    let drift = env.ok(&["plan", "k.toml"]);
+    let warned = format!("{}{}", drift.stdout, drift.stderr);
+    assert!(
+        warned.contains("karpenter_pool.reserved: changing node_labels.gpustack.io/workload drifts its running nodes"),
+        "{drift:?}"
+    );
+    assert!(warned.contains("do-not-disrupt wait for them"), "{drift:?}");
+    env.write("k.toml", &karpenter_stack(24, &dates));
     assert!(plan.stdout.contains("Plan: 0 to add, 0 to change, 0 to replace, 0 to delete, 1 to render"), "{plan:?}");
     env.ok(&["apply", "k.toml", "--auto-approve"]);
     let st = env.state("karp");
@@ -313,7 +332,7 @@ fn pools_apply_render_the_ids_from_state_validate_against_the_crds_and_destroy()
     env.ok(&["manifests", "k.toml", "--out", "three"]);
     let three = files(&env.path("three"));
     let pool = documents(&three["karpenter/reserved.yaml"]);
-    assert_eq!(pool[1]["spec"]["limits"]["nvidia.com/gpu"], 24);
+    assert_eq!(pool[1]["spec"]["limits"]["nvidia.com/gpu"], 24 * 7);
     assert_eq!(pool[0]["spec"]["amiSelectorTerms"][0]["alias"], alias.as_str());
     assert!(env.ok(&["plan", "k.toml"]).stdout.contains("No changes."));
 
