@@ -135,6 +135,26 @@ fn al2023_gpu_sharing_renders_the_device_plugin_config_and_labels_the_group() {
     env.ok(&["destroy", "al.toml", "--auto-approve"]);
 }
 
+/// Issue 18 item 2 / audit B2: the chart runs the MPS control daemon only on nodes labelled
+/// `nvidia.com/mps.capable: "true"` ("We only deploy this pod if the following sharing label
+/// is applied": NVIDIA/k8s-device-plugin v0.20.0
+/// `deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml`), and the
+/// plugin waits for that daemon ("error waiting for MPS daemon", `internal/plugin/server.go`).
+/// GPU Feature Discovery, which would write the label, is off in the chart; an MPS group gets
+/// the label from gpustack.
+#[test]
+fn al2023_mps_labels_the_group_for_the_mps_control_daemon() {
+    let env = Env::new();
+    env.write("al.toml", &al2023_stack("{ strategy = \"mps\", replicas = 4 }", "AL2023_x86_64_NVIDIA"));
+    let plan = env.ok(&["plan", "al.toml"]);
+    let group = plan.stdout.split("node_group.gpu").nth(1).unwrap_or_default();
+    assert!(group.contains("nvidia.com/mps.capable = \"true\""), "{plan:?}");
+    assert!(group.contains("nvidia.com/device-plugin.config = \"mps-4\""), "{plan:?}");
+    // Time-slicing needs no MPS daemon, and gets no such label.
+    env.write("al.toml", &al2023_stack("{ strategy = \"time-slicing\", replicas = 4 }", "AL2023_x86_64_NVIDIA"));
+    assert!(!env.ok(&["plan", "al.toml"]).stdout.contains("mps.capable"));
+}
+
 #[test]
 fn node_group_gpu_sharing_is_for_al2023_nvidia_and_not_mig() {
     let env = Env::new();
