@@ -151,7 +151,7 @@ placement_group   = "${{placement_group.burst.name}}"
 gpu_sharing       = {{ strategy = "time-slicing", replicas = 4 }}
 data_volume       = {{ size_gib = 200 }}
 node_taints       = [{{ key = "nvidia.com/gpu", value = "true", effect = "NO_SCHEDULE" }}]
-disruption        = {{ budget = "20%" }}
+disruption        = {{ policy = "Balanced", budgets = [{{ nodes = "20%" }}, {{ nodes = 0, reasons = ["Drifted", "Underutilized"], schedule = "0 9 * * mon-fri", duration = "8h" }}] }}
 
 [priority_class.training]
 value       = 1000000
@@ -278,6 +278,13 @@ fn pools_apply_render_the_ids_from_state_validate_against_the_crds_and_destroy()
     let burst = documents(&one["karpenter/burst.yaml"]);
     assert_eq!(burst[0]["spec"]["placementGroupSelector"]["name"], out_str(&st, "placement_group.burst", "name"));
     assert_eq!(burst[1]["spec"]["template"]["spec"]["nodeClassRef"]["name"], "karp-burst");
+    // Policy and budgets as written, validated below against the v1.14.1 CRD (issue 18 item 4).
+    assert_eq!(burst[1]["spec"]["disruption"]["consolidationPolicy"], "Balanced");
+    assert_eq!(
+        burst[1]["spec"]["disruption"]["budgets"][1]["reasons"],
+        serde_json::json!(["Drifted", "Underutilized"])
+    );
+    assert_eq!(burst[1]["spec"]["disruption"]["budgets"][1]["schedule"], "0 9 * * mon-fri");
     // Apply recorded the hash of exactly what manifests writes.
     for pool in ["reserved", "burst"] {
         let hash = format!("{:x}", Sha256::digest(&one[&format!("karpenter/{pool}.yaml")]));
