@@ -119,16 +119,9 @@ fn tolerations(taints: &BTreeSet<(String, String)>) -> Json {
 
 /// `(key, Kubernetes effect)` of each taint in a `[{ key, value, effect }]` attribute.
 fn taints_of(r: &Resource, attr: &str) -> Vec<(String, String)> {
-    let list = lit(r, attr);
-    list.as_ref()
-        .and_then(Value::as_list)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_table)
-        .map(|t| {
-            let get = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-            (get("key"), k8s_effect(&get("effect")).to_string())
-        })
+    crate::rules::karpenter::taints(r, attr)
+        .into_iter()
+        .map(|(key, _, effect)| (key, k8s_effect(&effect).to_string()))
         .collect()
 }
 

@@ -119,9 +119,10 @@ fn shared(pool: &Resource) -> Option<String> {
     super::catalog::sharing(pool).map(|s| s.strategy)
 }
 
-/// `(key, value, effect)` of each of a pool's `node_taints`.
-fn taints(pool: &Resource) -> BTreeSet<(String, String, String)> {
-    let list = lit(pool, "node_taints");
+/// `(key, value, effect)` of each taint in a `[{ key, value, effect }]` attribute, as written
+/// (EKS spellings of the effect): a pool's `node_taints`, a node group's `taints`.
+pub(crate) fn taints(r: &Resource, attr: &str) -> Vec<(String, String, String)> {
+    let list = lit(r, attr);
     list.as_ref()
         .and_then(Value::as_list)
         .unwrap_or_default()
@@ -132,6 +133,11 @@ fn taints(pool: &Resource) -> BTreeSet<(String, String, String)> {
             (get("key"), get("value"), get("effect"))
         })
         .collect()
+}
+
+/// A pool's taints as a set, for comparing pools.
+fn taint_set(pool: &Resource) -> BTreeSet<(String, String, String)> {
+    taints(pool, "node_taints").into_iter().collect()
 }
 
 /// The taint that keeps whole-GPU pods off a pool of shared GPUs. A pool advertises shared
@@ -146,7 +152,7 @@ pub const SHARED_TAINT: &str = "nvidia.com/gpu.shared";
 /// A pool sharing GPUs without a taint that whole-GPU pods do not tolerate by themselves.
 fn shared_taint(pool: &Resource, d: &mut Vec<Diagnostic>) {
     let Some(strategy) = shared(pool) else { return };
-    if taints(pool).iter().any(|(k, _, _)| k != "nvidia.com/gpu") {
+    if taints(pool, "node_taints").iter().any(|(k, _, _)| k != "nvidia.com/gpu") {
         return;
     }
     d.push(
@@ -184,7 +190,7 @@ fn tied_pools(stack: &Stack, d: &mut Vec<Diagnostic>) {
         let Some(first) = all[..i].iter().find(|p| {
             super::same_object(p.attrs.get("cluster"), later.attrs.get("cluster"))
                 && weight(p) == weight(later)
-                && taints(p) == taints(later)
+                && taint_set(p) == taint_set(later)
         }) else {
             continue;
         };

@@ -9,7 +9,7 @@ mod access;
 mod catalog;
 mod egress;
 pub(crate) mod hyperpod;
-mod karpenter;
+pub(crate) mod karpenter;
 #[cfg(test)]
 mod tests;
 
