@@ -472,3 +472,39 @@ fn pipeline_example_stacks_validate() {
     }
     assert!(n >= 1, "examples/pipeline holds the stacks the workflow uses");
 }
+
+/// Issue 18 item 19 / audit S1, S2: the example workflow serialises the jobs of one pull
+/// request, waits on destroy longer than a first apply takes, and keeps the rescue file of a
+/// failed run (it is written to the working directory, `src/state/rescue.rs`).
+#[test]
+fn pipeline_example_serialises_pull_request_jobs_and_keeps_rescue_files() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/pipeline/github-actions.yml");
+    let flow: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let jobs = flow["jobs"].as_mapping().unwrap();
+    for (name, job) in jobs {
+        let name = name.as_str().unwrap();
+        let steps = job["steps"].as_sequence().unwrap();
+        let runs: Vec<&str> =
+            steps.iter().filter_map(|s| s["run"].as_str()).filter(|r| r.contains("gpustack ")).collect();
+        if runs.iter().any(|r| r.contains("gpustack apply") || r.contains("gpustack destroy")) {
+            let rescue = steps.iter().any(|s| {
+                s["if"].as_str() == Some("failure()")
+                    && s["uses"].as_str().is_some_and(|u| u.starts_with("actions/upload-artifact@"))
+                    && s["with"]["path"].as_str() == Some("gpustack-rescue-*.json")
+            });
+            assert!(rescue, "{name} uploads gpustack-rescue-*.json on failure");
+        }
+        if name == "preview" || name == "destroy-preview" {
+            assert_eq!(job["concurrency"]["group"].as_str(), Some("gpustack-pr-${{ github.event.number }}"), "{name}");
+            assert_eq!(job["concurrency"]["cancel-in-progress"].as_bool(), Some(false), "{name}");
+        }
+    }
+    let destroy = jobs.get("destroy-preview").unwrap()["steps"].as_sequence().unwrap();
+    assert!(
+        destroy
+            .iter()
+            .filter_map(|s| s["run"].as_str())
+            .any(|r| r.contains("gpustack destroy") && r.contains("--lock-timeout 60m")),
+        "the destroy waits out a first apply"
+    );
+}
