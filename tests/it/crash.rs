@@ -246,3 +246,41 @@ fn a_failed_nat_gateway_is_replaced_not_adopted() {
     assert_eq!(nat_leftovers(&env, "natfail"), (1, 1), "the failed gateway and its address are gone");
     assert_eq!(env.run(&["plan", "n.toml", "--detailed-exitcode"]).code, 0, "converged");
 }
+
+/// Issue 18 item 17 / audit N4: a run killed between CreateRouteTable and CreateRoute leaves
+/// the VPC's public route table without its 0.0.0.0/0 route. Refresh sees the VPC's internet
+/// gateway as incomplete, and the next apply adds the route.
+#[test]
+fn a_public_route_table_that_lost_its_default_route_is_repaired() {
+    let env = Env::new();
+    env.write("s.toml", &network_stack("routes", ""));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let ec2 = env.emu.ec2();
+    let default_routes = || {
+        let ec2 = ec2.clone();
+        crate::harness::block_on(async move {
+            let f = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:public-routes").values("true").build();
+            let out = ec2.describe_route_tables().filters(f).send().await.unwrap();
+            let rt = out.route_tables()[0].clone();
+            let to: Vec<String> = rt
+                .routes()
+                .iter()
+                .filter(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+                .filter_map(|r| r.gateway_id().map(str::to_string))
+                .collect();
+            (rt.route_table_id().unwrap().to_string(), to)
+        })
+    };
+    let (table, to) = default_routes();
+    assert_eq!(to.len(), 1, "{to:?}");
+    let ec2b = ec2.clone();
+    crate::harness::block_on(async move {
+        ec2b.delete_route().route_table_id(table).destination_cidr_block("0.0.0.0/0").send().await.unwrap();
+    });
+    let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 2, "the missing route shows: {plan:?}");
+    assert!(plan.stdout.contains("internet_gateway: false → true"), "{plan:?}");
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(default_routes().1, to, "the route to the VPC's gateway is back");
+    assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
+}
