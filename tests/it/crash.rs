@@ -284,3 +284,23 @@ fn a_public_route_table_that_lost_its_default_route_is_repaired() {
     assert_eq!(default_routes().1, to, "the route to the VPC's gateway is back");
     assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
 }
+
+/// Issue 18 item 17: a destroy killed right after RemoveRoleFromInstanceProfile leaves the
+/// instance profile holding no role, where ListInstanceProfilesForRole no longer finds it;
+/// the next destroy finds it by its name and path and deletes it.
+#[test]
+fn an_instance_profile_let_go_of_by_an_interrupted_destroy_is_deleted() {
+    let env = Env::new();
+    env.write("s.toml", &network_stack("profiles", ""));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let profile = env.tagged("profiles").instance_profiles;
+    assert_eq!(profile.len(), 1);
+    let iam = env.emu.iam();
+    let name = profile[0].clone();
+    crate::harness::block_on(async move {
+        iam.remove_role_from_instance_profile().instance_profile_name(&name).role_name(&name).send().await.unwrap();
+    });
+    let r = env.run(&["destroy", "s.toml", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(env.tagged("profiles").total(), 0, "the profile is gone too: {r:?}");
+}
