@@ -233,9 +233,20 @@ pub fn document(stack: &Stack) -> Json {
     // tagged into the stack and then deleted).
     push(
         "EksCreateTagged",
-        of(&|a| a.starts_with("eks:") && a.contains(":Create")),
+        of(&|a| a.starts_with("eks:") && a.contains(":Create") && a != "eks:CreateCluster"),
         eks_any.clone(),
         Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
+    );
+    // The Service Authorization Reference lists no resource type for eks:CreateCluster (only
+    // condition keys), which means `"Resource": "*"`; the region comes from the condition.
+    push(
+        "EksCreateClusterTagged",
+        of(&|a| a == "eks:CreateCluster"),
+        json!("*"),
+        Some(json!({ "StringEquals": {
+            format!("aws:RequestTag/{}", tags::STACK): stack.name,
+            "aws:RequestedRegion": region,
+        } })),
     );
     push(
         "EksManageStackResources",
@@ -354,6 +365,19 @@ pub fn document(stack: &Stack) -> Json {
         // hosted zone: CreateVpcEndpoint's dependent action (Service Authorization Reference).
         push("EndpointPrivateDns", vec!["route53:AssociateVPCWithHostedZone"], json!("*"), None);
     }
+    if has("ec2:ModifyVpcEndpoint") {
+        // An s3 gateway endpoint goes on the VPC's main route table for subnets without one of
+        // their own, and AWS makes that table without the stack's tag. ModifyVpcEndpoint
+        // authorises every resource of the request (vpc-endpoint, route-table, subnet,
+        // security-group: Service Authorization Reference, EC2), so route tables get their own
+        // statement; the endpoint itself stays scoped by Ec2ManageStackResources.
+        push(
+            "Ec2EndpointRouteTables",
+            vec!["ec2:ModifyVpcEndpoint"],
+            json!(format!("arn:aws:ec2:{region}:*:route-table/*")),
+            None,
+        );
+    }
     let request_tag = json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } });
     let resource_tag = json!({ "StringEquals": { &stack_tag: stack.name } });
     let queues = json!(format!("arn:aws:sqs:{region}:*:{}-*", stack.name));
@@ -386,4 +410,48 @@ pub fn document(stack: &Stack) -> Json {
         None,
     );
     json!({ "Version": "2012-10-17", "Statement": statements })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::{Source, VarSources};
+
+    fn policy(extra: &str) -> Json {
+        let text =
+            format!("[stack]\nname = \"p\"\nregion = \"us-west-2\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n{extra}");
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let stack = crate::load::check(Source::new("p.toml", text), &vars).unwrap_or_else(|d| panic!("{d}"));
+        document(&stack)
+    }
+
+    fn statement<'a>(doc: &'a Json, sid: &str) -> Option<&'a Json> {
+        doc["Statement"].as_array()?.iter().find(|s| s["Sid"] == sid)
+    }
+
+    /// Issue 18 item 20 / audit P1: eks:CreateCluster has no resource type in the SAR, so it
+    /// is allowed on "*", still only with the stack's tag and in its region.
+    #[test]
+    fn create_cluster_is_allowed_on_any_resource_with_the_stack_tag() {
+        let doc = policy(
+            "[eks_cluster.c]\nversion = \"1.31\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\n",
+        );
+        let s = statement(&doc, "EksCreateClusterTagged").expect("a statement of its own");
+        assert_eq!(s["Action"], json!(["eks:CreateCluster"]));
+        assert_eq!(s["Resource"], json!("*"));
+        assert_eq!(s["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "p");
+        assert_eq!(s["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-west-2");
+        let tagged = statement(&doc, "EksCreateTagged").map_or(json!([]), |s| s["Action"].clone());
+        assert!(!tagged.to_string().contains("eks:CreateCluster"), "{tagged}");
+    }
+
+    /// Audit N7: ModifyVpcEndpoint may touch the VPC's untagged main route table.
+    #[test]
+    fn modify_vpc_endpoint_reaches_untagged_route_tables() {
+        let doc = policy("[vpc_endpoint.s3]\nvpc = \"${vpc.main.id}\"\nservice = \"s3\"\nsubnets = [\"subnet-1\"]\n");
+        let s = statement(&doc, "Ec2EndpointRouteTables").expect("a statement for route tables");
+        assert_eq!(s["Action"], json!(["ec2:ModifyVpcEndpoint"]));
+        assert_eq!(s["Resource"], json!("arn:aws:ec2:us-west-2:*:route-table/*"));
+        assert!(s.get("Condition").is_none(), "{s}");
+    }
 }

@@ -252,23 +252,43 @@ fn approved(g: &Global, auto: bool, question: &str, verb: &str) -> Result<bool> 
     Ok(false)
 }
 
-/// Ctrl-C once: start nothing new, let in-flight calls finish and be recorded. Twice: exit
-/// at once (the state on disk is consistent either way). Installed before planning so an
-/// early Ctrl-C means "change nothing" rather than the default kill.
+/// Ctrl-C or SIGTERM once: start nothing new, let in-flight calls finish and be recorded,
+/// release the lock, exit non-zero. A second signal of either kind: release the S3 lock
+/// (a few seconds at most) and exit at once; the state on disk is consistent either way.
+/// SIGTERM is what a CI cancel sends after SIGINT ("If the process doesn't exit within
+/// 7500 ms, the runner will send SIGTERM ... then wait for 2500 ms" before killing it:
+/// GitHub docs, workflow-cancellation-reference), and what `kill` and Kubernetes send.
+/// Installed before planning so an early signal means "change nothing" rather than the
+/// default kill.
 fn on_interrupt() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        // Without a SIGTERM handler (it cannot be installed) SIGTERM keeps its default.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        if stop_signal(&mut term).await {
             let _ = tx.send(true);
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if stop_signal(&mut term).await {
                 eprintln!(
-                    "Second interrupt: exiting now. The state on disk is consistent; run apply again to resolve pending operations."
+                    "Second interrupt: exiting now. The state on disk is consistent; run the same command again to resolve pending operations."
                 );
+                // Within GitHub's 2.5 s between SIGTERM and the kill.
+                crate::state::s3::lock::release_held(std::time::Duration::from_secs(2)).await;
                 std::process::exit(130);
             }
         }
     });
     rx
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM; false when no signal can arrive any more.
+async fn stop_signal(term: &mut Option<tokio::signal::unix::Signal>) -> bool {
+    match term {
+        Some(t) => tokio::select! {
+            r = tokio::signal::ctrl_c() => r.is_ok(),
+            s = t.recv() => s.is_some(),
+        },
+        None => tokio::signal::ctrl_c().await.is_ok(),
+    }
 }
 
 /// Executes the plan, saves outputs, prints the summary.

@@ -1,6 +1,9 @@
 //! IPv4 CIDR blocks as EC2 takes them, checked offline with `ipnet`: the syntax, the
 //! /16 to /28 size of a VPC or subnet block, a subnet inside its VPC's block, and no two
-//! subnets of one VPC overlapping. Only literal blocks are checked (variables count as
+//! subnets of one VPC overlapping. The third is gpustack's limit, not AWS's: a `vpc` has
+//! exactly one IPv4 block, while AWS lets a VPC take secondary blocks ("You can associate
+//! secondary IPv4 CIDR blocks with your VPC", VPC UG `vpc-cidr-blocks`; EC2 API
+//! `AssociateVpcCidrBlock`), which gpustack does not manage. Only literal blocks are checked (variables count as
 //! literal once substituted); a block that comes from another resource's output is AWS's to
 //! judge at apply time.
 
@@ -81,7 +84,7 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
                     span.clone(),
                 )
                 .help(format!(
-                    "a subnet's block lies within its VPC's ({} to {})",
+                    "gpustack gives a VPC one IPv4 block, so a subnet's block lies within it ({} to {}); AWS's secondary VPC blocks (VPC UG vpc-cidr-blocks) are not managed by gpustack",
                     vpc_net.network(),
                     vpc_net.broadcast()
                 )),

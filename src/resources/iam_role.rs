@@ -321,6 +321,15 @@ async fn remove_instance_profiles(ctx: &Ctx, role: &str) -> Result<()> {
             ctx.call(Service::Iam, "DeleteInstanceProfile", request.send()).await.absent_ok()?;
         }
     }
+    // The profile named after the role, found by its name and path even when it no longer
+    // holds the role: a delete killed after RemoveRoleFromInstanceProfile, or a create killed
+    // before AddRoleToInstanceProfile, leaves it where ListInstanceProfilesForRole cannot see it.
+    let request = ctx.iam.get_instance_profile().instance_profile_name(role);
+    let own = ctx.call(Service::Iam, "GetInstanceProfile", request.send()).await.absent_ok()?;
+    if own.and_then(|o| o.instance_profile).is_some_and(|ip| ip.path() == path(ctx) && ip.roles().is_empty()) {
+        let request = ctx.iam.delete_instance_profile().instance_profile_name(role);
+        ctx.call(Service::Iam, "DeleteInstanceProfile", request.send()).await.absent_ok()?;
+    }
     Ok(())
 }
 

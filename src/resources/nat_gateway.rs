@@ -2,11 +2,14 @@
 //! so that private subnets (`subnet.nat_gateway`) have a way out: the VPC CNI calls the EC2
 //! API and nodes pull images from ECR and S3, and GPU nodes with several network interfaces
 //! get no public IP (EC2 UG `efa-acc-inst-types`). The Elastic IP is allocated first and
-//! released after the gateway is gone; one left by an interrupted run is found by its tags
-//! and reused, never leaked.
+//! released after the gateway is gone. "Deleting a public NAT gateway disassociates its
+//! Elastic IP address, but does not release the address from your account" (EC2 API
+//! `DeleteNatGateway`): so refresh reports every tagged address no live gateway holds (left
+//! by a create or a delete that was interrupted) as an object of its own, which the plan
+//! deletes as a stray, and a gateway that is deleting or `failed` is never adopted.
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{DomainType, Filter, NatGateway, NatGatewayState, ResourceType};
+use aws_sdk_ec2::types::{DomainType, NatGateway, NatGatewayState, ResourceType};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::wait::{Poll, Status, until, until_status};
@@ -83,22 +86,27 @@ impl Kind for NatGatewayKind {
         let pages = ctx.ec2.describe_nat_gateways().filter(tags::stack_filter(ctx)).into_paginator().send();
         let all =
             ctx.all_pages(Service::Ec2, "DescribeNatGateways", pages, |p| p.nat_gateways.unwrap_or_default()).await?;
-        Ok(all
+        let mut found: Vec<Observed> =
+            all.iter().filter(|n| n.state() != Some(&NatGatewayState::Deleted)).map(observed).collect();
+        // Addresses held by a gateway that is pending or available stay with it; the others
+        // (free, or held by a gateway on its way out) are released as strays.
+        let held: Vec<&str> = all
             .iter()
-            .filter(|n| !matches!(n.state(), Some(NatGatewayState::Deleted | NatGatewayState::Deleting)))
-            .map(|n| {
-                let all = tags::ec2_map(n.tags());
-                let rec = recorded(n);
-                Observed::tagged(
-                    &all,
-                    rec,
-                    Attrs::from([
-                        ("subnet".into(), Value::str(n.subnet_id().unwrap_or_default())),
-                        ("tags".into(), tags::observed(&all)),
-                    ]),
-                )
-            })
-            .collect())
+            .filter(|n| is_live(n))
+            .flat_map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id()))
+            .collect();
+        for allocation in stack_addresses(ctx).await? {
+            if !held.contains(&allocation.as_str()) {
+                found.push(Observed {
+                    address: None,
+                    id: allocation,
+                    attrs: Attrs::new(),
+                    outputs: Attrs::new(),
+                    retained: false,
+                });
+            }
+        }
+        Ok(found)
     }
 
     async fn update(
@@ -115,16 +123,25 @@ impl Kind for NatGatewayKind {
         Ok(gw.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
 
-    async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        // An Elastic IP found by its tags with no live gateway (see `read_all`).
+        if id.starts_with(ALLOCATION_PREFIX) {
+            return release(ctx, id).await;
+        }
         // This gateway's own address; during a replace the new gateway holds another one with
         // the same tag, which must stay.
-        let own: Vec<String> = describe(ctx, id)
-            .await?
+        let gw = describe(ctx, id).await?;
+        let own: Vec<String> = gw
+            .as_ref()
             .map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
             .unwrap_or_default();
-        let request = ctx.ec2.delete_nat_gateway().nat_gateway_id(id);
-        ctx.call(Service::Ec2, "DeleteNatGateway", request.send()).await.absent_ok()?;
-        // The Elastic IP stays associated until the gateway is deleted.
+        // One already deleting (an earlier delete was interrupted) is only waited for.
+        if gw.is_some_and(|n| n.state() != Some(&NatGatewayState::Deleting)) {
+            let request = ctx.ec2.delete_nat_gateway().nat_gateway_id(id);
+            ctx.call(Service::Ec2, "DeleteNatGateway", request.send()).await.absent_ok()?;
+        }
+        // The Elastic IP stays associated until the gateway is deleted. A run killed from
+        // here on leaves the address to the next refresh, which finds it by its tags.
         until_status(
             &format!("deletion of NAT gateway {id}"),
             TIMEOUT,
@@ -136,37 +153,60 @@ impl Kind for NatGatewayKind {
             },
         )
         .await?;
-        let leftovers = tagged_addresses(ctx, address).await?.into_iter().filter(|a| a.free).map(|a| a.allocation);
-        let mut release: Vec<String> = own;
-        release.extend(leftovers);
-        release.sort();
-        release.dedup();
-        for allocation in release {
-            // EC2 can still count the address as in use for a moment after the gateway reads
-            // `deleted`: retry that refusal briefly rather than leak a billed address.
-            until(&format!("release of Elastic IP {allocation}"), std::time::Duration::from_secs(120), || async {
-                let request = ctx.ec2.release_address().allocation_id(&allocation);
-                match ctx.call(Service::Ec2, "ReleaseAddress", request.send()).await.absent_ok() {
-                    Ok(_) => Ok(Poll::Done(())),
-                    Err(e) if matches!(e.code.as_deref(), Some("AuthFailure" | "InvalidIPAddress.InUse")) => {
-                        Ok(Poll::Pending("in use".into()))
-                    }
-                    Err(e) => Err(e),
-                }
-            })
-            .await?;
+        for allocation in own {
+            release(ctx, &allocation).await?;
         }
         Ok(())
     }
 }
 
-/// The gateway's Elastic IP: an unassociated one tagged for this address (left by an
-/// interrupted create) is reused; otherwise a new one is allocated, tagged on creation.
-async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
-    // Only a free one: during a replace the old gateway still holds its own address.
-    if let Some(found) = tagged_addresses(ctx, req.address).await?.into_iter().find(|a| a.free).map(|a| a.allocation) {
-        return Ok(found);
+/// Allocation ids (`eipalloc-…`): how a stray Elastic IP shows among the gateways' ids.
+const ALLOCATION_PREFIX: &str = "eipalloc-";
+
+/// Pending or available: a gateway that holds its address and may be adopted. One that is
+/// deleting or deleted is on its way out, and a `failed` one "could not be created" (EC2 API
+/// `NatGateway`): adopting it would route subnets into nothing, so it is deleted as a stray.
+fn is_live(n: &NatGateway) -> bool {
+    matches!(n.state(), Some(NatGatewayState::Pending | NatGatewayState::Available))
+}
+
+fn observed(n: &NatGateway) -> Observed {
+    let all = tags::ec2_map(n.tags());
+    let attrs = Attrs::from([
+        ("subnet".into(), Value::str(n.subnet_id().unwrap_or_default())),
+        ("tags".into(), tags::observed(&all)),
+    ]);
+    let mut o = Observed::tagged(&all, recorded(n), attrs);
+    if !is_live(n) {
+        // Never adopted for its address: a stray, deleted (or waited for) and its address released.
+        o.address = None;
     }
+    o
+}
+
+/// Releases an Elastic IP; one already released is fine.
+async fn release(ctx: &Ctx, allocation: &str) -> Result<()> {
+    // The address stays in use while a gateway holding it is deleting (minutes), and EC2 can
+    // still count it as in use for a moment after the gateway reads `deleted`: retry that
+    // refusal (AWS sends `AuthFailure` for it, the emulator's vpc_network.py cites the
+    // reports) rather than leak a billed address.
+    until(&format!("release of Elastic IP {allocation}"), TIMEOUT, || async {
+        let request = ctx.ec2.release_address().allocation_id(allocation);
+        match ctx.call(Service::Ec2, "ReleaseAddress", request.send()).await.absent_ok() {
+            Ok(_) => Ok(Poll::Done(())),
+            Err(e) if matches!(e.code.as_deref(), Some("AuthFailure" | "InvalidIPAddress.InUse")) => {
+                Ok(Poll::Pending("in use".into()))
+            }
+            Err(e) => Err(e),
+        }
+    })
+    .await
+}
+
+/// The gateway's Elastic IP, allocated and tagged on creation. One left free by an
+/// interrupted create is not reused: refresh reported it as a stray, and this apply
+/// releases it at the same time.
+async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
     let request = ctx.ec2.allocate_address().domain(DomainType::Vpc).tag_specifications(tags::ec2_spec(
         ctx,
         ResourceType::ElasticIp,
@@ -181,29 +221,12 @@ async fn elastic_ip(ctx: &Ctx, req: &Create<'_>) -> Result<String> {
     })
 }
 
-/// An Elastic IP of this stack tagged for one `nat_gateway` address.
-struct TaggedAddress {
-    allocation: String,
-    /// Not associated with anything (a leftover of an interrupted create, or free again).
-    free: bool,
-}
-
-/// This stack's Elastic IPs tagged for `address`.
-async fn tagged_addresses(ctx: &Ctx, address: &str) -> Result<Vec<TaggedAddress>> {
+/// The allocation ids of this stack's Elastic IPs.
+async fn stack_addresses(ctx: &Ctx) -> Result<Vec<String>> {
     // DescribeAddresses is not paginated: one call returns every match.
-    let request = ctx
-        .ec2
-        .describe_addresses()
-        .filters(tags::stack_filter(ctx))
-        .filters(Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build());
+    let request = ctx.ec2.describe_addresses().filters(tags::stack_filter(ctx));
     let out = ctx.call(Service::Ec2, "DescribeAddresses", request.send()).await?;
-    Ok(out
-        .addresses()
-        .iter()
-        .filter_map(|a| {
-            Some(TaggedAddress { allocation: a.allocation_id()?.to_string(), free: a.association_id().is_none() })
-        })
-        .collect())
+    Ok(out.addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
 }
 
 async fn describe(ctx: &Ctx, id: &str) -> Result<Option<NatGateway>> {

@@ -51,6 +51,7 @@ impl Kind for Vpc {
             "ec2:DescribeInternetGateways",
             "ec2:CreateRouteTable",
             "ec2:CreateRoute",
+            "ec2:ReplaceRoute",
             "ec2:DeleteRouteTable",
             "ec2:DescribeRouteTables",
             "ec2:DisassociateRouteTable",
@@ -99,8 +100,11 @@ impl Kind for Vpc {
             found[i].attrs.insert("dns".into(), Value::Bool(on?));
         }
         for o in &mut found {
-            let attached = gateways.iter().any(|(_, vpc)| vpc.as_deref() == Some(o.id.as_str()));
-            let complete = attached && routed.contains(&o.id);
+            // Complete: a gateway attached to this VPC, and a public table routing 0.0.0.0/0
+            // to it (a run killed between CreateRouteTable and CreateRoute leaves none).
+            let complete = gateways.iter().any(|(igw, vpc)| {
+                vpc.as_deref() == Some(o.id.as_str()) && routed.iter().any(|(v, to)| *v == o.id && to == igw)
+            });
             o.attrs.insert("internet_gateway".into(), Value::Bool(complete));
         }
         Ok(found)
@@ -213,19 +217,39 @@ async fn attach_gateway(ctx: &Ctx, address: &str, vpc: &str, inputs: &Attrs, tok
         let request = ctx.ec2.attach_internet_gateway().internet_gateway_id(&igw_id).vpc_id(vpc);
         ctx.call(Service::Ec2, "AttachInternetGateway", request.send()).await?;
     }
-    if !public_route_tables(ctx, vpc).await?.is_empty() {
-        return Ok(());
+    let existing = public_route_tables(ctx, vpc).await?;
+    let (rt_id, default) = match existing.first() {
+        Some(rt) => (rt.route_table_id().unwrap_or_default().to_string(), default_route(rt).map(str::to_string)),
+        None => {
+            let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
+            spec.tags
+                .get_or_insert_with(Vec::new)
+                .push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
+            let request = ctx.ec2.create_route_table().vpc_id(vpc).client_token(token).tag_specifications(spec);
+            let rt = ctx.call(Service::Ec2, "CreateRouteTable", request.send()).await?;
+            (rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default().to_string(), None)
+        }
+    };
+    // A table that lost its route (or never got it: a run killed between the two calls) is
+    // repaired; one routing elsewhere (a gateway replaced since) is pointed at this one.
+    match default {
+        Some(to) if to == igw_id => Ok(()),
+        Some(_) => {
+            let request =
+                ctx.ec2.replace_route().route_table_id(&rt_id).destination_cidr_block("0.0.0.0/0").gateway_id(&igw_id);
+            ctx.call(Service::Ec2, "ReplaceRoute", request.send()).await.map(|_| ())
+        }
+        None => {
+            let request =
+                ctx.ec2.create_route().route_table_id(&rt_id).destination_cidr_block("0.0.0.0/0").gateway_id(&igw_id);
+            ctx.call(Service::Ec2, "CreateRoute", request.send()).await.map(|_| ())
+        }
     }
-    let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
-    spec.tags
-        .get_or_insert_with(Vec::new)
-        .push(aws_sdk_ec2::types::Tag::builder().key(PUBLIC_ROUTES).value("true").build());
-    let request = ctx.ec2.create_route_table().vpc_id(vpc).client_token(token).tag_specifications(spec);
-    let rt = ctx.call(Service::Ec2, "CreateRouteTable", request.send()).await?;
-    let rt_id = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default();
-    let request = ctx.ec2.create_route().route_table_id(rt_id).destination_cidr_block("0.0.0.0/0").gateway_id(&igw_id);
-    ctx.call(Service::Ec2, "CreateRoute", request.send()).await?;
-    Ok(())
+}
+
+/// Where a route table sends 0.0.0.0/0 (a gateway id), if anywhere.
+fn default_route(rt: &RouteTable) -> Option<&str> {
+    rt.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0")).and_then(|r| r.gateway_id())
 }
 
 fn address_filter(address: &str) -> Filter {
@@ -301,8 +325,8 @@ async fn stack_gateways(ctx: &Ctx) -> Result<Vec<(String, Option<String>)>> {
         .collect())
 }
 
-/// VPCs of this stack that have a public route table.
-async fn stack_public_route_vpcs(ctx: &Ctx) -> Result<Vec<String>> {
+/// This stack's public route tables: (VPC, the gateway its 0.0.0.0/0 route goes to, "" for none).
+async fn stack_public_route_vpcs(ctx: &Ctx) -> Result<Vec<(String, String)>> {
     let pages = ctx
         .ec2
         .describe_route_tables()
@@ -312,5 +336,8 @@ async fn stack_public_route_vpcs(ctx: &Ctx) -> Result<Vec<String>> {
         .send();
     let tables =
         ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await?;
-    Ok(tables.iter().filter_map(|r| r.vpc_id().map(str::to_string)).collect())
+    Ok(tables
+        .iter()
+        .filter_map(|r| Some((r.vpc_id()?.to_string(), default_route(r).unwrap_or_default().to_string())))
+        .collect())
 }

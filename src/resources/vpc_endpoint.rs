@@ -1,6 +1,6 @@
 //! `vpc_endpoint`: an AWS service reached from private subnets without the internet.
 //! `service = "s3"` is a gateway endpoint on the route tables of `subnets`; the others
-//! (`ecr.api`, `ecr.dkr`, `ec2`, `sts`, `ssm`, `eks-auth`, `logs`, …) are interface endpoints
+//! (`ecr.api`, `ecr.dkr`, `ec2`, `sts`, `ssm`, `eks-auth`, `sqs`, `logs`, …) are interface endpoints
 //! in `subnets` with `security_groups` and private DNS, so nodes reach the public service
 //! names privately (EKS UG `private-clusters`: ec2, ecr.api, ecr.dkr, the S3 gateway and sts
 //! are what nodes need to join and pull). Private DNS needs the VPC's DNS support and DNS
@@ -29,6 +29,9 @@ pub const SERVICES: &[&str] = &[
     "ec2messages",
     "eks",
     "eks-auth",
+    // Karpenter's interruption queue ("com.amazonaws.<region>.sqs - For accessing SQS if
+    // using interruption handling": Karpenter docs, Getting started → Private Clusters).
+    "sqs",
     "logs",
     "elasticloadbalancing",
     "autoscaling",

@@ -778,3 +778,116 @@ fn a_type_the_embedded_catalog_lacks_is_left_to_a_refreshing_plan() {
     let n = notes(&stack("instance_type = \"p5.49xlarge\"", "", ""));
     assert!(!n.contains_key("launch_template.t"), "{n:?}");
 }
+
+// ---- offline: what the stack's features need from the way out (issue 18 items 16, 18) ----
+
+const POD_IDENTITY: &str =
+    "\n[eks_addon.pod_identity]\ncluster = \"${eks_cluster.main.name}\"\naddon = \"eks-pod-identity-agent\"\n";
+
+#[test]
+fn pod_identity_needs_the_eks_auth_endpoint() {
+    let f = offline(&no_nat(GPU_LT, "", &format!("{}{POD_IDENTITY}", endpoints("a"))));
+    let d = the(&f, "`node_group.n` runs in `subnet.a`");
+    assert!(
+        d.message.contains("which is private with no NAT gateway, and VPC endpoints for eks-auth are missing"),
+        "{d:?}"
+    );
+    assert!(d.help.contains("VPC endpoints for ecr.api, ecr.dkr, s3, ec2, sts and eks-auth"), "{d:?}");
+    no_errors(&offline(&no_nat(GPU_LT, "", &format!("{}{}{POD_IDENTITY}", endpoints("a"), endpoint("eks-auth", "a")))));
+}
+
+#[test]
+fn sqs_is_a_vpc_endpoint_service() {
+    no_errors(&offline(&stack(GPU_LT, "", &endpoint("sqs", "a"))));
+}
+
+#[test]
+fn nodes_hosting_the_karpenter_controller_need_the_internet() {
+    let controller = "\n[karpenter_controller.k]\ncluster = \"${eks_cluster.main.name}\"\nnode_role = \"arn:aws:iam::123456789012:role/node\"\nversion = \"1.6.0\"\n";
+    let every: String = ["eks-auth", "sqs", "ssm", "eks"].iter().map(|s| endpoint(s, "a")).collect();
+    let f = offline(&no_nat(GPU_LT, "", &format!("{}{every}{POD_IDENTITY}{controller}", endpoints("a"))));
+    let d = the(
+        &f,
+        "`node_group.n` runs in `subnet.a`, which has no route to the internet (its nodes host `karpenter_controller.k`, which calls IAM and pulls from public.ecr.aws, and neither has a VPC endpoint here), only a NAT gateway or a public subnet will do",
+    );
+    assert!(d.error);
+    assert!(!d.help.contains("VPC endpoints for"), "no endpoint will do: {d:?}");
+    // Through the NAT gateway of the base stack it has one.
+    absent(&offline(&stack(GPU_LT, "", &format!("{POD_IDENTITY}{controller}"))), "could never join");
+}
+
+#[test]
+fn a_nat_gateway_counts_only_in_a_public_subnet_with_an_internet_gateway() {
+    let text = stack(GPU_LT, "", "");
+    let private_home = text.replacen("public            = true\n", "", 1);
+    let d = the(&offline(&private_home), "`node_group.n` runs in `subnet.a`");
+    assert_eq!(
+        d.message,
+        "`node_group.n` runs in `subnet.a`, which is routed through `nat_gateway.out`, whose subnet `subnet.b` is not public: a NAT gateway reaches the internet only from a public subnet of a VPC with an internet gateway (VPC UG vpc-nat-gateway): its nodes could never join the cluster"
+    );
+    let no_igw = text.replacen("internet_gateway = true\n", "", 1);
+    the(&offline(&no_igw), "whose subnet `subnet.b` is public, but its VPC has no internet gateway");
+    no_errors(&offline(&text));
+}
+
+#[test]
+fn one_interface_endpoint_serves_every_subnet_of_its_zone() {
+    // subnet.c: a second private subnet in subnet.a's zone, where AWS takes no second
+    // subnet for the same interface endpoint (PrivateLink guide, create-interface-endpoint).
+    let c =
+        "\n[subnet.c]\nvpc = \"${vpc.main.id}\"\ncidr_block = \"10.9.32.0/20\"\navailability_zone = \"us-west-2a\"\n";
+    let both = "subnets = [\"${subnet.a.id}\", \"${subnet.c.id}\"]";
+    let interfaces: String = ["ecr.api", "ecr.dkr", "ec2", "sts"].iter().map(|s| endpoint(s, "a")).collect();
+    let s3 = "\n[vpc_endpoint.s3]\nvpc = \"${vpc.main.id}\"\nservice = \"s3\"\nsubnets = [\"${subnet.a.id}\", \"${subnet.c.id}\"]\n";
+    no_errors(&offline(&no_nat(GPU_LT, both, &format!("{c}{interfaces}{s3}"))));
+    // The s3 gateway endpoint is a route: it serves only the subnets whose tables it is on.
+    let s3_a_only = format!("{c}{interfaces}{}", endpoint("s3", "a"));
+    the(
+        &offline(&no_nat(GPU_LT, both, &s3_a_only)),
+        "runs in `subnet.c`, which is private with no NAT gateway, and VPC endpoints for s3 are missing",
+    );
+    // An endpoint in another zone does not count.
+    let elsewhere: String = ["ecr.api", "ecr.dkr", "ec2", "sts"].iter().map(|s| endpoint(s, "b")).collect();
+    the(&offline(&no_nat(GPU_LT, both, &format!("{c}{elsewhere}{s3}"))), "runs in `subnet.c`");
+}
+
+#[test]
+fn private_endpoint_access_off_is_refused_where_nodes_could_not_register() {
+    let off = |ng: &str, extra: &str, cidrs: &str| {
+        let text = no_nat(GPU_LT, ng, extra);
+        text.replacen(
+            "public_access_cidrs = [\"203.0.113.0/24\"]",
+            &format!("public_access_cidrs = [{cidrs}]\nendpoint_private_access = false"),
+            1,
+        )
+    };
+    let limited = off("subnets = [\"${subnet.b.id}\"]", "", "\"203.0.113.0/24\"");
+    let d = the(&offline(&limited), "`eks_cluster.main` has endpoint_private_access = false");
+    assert_eq!(
+        d.message,
+        "`eks_cluster.main` has endpoint_private_access = false, and public_access_cidrs admits only 203.0.113.0/24, not the addresses nodes come from: nodes could not register"
+    );
+    assert!(d.error);
+    assert_eq!(d.at, "endpoint_private_access = false");
+    let endpoint_only = off("", &endpoints("a"), "\"0.0.0.0/0\"");
+    the(
+        &offline(&endpoint_only),
+        "`eks_cluster.main` has endpoint_private_access = false, and its nodes in `subnet.a` reach AWS through VPC endpoints only",
+    );
+    // Open to the internet, with nodes that have a way to it: they register publicly.
+    let open = off("subnets = [\"${subnet.b.id}\"]", "", "\"0.0.0.0/0\"");
+    absent(&offline(&open), "endpoint_private_access = false");
+}
+
+#[test]
+fn the_nvidia_device_plugin_from_nvcr_io_warns_on_endpoint_only_subnets() {
+    let al2023 = "ami_type = \"AL2023_x86_64_NVIDIA\"\ngpu_sharing = { strategy = \"time-slicing\", replicas = 4 }";
+    let lt = "data_volume = { size_gib = 100 }";
+    let f = offline(&no_nat(lt, al2023, &endpoints("a")));
+    let d = the(
+        &f,
+        "`subnet.a` reaches AWS through VPC endpoints only, but the NVIDIA device plugin's image comes from nvcr.io",
+    );
+    assert!(!d.error);
+    absent(&offline(&stack(lt, al2023, "")), "nvcr.io");
+}

@@ -133,6 +133,20 @@ def main() -> int:
         "... and the one after it succeeds",
     )
 
+    # Injected lost answer: the write lands, the answer is a 500 (only for the given key).
+    # n=2: this client retries once (max_attempts 1), and the retry's answer is lost too.
+    check(http(ep, "/_gpustack/s3/lost?n=2&key=l.json") == {"remaining": 2}, "POST /_gpustack/s3/lost?n=2&key=l.json")
+    check(
+        status_and_code(s3.put_object, Bucket=bucket, Key="other.json", Body=b"o", IfNoneMatch="*")[0] == 200,
+        "a conditional write to another key is answered normally",
+    )
+    check(
+        status_and_code(s3.put_object, Bucket=bucket, Key="l.json", Body=b"landed", IfNoneMatch="*")
+        == (500, "InternalError"),
+        "the next conditional write to l.json: 500 InternalError ...",
+    )
+    check(s3.get_object(Bucket=bucket, Key="l.json")["Body"].read() == b"landed", "... yet it landed")
+
     # Denied bucket.
     check(http(ep, f"/_gpustack/s3/deny?bucket={bucket}")["denied"] == [bucket], "POST /_gpustack/s3/deny")
     check(

@@ -501,6 +501,31 @@ def egress_kinds(c: Clients) -> None:
         error(ec2.release_address, AllocationId=eip["AllocationId"])[0] is None,
         "ReleaseAddress once the NAT is deleted",
     )
+    # A gateway deletes through `deleting`, holding its address (EC2 API NatGateway.State).
+    http(c.endpoint, "POST", "/_gpustack/nat?delete_ms=300")
+    eip2 = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat2 = ec2.create_nat_gateway(SubnetId=subnet, AllocationId=eip2)["NatGateway"]["NatGatewayId"]
+    ec2.delete_nat_gateway(NatGatewayId=nat2)
+    state = lambda: ec2.describe_nat_gateways(NatGatewayIds=[nat2])["NatGateways"][0]["State"]  # noqa: E731
+    check(state() == "deleting", "DeleteNatGateway with delete_ms -> deleting first")
+    check(error(ec2.release_address, AllocationId=eip2)[0] == "AuthFailure", "ReleaseAddress while deleting -> AuthFailure")
+    wait("NAT gateway deleted", lambda: state() == "deleted")
+    check(error(ec2.release_address, AllocationId=eip2)[0] is None, "ReleaseAddress once deleting is over")
+    check(
+        error(ec2.delete_nat_gateway, NatGatewayId="nat-0123456789abcdef0")[0] == "NatGatewayNotFound",
+        "DeleteNatGateway of an unknown gateway -> NatGatewayNotFound",
+    )
+    # A failed create on demand (EC2 API NatGateway.State "failed", FailureCode/FailureMessage).
+    http(c.endpoint, "POST", "/_gpustack/nat?delete_ms=0&fail_next=1")
+    eip3 = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat3 = ec2.create_nat_gateway(SubnetId=subnet, AllocationId=eip3)["NatGateway"]["NatGatewayId"]
+    got = ec2.describe_nat_gateways(NatGatewayIds=[nat3])["NatGateways"][0]
+    check(
+        got["State"] == "failed" and got.get("FailureCode") == "InternalError" and "invalid state" in got.get("FailureMessage", ""),
+        "fail_next -> the next CreateNatGateway reads failed with InternalError",
+    )
+    ec2.delete_nat_gateway(NatGatewayId=nat3)
+    ec2.release_address(AllocationId=eip3)
 
 
 # --- 3a-c. node groups that cannot join, Capacity Block upgrades ----------------------------------
@@ -624,6 +649,12 @@ def node_groups(c: Clients) -> None:
         g.create([private], launchTemplate={"id": efa})["status"] == "ACTIVE",
         "0.0.0.0/0 to a NAT gateway -> ACTIVE",
     )
+    # A NAT gateway in a subnet with no route to the internet gateway is no way out (VPC UG
+    # vpc-nat-gateway: its subnet's table "must include a route ... to an internet gateway").
+    eip_p = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat_p = ec2.create_nat_gateway(SubnetId=closed, AllocationId=eip_p)["NatGateway"]["NatGatewayId"]
+    behind, _ = g.subnet(route=nat_p)
+    check(failed(g.create([behind]), "has no egress"), "0.0.0.0/0 to a NAT gateway in a private subnet -> CREATE_FAILED")
     # (iii) endpoints: ecr.api, ecr.dkr, ec2, sts interface (private DNS, in the subnet) + s3 gateway.
     for service in ("ecr.api", "ecr.dkr", "ec2"):
         ec2.create_vpc_endpoint(

@@ -115,3 +115,192 @@ fn ctrl_c_finishes_in_flight_work_records_it_and_exits_non_zero() {
     assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
     assert_eq!(env.tagged("intr").vpcs.len(), 1);
 }
+
+/// A public subnet with a NAT gateway, and a private subnet routed through it.
+fn nat_stack(name: &str) -> String {
+    format!(
+        r#"[stack]
+name   = "{name}"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "10.9.0.0/16"
+internet_gateway = true
+
+[subnet.public]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.0.0/20"
+availability_zone = "us-west-2a"
+public            = true
+
+[nat_gateway.out]
+subnet = "${{subnet.public.id}}"
+
+[subnet.private]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.64.0/18"
+availability_zone = "us-west-2a"
+nat_gateway       = "${{nat_gateway.out.id}}"
+"#
+    )
+}
+
+/// (NAT gateways not yet deleted, Elastic IPs) tagged for `stack`.
+fn nat_leftovers(env: &Env, stack: &str) -> (usize, usize) {
+    let ec2 = env.emu.ec2();
+    let stack = stack.to_string();
+    crate::harness::block_on(async move {
+        let tag = || aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:stack").values(stack.clone()).build();
+        let nats = ec2.describe_nat_gateways().filter(tag()).send().await.unwrap();
+        let live = nats
+            .nat_gateways()
+            .iter()
+            .filter(|n| n.state() != Some(&aws_sdk_ec2::types::NatGatewayState::Deleted))
+            .count();
+        (live, ec2.describe_addresses().filters(tag()).send().await.unwrap().addresses().len())
+    })
+}
+
+/// Kills `args` (kill -9) as soon as the emulator has answered `action`.
+fn kill_after(env: &Env, args: &[&str], action: &str) {
+    env.emu.reset_requests();
+    let mut child =
+        env.command(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !env.emu.requests().iter().any(|(_, a)| a == action) {
+        assert!(child.try_wait().unwrap().is_none(), "{args:?} finished before {action}");
+        assert!(Instant::now() < deadline, "{action} was never called");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+/// Issue 18 item 17: "a destroy killed right after DeleteNatGateway (or while the gateway is
+/// deleting) leaves the gateway's Elastic IP allocated for ever". DeleteNatGateway "disassociates
+/// its Elastic IP address, but does not release the address from your account" (EC2 API
+/// reference), so the next destroy must find the address by its tags and release it.
+#[test]
+fn a_destroy_killed_after_delete_nat_gateway_leaks_no_elastic_ip() {
+    for delete_ms in [0, 1500] {
+        let env = Env::new();
+        env.write("n.toml", &nat_stack("natkill"));
+        env.ok(&["apply", "n.toml", "--auto-approve"]);
+        assert_eq!(nat_leftovers(&env, "natkill"), (1, 1));
+        // With delete_ms the gateway is still `deleting` (holding its address) when the next
+        // destroy starts; without, it is `deleted` and the address free.
+        if delete_ms > 0 {
+            env.emu.control("POST", &format!("/_gpustack/nat?delete_ms={delete_ms}"));
+        }
+        env.emu.set_latency(40);
+        kill_after(&env, &["destroy", "n.toml", "--auto-approve"], "DeleteNatGateway");
+        env.emu.set_latency(0);
+        let again = env.run(&["destroy", "n.toml", "--auto-approve"]);
+        assert_eq!(again.code, 0, "{again:?}");
+        assert_eq!(
+            nat_leftovers(&env, "natkill"),
+            (0, 0),
+            "no gateway, no Elastic IP (delete_ms {delete_ms}): {again:?}"
+        );
+        assert_eq!(env.tagged("natkill").total(), 0, "{again:?}");
+    }
+}
+
+/// An apply killed between AllocateAddress and CreateNatGateway leaves a free tagged address:
+/// the next apply releases it as a stray while the gateway gets a new one, so one address is
+/// left, held by the gateway.
+#[test]
+fn an_apply_killed_after_allocate_address_leaves_one_elastic_ip() {
+    let env = Env::new();
+    env.write("n.toml", &nat_stack("natalloc"));
+    env.emu.set_latency(40);
+    kill_after(&env, &["apply", "n.toml", "--auto-approve"], "AllocateAddress");
+    env.emu.set_latency(0);
+    env.ok(&["apply", "n.toml", "--auto-approve"]);
+    assert_eq!(nat_leftovers(&env, "natalloc"), (1, 1));
+    assert_eq!(env.run(&["plan", "n.toml", "--detailed-exitcode"]).code, 0, "converged");
+    env.ok(&["destroy", "n.toml", "--auto-approve"]);
+    assert_eq!(nat_leftovers(&env, "natalloc"), (0, 0));
+}
+
+/// Issue 18 item 17 / audit N5: a `failed` NAT gateway ("could not be created", EC2 API
+/// NatGateway) is not adopted by the next apply; it is deleted and its address released.
+#[test]
+fn a_failed_nat_gateway_is_replaced_not_adopted() {
+    let env = Env::new();
+    env.write("n.toml", &nat_stack("natfail"));
+    env.emu.control("POST", "/_gpustack/nat?fail_next=1");
+    let first = env.run(&["apply", "n.toml", "--auto-approve"]);
+    assert_eq!(first.code, 1, "{first:?}");
+    assert!(first.stdout.contains("CreateNatGateway failed"), "{first:?}");
+    let again = env.run(&["apply", "n.toml", "--auto-approve"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let st = env.state("natfail");
+    let nat = st["resources"]["nat_gateway.out"]["id"].as_str().unwrap().to_string();
+    let ec2 = env.emu.ec2();
+    let state = crate::harness::block_on(async move {
+        let out = ec2.describe_nat_gateways().nat_gateway_ids(nat).send().await.unwrap();
+        out.nat_gateways()[0].state().cloned()
+    });
+    assert_eq!(state, Some(aws_sdk_ec2::types::NatGatewayState::Available), "{again:?}");
+    assert_eq!(nat_leftovers(&env, "natfail"), (1, 1), "the failed gateway and its address are gone");
+    assert_eq!(env.run(&["plan", "n.toml", "--detailed-exitcode"]).code, 0, "converged");
+}
+
+/// Issue 18 item 17 / audit N4: a run killed between CreateRouteTable and CreateRoute leaves
+/// the VPC's public route table without its 0.0.0.0/0 route. Refresh sees the VPC's internet
+/// gateway as incomplete, and the next apply adds the route.
+#[test]
+fn a_public_route_table_that_lost_its_default_route_is_repaired() {
+    let env = Env::new();
+    env.write("s.toml", &network_stack("routes", ""));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let ec2 = env.emu.ec2();
+    let default_routes = || {
+        let ec2 = ec2.clone();
+        crate::harness::block_on(async move {
+            let f = aws_sdk_ec2::types::Filter::builder().name("tag:gpustack:public-routes").values("true").build();
+            let out = ec2.describe_route_tables().filters(f).send().await.unwrap();
+            let rt = out.route_tables()[0].clone();
+            let to: Vec<String> = rt
+                .routes()
+                .iter()
+                .filter(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+                .filter_map(|r| r.gateway_id().map(str::to_string))
+                .collect();
+            (rt.route_table_id().unwrap().to_string(), to)
+        })
+    };
+    let (table, to) = default_routes();
+    assert_eq!(to.len(), 1, "{to:?}");
+    let ec2b = ec2.clone();
+    crate::harness::block_on(async move {
+        ec2b.delete_route().route_table_id(table).destination_cidr_block("0.0.0.0/0").send().await.unwrap();
+    });
+    let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 2, "the missing route shows: {plan:?}");
+    assert!(plan.stdout.contains("internet_gateway: false → true"), "{plan:?}");
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(default_routes().1, to, "the route to the VPC's gateway is back");
+    assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0);
+}
+
+/// Issue 18 item 17: a destroy killed right after RemoveRoleFromInstanceProfile leaves the
+/// instance profile holding no role, where ListInstanceProfilesForRole no longer finds it;
+/// the next destroy finds it by its name and path and deletes it.
+#[test]
+fn an_instance_profile_let_go_of_by_an_interrupted_destroy_is_deleted() {
+    let env = Env::new();
+    env.write("s.toml", &network_stack("profiles", ""));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let profile = env.tagged("profiles").instance_profiles;
+    assert_eq!(profile.len(), 1);
+    let iam = env.emu.iam();
+    let name = profile[0].clone();
+    crate::harness::block_on(async move {
+        iam.remove_role_from_instance_profile().instance_profile_name(&name).role_name(&name).send().await.unwrap();
+    });
+    let r = env.run(&["destroy", "s.toml", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(env.tagged("profiles").total(), 0, "the profile is gone too: {r:?}");
+}

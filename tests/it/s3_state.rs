@@ -472,3 +472,127 @@ fn pipeline_example_stacks_validate() {
     }
     assert!(n >= 1, "examples/pipeline holds the stacks the workflow uses");
 }
+
+/// Issue 18 item 19 / audit S1, S2: the example workflow serialises the jobs of one pull
+/// request, waits on destroy longer than a first apply takes, and keeps the rescue file of a
+/// failed run (it is written to the working directory, `src/state/rescue.rs`).
+#[test]
+fn pipeline_example_serialises_pull_request_jobs_and_keeps_rescue_files() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/pipeline/github-actions.yml");
+    let flow: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let jobs = flow["jobs"].as_mapping().unwrap();
+    for (name, job) in jobs {
+        let name = name.as_str().unwrap();
+        let steps = job["steps"].as_sequence().unwrap();
+        let runs: Vec<&str> =
+            steps.iter().filter_map(|s| s["run"].as_str()).filter(|r| r.contains("gpustack ")).collect();
+        if runs.iter().any(|r| r.contains("gpustack apply") || r.contains("gpustack destroy")) {
+            let rescue = steps.iter().any(|s| {
+                s["if"].as_str() == Some("failure()")
+                    && s["uses"].as_str().is_some_and(|u| u.starts_with("actions/upload-artifact@"))
+                    && s["with"]["path"].as_str() == Some("gpustack-rescue-*.json")
+            });
+            assert!(rescue, "{name} uploads gpustack-rescue-*.json on failure");
+        }
+        if name == "preview" || name == "destroy-preview" {
+            assert_eq!(job["concurrency"]["group"].as_str(), Some("gpustack-pr-${{ github.event.number }}"), "{name}");
+            assert_eq!(job["concurrency"]["cancel-in-progress"].as_bool(), Some(false), "{name}");
+        }
+    }
+    let destroy = jobs.get("destroy-preview").unwrap()["steps"].as_sequence().unwrap();
+    assert!(
+        destroy
+            .iter()
+            .filter_map(|s| s["run"].as_str())
+            .any(|r| r.contains("gpustack destroy") && r.contains("--lock-timeout 60m")),
+        "the destroy waits out a first apply"
+    );
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+}
+
+/// Issue 18 item 19 / audit S5: SIGTERM (what a CI cancel sends after SIGINT, and what `kill`
+/// sends) is handled like the first Ctrl-C: in-flight calls finish and are recorded, the S3
+/// lock is released, and the exit is non-zero.
+#[test]
+fn s3_sigterm_finishes_in_flight_work_and_releases_the_lock() {
+    let key = "envs/term.json";
+    let env = s3_env("term", key);
+    env.emu.set_latency(100);
+    let mut child = spawn(&env, env.dir.path(), &["apply", "s.toml", "--auto-approve"]);
+    wait_for_state(&env, key, &mut child, |s| pending(s) > 0);
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Interrupted: finishing the"), "{}", text(&out));
+    assert!(env.emu.s3_get(BUCKET, &format!("{key}.lock")).is_none(), "the lock is released: {}", text(&out));
+    assert_eq!(stored(&env, key).map(|s| pending(&s)), Some(0), "in-flight work recorded");
+    env.emu.set_latency(0);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    converged_once(&env, "term", key);
+}
+
+/// A second interrupt (Ctrl-C twice, or GitHub's SIGTERM 7.5 s after its SIGINT) exits at
+/// once, skipping `Drop`: the S3 lock is still released first, within seconds.
+#[test]
+fn s3_a_second_interrupt_exits_at_once_and_releases_the_lock() {
+    let key = "envs/twice.json";
+    let env = s3_env("twice", key);
+    env.emu.set_latency(300);
+    let mut child = spawn(&env, env.dir.path(), &["apply", "s.toml", "--auto-approve"]);
+    wait_for_state(&env, key, &mut child, |s| pending(s) > 0);
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(50));
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Second interrupt: exiting now"), "{}", text(&out));
+    assert!(env.emu.s3_get(BUCKET, &format!("{key}.lock")).is_none(), "the lock is released: {}", text(&out));
+    env.emu.set_latency(0);
+    let again = env.run(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(again.code, 0, "no force-unlock needed: {again:?}");
+    converged_once(&env, "twice", key);
+}
+
+/// Issue 18 item 19 / audit S3: the lock PUT lands, but every answer to it (the SDK's three
+/// attempts) is lost: the lock object holds our id, so it is ours, not an orphan.
+#[test]
+fn s3_a_lock_whose_answers_were_lost_is_taken_not_orphaned() {
+    let key = "envs/lostlock.json";
+    let env = s3_env("lostlock", key);
+    env.emu.control("POST", &format!("/_gpustack/s3/lost?n=3&key={key}.lock"));
+    let r = env.run(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.emu.s3_get(BUCKET, &format!("{key}.lock")).is_none(), "the lock is released");
+    converged_once(&env, "lostlock", key);
+}
+
+/// Issue 18 item 20 / audit S4: a state write lands but its answers are lost; the next write
+/// must not be refused as "changed by someone else" (the object is exactly what we sent).
+#[test]
+fn s3_a_state_write_whose_answers_were_lost_is_no_false_change() {
+    let key = "envs/lostwrite.json";
+    let env = s3_env("lostwrite", key);
+    env.emu.control("POST", &format!("/_gpustack/s3/lost?n=3&key={key}"));
+    let r = env.run(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("changed by someone else"), "{r:?}");
+    converged_once(&env, "lostwrite", key);
+}
+
+/// Audit S6: 409 ConditionalRequestConflict on every lock attempt ends, with S3's error,
+/// instead of retrying for ever.
+#[test]
+fn s3_endless_lock_conflicts_end_in_an_error() {
+    let env = s3_env("conflicts", "envs/conflicts.json");
+    env.emu.control("POST", "/_gpustack/s3/conflict?n=1000000");
+    let started = Instant::now();
+    let r = env.run(&["plan", "s.toml"]);
+    env.emu.control("POST", "/_gpustack/s3/conflict?n=0");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("ConditionalRequestConflict"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
+}

@@ -2,7 +2,8 @@
 //! so exactly one run can hold it, holding who took it and when. Unlike a local OS
 //! lock it outlives a killed holder, so a held lock names its holder, its age and the
 //! `force-unlock` command that frees it. Released with `DeleteObject If-Match:` the
-//! ETag we wrote, so a lock someone else took since is never deleted.
+//! ETag we wrote, so a lock someone else took since is never deleted. A second interrupt
+//! exits without running `Drop`: [`release_held`] is its last-resort release.
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,9 @@ impl std::fmt::Display for LockInfo {
     }
 }
 
+/// How long acquiring keeps retrying 409 ConditionalRequestConflict past `--lock-timeout`.
+const CONFLICT_WAIT: Duration = Duration::from_secs(30);
+
 pub fn lock_key(key: &str) -> String {
     format!("{key}.lock")
 }
@@ -81,6 +85,8 @@ pub async fn acquire(
     let body = serde_json::to_vec(&info)?;
     let key = lock_key(&loc.key);
     let deadline = Instant::now() + timeout;
+    // 409s mean a write on the key is in flight right now; they end within moments.
+    let conflict_deadline = deadline.max(Instant::now() + CONFLICT_WAIT);
     let mut wait = Duration::from_millis(200);
     loop {
         let put = client
@@ -97,10 +103,21 @@ pub async fn acquire(
             Err(e) => Failure::of(e),
         };
         if f.conflict() {
+            // "On a 409 failure you should retry" (PutObject `If-None-Match`), but not for ever.
+            if Instant::now() >= conflict_deadline {
+                return Err(f.into_error("locking", loc).into());
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
         if !f.precondition_failed() {
+            // A PUT that landed while every answer to it was lost (timeouts, 5xx on the SDK's
+            // retries) left our lock: take it, rather than fail and orphan it (OpenTofu #4405).
+            if let Ok(Some((bytes, etag))) = get(client, loc, &key).await
+                && serde_json::from_slice::<LockInfo>(&bytes).is_ok_and(|o| o.id == info.id)
+            {
+                return Ok(held(client, loc, info, &etag));
+            }
             return Err(f.into_error("locking", loc).into());
         }
         // Held. If the holder is us, an SDK retry of a PUT that had landed got the 412
@@ -124,7 +141,60 @@ pub async fn acquire(
 }
 
 fn held(client: &aws_sdk_s3::Client, loc: &S3Location, info: LockInfo, etag: &str) -> S3Lock {
-    S3Lock { client: client.clone(), location: loc.clone(), info, etag: etag.to_string(), released: false }
+    let lock = S3Lock { client: client.clone(), location: loc.clone(), info, etag: etag.to_string(), released: false };
+    if let Ok(mut all) = HELD.lock() {
+        all.push(Held {
+            client: lock.client.clone(),
+            location: lock.location.clone(),
+            etag: lock.etag.clone(),
+            id: lock.info.id.clone(),
+        });
+    }
+    lock
+}
+
+/// A lock this process holds, as the signal handler needs it (it cannot reach the owner).
+struct Held {
+    client: aws_sdk_s3::Client,
+    location: S3Location,
+    etag: String,
+    id: String,
+}
+
+/// Every S3 lock this process holds (`state migrate` holds two). A process-wide list
+/// because a second Ctrl-C or SIGTERM exits from the signal task, where no owner is in
+/// reach and no `Drop` will run.
+static HELD: std::sync::Mutex<Vec<Held>> = std::sync::Mutex::new(Vec::new());
+
+fn forget(id: &str) {
+    if let Ok(mut all) = HELD.lock() {
+        all.retain(|h| h.id != id);
+    }
+}
+
+/// Releases every lock this process still holds, each within `timeout`, before an exit
+/// that skips `Drop`; a lock that stays gets the `force-unlock` line.
+pub async fn release_held(timeout: Duration) {
+    let all: Vec<Held> = HELD.lock().map(|mut all| std::mem::take(&mut *all)).unwrap_or_default();
+    for h in all {
+        let result = match tokio::time::timeout(timeout, delete(&h.client, &h.location, &h.etag)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(f)) if f.no_such_key() || f.precondition_failed() => Ok(()),
+            Ok(Err(f)) => Err(f.into_error("unlocking", &h.location).to_string()),
+            Err(_) => Err(format!("no answer from S3 within {}s", timeout.as_secs())),
+        };
+        if let Err(e) = result {
+            stays_held(&h.location, &h.id, &e);
+        }
+    }
+}
+
+/// The warning for a lock this run could not release.
+fn stays_held(location: &S3Location, id: &str, why: &str) {
+    eprintln!(
+        "warning: the state lock {} stays held: {why}\n  help: free it with: gpustack force-unlock {id} --state {location}",
+        lock_key(&location.to_string()),
+    );
 }
 
 /// The lock's holder and the lock object's ETag, if it is held.
@@ -180,6 +250,7 @@ impl S3Lock {
     /// Deletes the lock object if it is still ours.
     pub async fn release(mut self) -> Result<(), S3Error> {
         self.released = true;
+        forget(&self.info.id);
         self.delete_ours().await
     }
 
@@ -198,6 +269,7 @@ impl Drop for S3Lock {
         if self.released {
             return;
         }
+        forget(&self.info.id);
         // Drop cannot await: block this thread on the runtime (a multi-threaded one keeps
         // serving the request meanwhile).
         let result = match tokio::runtime::Handle::try_current() {
@@ -207,12 +279,7 @@ impl Drop for S3Lock {
             _ => Err("no async runtime to send the request on".to_string()),
         };
         if let Err(e) = result {
-            eprintln!(
-                "warning: the state lock {} stays held: {e}\n  help: free it with: gpustack force-unlock {} --state {}",
-                lock_key(&self.location.to_string()),
-                self.info.id,
-                self.location
-            );
+            stays_held(&self.location, &self.info.id, &e);
         }
     }
 }

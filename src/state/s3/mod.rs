@@ -219,16 +219,18 @@ impl Store {
                 tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
                 continue;
             }
+            // A PUT that landed while its answer was lost shows as a 412 on the SDK's retry, or
+            // as a timeout or 5xx when every answer was lost: the object is then exactly what
+            // we sent, and its ETag is the one to write against next.
+            if let Ok(Some((body, etag))) = get(&self.client, loc, &loc.key).await
+                && body == bytes
+            {
+                *self.etag.lock().unwrap_or_else(|p| p.into_inner()) = Some(etag);
+                return Ok(());
+            }
             // A 412 (or, for If-Match on an object deleted since, a 404) means the object is not
-            // the one we last saw — unless it is exactly what we sent: an SDK retry of a PUT that
-            // had landed sees its own write.
+            // the one we last saw.
             if f.precondition_failed() || (expected.is_some() && f.no_such_key()) {
-                if let Ok(Some((body, etag))) = get(&self.client, loc, &loc.key).await
-                    && body == bytes
-                {
-                    *self.etag.lock().unwrap_or_else(|p| p.into_inner()) = Some(etag);
-                    return Ok(());
-                }
                 return Err(S3Error::Changed {
                     bucket: loc.bucket.clone(),
                     key: loc.key.clone(),

@@ -17,6 +17,12 @@ Control endpoints (answered here, not recorded by the request log):
   ``ConditionalRequestConflict`` before moto sees them, as S3 does when conditional writes on one
   key race ("A conflicting conditional operation is currently in progress against this
   resource"); moto never does. Answers ``{"remaining": N}``.
+* ``POST /_gpustack/s3/lost?n=N[&key=K]`` -> the next N conditional writes (to object key ``K``
+  only, when given) are carried out and then answered 500 ``InternalError``, as when the answer
+  to a PUT that landed is lost and the SDK's retries end in timeouts or 5xx (opentofu/opentofu#4405:
+  "a lock acquisition can 412 against the lock it just created"; S3 API error responses: 500
+  ``InternalError`` "We encountered an internal error. Please try again."). Answers
+  ``{"remaining": N}``.
 
 S3 requests are told from others by the SigV4 credential scope's service (``s3``); the bucket is
 the first path segment (path-style addressing, which the SDKs use with an endpoint URL).
@@ -36,6 +42,7 @@ _write_lock = threading.Lock()
 _state_lock = threading.Lock()
 _denied: set[str] = set()
 _conflicts = 0
+_lost = {"n": 0, "key": ""}
 
 
 def _is_s3(environ: dict[str, Any]) -> bool:
@@ -94,6 +101,14 @@ class S3Conditional:
             with _state_lock:
                 _conflicts = n
             return _json(start_response, "200 OK", {"remaining": n})
+        if route == "/_gpustack/s3/lost":
+            try:
+                n = max(0, int((query.get("n") or ["0"])[0]))
+            except ValueError:
+                return _json(start_response, "400 Bad Request", {"error": "n must be an integer"})
+            with _state_lock:
+                _lost.update(n=n, key=(query.get("key") or [""])[0])
+            return _json(start_response, "200 OK", {"remaining": n})
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -126,8 +141,18 @@ class S3Conditional:
                 "ConditionalRequestConflict",
                 "A conflicting conditional operation is currently in progress against this resource. Please try again.",
             )
+        key = environ.get("PATH_INFO", "/").lstrip("/").split("/", 1)[-1]
+        with _state_lock:
+            lost = _lost["n"] > 0 and _lost["key"] in ("", key)
+            if lost:
+                _lost["n"] -= 1
         with _write_lock:
-            return list(self.app(environ, start_response))
+            if not lost:
+                return list(self.app(environ, start_response))
+            list(self.app(environ, lambda *_: None))
+        return _s3_error(
+            start_response, environ, "500 Internal Server Error", "InternalError", "We encountered an internal error. Please try again."
+        )
 
 
 def wrap_wsgi(app: Callable[..., Any]) -> Callable[..., Any]:

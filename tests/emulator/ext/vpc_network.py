@@ -28,16 +28,34 @@ differently from AWS, fixed here:
   ``RemoveSubnetIds`` of an interface endpoint create/delete its network interface there, and
   ``PrivateDnsEnabled`` is kept.
 
+* NAT gateway lifecycle: ``DeleteNatGateway`` leaves the gateway ``deleting`` for a while before
+  ``deleted`` (EC2 API ``NatGateway.State``: "deleting: The NAT gateway is in the process of being
+  terminated and may still be processing traffic"; its Elastic IP stays associated, so
+  ``ReleaseAddress`` keeps refusing it until then). moto deleted at once. How long is set per test
+  (below; default 0, moto's behaviour). A ``failed`` gateway (``NatGateway.State``: "failed: The
+  NAT gateway could not be created", with ``FailureCode``/``FailureMessage``) is produced on demand
+  for the next creates, with failure code ``InternalError`` and the message the API reference
+  gives for it.
+* A NAT gateway is a way out (``egress``) only when its own subnet routes 0.0.0.0/0 to an internet
+  gateway attached to the VPC: "the route table associated with the subnet in which your NAT
+  gateway resides must include a route that points internet traffic to an internet gateway" (VPC
+  UG ``vpc-nat-gateway``). moto-based egress counted any available gateway.
+
+Control endpoint (JSON; global; ``POST /moto-api/reset`` restores the defaults):
+``POST /_gpustack/nat?delete_ms=N&fail_next=N`` (both optional, integers >= 0) answers the settings.
+
 ``egress(...)`` (used by ``node_join``) answers whether a subnet has a way out; see there.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from moto.ec2.utils import random_private_ip
 
-from ._ec2 import LOCK, EC2Response, backend_for, ec2_action, ec2_error
+from ._ec2 import LOCK, ActionResult, EC2Response, backend_for, ec2_action, ec2_error
+from .capacity_control import ControlError, on_reset, route
 
 ATTRIBUTES = ("EnableDnsSupport", "EnableDnsHostnames", "EnableNetworkAddressUsageMetrics")
 
@@ -79,6 +97,7 @@ def _release_address(self: EC2Response) -> Any:
     backend = backend_for(self)
     allocation_id = self._get_param("AllocationId")
     public_ip = self._get_param("PublicIp")
+    _sweep_nat(backend)
     with LOCK:
         for nat in backend.nat_gateways.values():
             if nat.state == "deleted":
@@ -91,6 +110,95 @@ def _release_address(self: EC2Response) -> Any:
                         "AuthFailure", "You do not have permission to access the specified resource."
                     )
     return _moto_release_address(self)
+
+
+# --- NAT gateway lifecycle ----------------------------------------------------------------------
+
+_nat = {"delete_ms": 0, "fail_next": 0}
+_deleting: dict[str, float] = {}  # NAT gateway id -> monotonic time it becomes deleted
+
+# The message EC2's API reference gives for failure code InternalError (NatGateway.FailureMessage).
+FAILED_MESSAGE = "Network interface {eni}, created and used internally by this NAT gateway is in an invalid state. Please try again."
+
+
+@route("POST", "/_gpustack/nat")
+def _set_nat(query: dict[str, str]) -> tuple[int, Any]:
+    with LOCK:
+        for key in _nat:
+            if key in query:
+                try:
+                    value = int(query[key])
+                except ValueError:
+                    raise ControlError(f"{key} must be an integer, not {query[key]!r}") from None
+                if value < 0:
+                    raise ControlError(f"{key} must be >= 0")
+                _nat[key] = value
+        return 200, dict(_nat)
+
+
+def _reset_nat() -> None:
+    with LOCK:
+        _nat.update(delete_ms=0, fail_next=0)
+        _deleting.clear()
+
+
+def _sweep_nat(backend: Any) -> None:
+    """Gateways whose deletion time has come read ``deleted``."""
+    now = time.monotonic()
+    with LOCK:
+        for nat_id, due in list(_deleting.items()):
+            nat = backend.nat_gateways.get(nat_id)
+            if nat is None or now >= due:
+                if nat is not None:
+                    nat.state = "deleted"
+                del _deleting[nat_id]
+
+
+_moto_create_nat_gateway = EC2Response.create_nat_gateway
+
+
+def _create_nat_gateway(self: EC2Response) -> Any:
+    answer = _moto_create_nat_gateway(self)
+    with LOCK:
+        if _nat["fail_next"] > 0:
+            _nat["fail_next"] -= 1
+            backend = backend_for(self)
+            nat = max(backend.nat_gateways.values(), key=lambda n: n._created_at)
+            nat.state = "failed"
+            nat.failure_code = "InternalError"
+            nat.failure_message = FAILED_MESSAGE.format(eni=nat._eni.id)
+    return answer
+
+
+_moto_delete_nat_gateway = EC2Response.delete_nat_gateway
+
+
+def _delete_nat_gateway(self: EC2Response) -> Any:
+    backend = backend_for(self)
+    nat_id = self._get_param("NatGatewayId")
+    _sweep_nat(backend)
+    with LOCK:
+        nat = backend.nat_gateways.get(nat_id)
+        if nat is None:
+            # EC2 error-code reference: NatGatewayNotFound (wording UNVERIFIED). moto: KeyError, 500.
+            raise ec2_error("NatGatewayNotFound", f"The Nat Gateway {nat_id} was not found")
+        if nat.state == "deleting":
+            # Already on its way (UNVERIFIED whether AWS answers so or refuses; gpustack does not
+            # delete a gateway it sees deleting).
+            return ActionResult({"NatGatewayId": nat_id})
+        answer = _moto_delete_nat_gateway(self)
+        if _nat["delete_ms"] > 0:
+            nat.state = "deleting"
+            _deleting[nat_id] = time.monotonic() + _nat["delete_ms"] / 1000
+    return answer
+
+
+_moto_describe_nat_gateways = EC2Response.describe_nat_gateways
+
+
+def _describe_nat_gateways(self: EC2Response) -> Any:
+    _sweep_nat(backend_for(self))
+    return _moto_describe_nat_gateways(self)
 
 
 def _check_interface_subnets(backend: Any, subnet_ids: list[str]) -> None:
@@ -242,6 +350,15 @@ def endpoints_missing(backend: Any, subnet: Any, table: Any) -> list[str]:
     return missing
 
 
+def _reaches_internet(backend: Any, nat: Any) -> bool:
+    """The NAT gateway's own subnet routes 0.0.0.0/0 to an internet gateway attached to its VPC
+    (VPC UG ``vpc-nat-gateway``)."""
+    home = backend.get_subnet(nat.subnet_id)
+    target = default_route_target(route_table_of(backend, home))
+    igw = backend.internet_gateways.get(target) if target and target.startswith("igw-") else None
+    return igw is not None and igw.vpc is not None and igw.vpc.id == home.vpc_id
+
+
 def egress(backend: Any, subnet_id: str, interfaces: int) -> str | None:
     """None if an instance with ``interfaces`` network interfaces in the subnet can reach ECR, EC2,
     STS and S3; else why not (a sentence for the health issue)."""
@@ -250,7 +367,7 @@ def egress(backend: Any, subnet_id: str, interfaces: int) -> str | None:
     target = default_route_target(table)
     if target and target.startswith("nat-"):
         nat = backend.nat_gateways.get(target)
-        if nat is not None and nat.state == "available":
+        if nat is not None and nat.state == "available" and _reaches_internet(backend, nat):
             return None
     if target and target.startswith("igw-"):
         igw = backend.internet_gateways.get(target)
@@ -275,5 +392,9 @@ def egress(backend: Any, subnet_id: str, interfaces: int) -> str | None:
 def install() -> None:
     ec2_action("ModifyVpcAttribute", override=True)(_modify_vpc_attribute)
     ec2_action("ReleaseAddress", override=True)(_release_address)
+    ec2_action("CreateNatGateway", override=True)(_create_nat_gateway)
+    ec2_action("DeleteNatGateway", override=True)(_delete_nat_gateway)
+    ec2_action("DescribeNatGateways", override=True)(_describe_nat_gateways)
+    on_reset(_reset_nat)
     ec2_action("CreateVpcEndpoint", override=True)(_create_vpc_endpoint)
     ec2_action("ModifyVpcEndpoint", override=True)(_modify_vpc_endpoint)
