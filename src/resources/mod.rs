@@ -267,6 +267,12 @@ pub trait Kind: Schema {
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }
+    /// True when a replacement destroys what cannot be got back quickly (a HyperPod cluster:
+    /// its instances, their jobs and hours of health checks): the plan refuses to replace
+    /// it unless the resource spells out `prevent_destroy = false`.
+    fn replace_needs_consent(&self) -> bool {
+        false
+    }
     /// True when deleting cannot undo the object (a Capacity Block runs until its end
     /// date): removing it *retains* it, and a change that would replace it is refused.
     fn retains_on_delete(&self) -> bool {

@@ -755,6 +755,10 @@ def updates(env: Env, p5: str) -> None:
     check(env.groups(name)["extra"]["Status"] == "Deleting", "InstanceGroupsToDelete: the group is Deleting")
     env.wait_status(name, "InService")
     check("extra" not in env.groups(name) and env.describe(name)["NodeRecovery"] == "None", "the deleted group is gone; NodeRecovery updated")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker?omit_target_count=1")
+    check(all("TargetCount" not in g and g["InstanceGroupName"] for g in env.describe(name)["InstanceGroups"]),
+          "omit_target_count=1: DescribeCluster groups without TargetCount (optional in ClusterInstanceGroupDetails)")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker?omit_target_count=0")
     env.sm.update_cluster(ClusterName=name, InstanceGroups=[{**env.groups_spec(name, "gpu"), "InstanceCount": 1}])
     env.wait_status(name, "InService")
     check(
@@ -849,11 +853,11 @@ def quotas(env: Env) -> None:
 
 
 def timing(env: Env) -> None:
-    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 300, "cluster_update_ms": 300, "cluster_delete_ms": 300},
+    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 300, "cluster_update_ms": 300, "cluster_delete_ms": 300, "omit_target_count": 0},
           "GET /_gpustack/sagemaker answers the timings")
     check(
-        control(env.endpoint, "POST", "/_gpustack/sagemaker?cluster_update_ms=250") == {"cluster_create_ms": 300, "cluster_update_ms": 250, "cluster_delete_ms": 300},
-        "POST sets a subset and answers all three",
+        control(env.endpoint, "POST", "/_gpustack/sagemaker?cluster_update_ms=250") == {"cluster_create_ms": 300, "cluster_update_ms": 250, "cluster_delete_ms": 300, "omit_target_count": 0},
+        "POST sets a subset and answers all four",
     )
     check(http(env.endpoint, "POST", "/_gpustack/sagemaker?cluster_create_ms=-1")[0] == 400, "a negative timing -> 400")
     check(http(env.endpoint, "POST", "/_gpustack/sagemaker?bogus_ms=1")[0] == 400, "an unknown timing -> 400")
@@ -875,7 +879,7 @@ def reset(env: Env) -> None:
     check(control(env.endpoint, "GET", "/_gpustack/sagemaker/purchases") == {"count": 0, "purchases": []}, "moto reset clears the purchase log")
     check(control(env.endpoint, "GET", "/_gpustack/sagemaker/offerings") == {"price_multiplier": 1.0, "removed": [], "none": False},
           "moto reset clears the offering controls")
-    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 1500, "cluster_update_ms": 500, "cluster_delete_ms": 500},
+    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 1500, "cluster_update_ms": 500, "cluster_delete_ms": 500, "omit_target_count": 0},
           "moto reset restores the default timings")
     check(env.sq.get_service_quota(ServiceCode="sagemaker", QuotaCode=P5_QUOTA)["Quota"]["Value"] == 4.0, "moto reset restores SageMaker quotas")
     control(env.endpoint, "POST", "/moto-api/reset")

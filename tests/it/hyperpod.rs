@@ -357,3 +357,101 @@ fn hyperpod_mistakes_are_refused_before_any_call() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("a bucket not named sagemaker-*"), "{r:?}");
 }
+
+/// Item 9 (issue 18): a HyperPod cluster changes in place for what `UpdateCluster` does in
+/// place, and is read back whole. Adding a group is a new name in `InstanceGroups` ("To add
+/// a new instance group, specify a new name not existing in your cluster", SageMaker DG
+/// `sagemaker-hyperpod-eks-operate-cli-command-update-cluster`); removing one is
+/// `InstanceGroupsToDelete` (DG `smcluster-scale-down`); the EBS size is "available when
+/// creating or updating instance groups" (DG `sagemaker-hyperpod-eks-prerequisites`). A
+/// group `DescribeCluster` reports without `TargetCount` (optional in botocore's
+/// `ClusterInstanceGroupDetails`) is still that group, a cluster adopted after a lost state
+/// plans no change, and a replacement is refused unless `prevent_destroy = false` is written.
+#[test]
+fn a_hyperpod_cluster_adds_and_removes_groups_in_place_and_is_never_replaced_silently() {
+    let env = Env::new();
+    let text = std::fs::read_to_string(repo().join("examples/hybrid-hyperpod.toml")).unwrap();
+    env.write("h.toml", &text);
+    let (after, before) = (format!("plan_after={}", in_days(1)), format!("plan_before={}", in_days(7)));
+    let vars = ["--var", after.as_str(), "--var", before.as_str()];
+    let run = |cmd: &[&str]| env.ok(&[cmd, &["h.toml"][..], &vars[..]].concat());
+    let code = |cmd: &[&str]| env.run(&[cmd, &["h.toml"][..], &vars[..]].concat());
+    run(&["apply", "--auto-approve", "--approve-purchases"]);
+    let st = env.state("hybrid-dev");
+    let name = st["resources"]["hyperpod_cluster.baseline"]["outputs"]["name"].as_str().unwrap().to_string();
+    let arn = st["resources"]["hyperpod_cluster.baseline"]["id"].as_str().unwrap().to_string();
+    let sm = env.emu.sagemaker();
+    let groups = || {
+        let c = block_on(async { sm.describe_cluster().cluster_name(&name).send().await.unwrap() });
+        assert_eq!(c.cluster_arn(), Some(arn.as_str()), "the same cluster");
+        c.instance_groups().to_vec()
+    };
+    let only_updates = |what: &str| {
+        let calls = env.emu.requests();
+        assert!(calls.iter().any(|(_, a)| a == "UpdateCluster"), "{what}: {calls:?}");
+        assert!(!calls.iter().any(|(_, a)| a == "CreateCluster" || a == "DeleteCluster"), "{what}: {calls:?}");
+    };
+
+    // A group without TargetCount in DescribeCluster: still that group, no change.
+    env.emu.control("POST", "/_gpustack/sagemaker?omit_target_count=1");
+    assert_eq!(code(&["plan", "--detailed-exitcode"]).code, 0, "a group without TargetCount is still that group");
+    env.emu.control("POST", "/_gpustack/sagemaker?omit_target_count=0");
+
+    // The state is lost: the cluster is adopted by its tags and read back whole (other
+    // kinds' adoption is not this test's business: the state comes back afterwards).
+    let kept = std::fs::read(env.path("state/hybrid-dev.json")).unwrap();
+    std::fs::remove_file(env.path("state/hybrid-dev.json")).unwrap();
+    let plan = run(&["plan"]);
+    assert!(plan.stdout.contains("= hyperpod_cluster.baseline          record in state"), "adopted: {plan:?}");
+    assert!(!plan.stdout.contains("~ hyperpod_cluster.baseline"), "{plan:?}");
+    std::fs::write(env.path("state/hybrid-dev.json"), kept).unwrap();
+
+    // A group added: UpdateCluster, nothing deleted.
+    let infer = "\n[hyperpod_cluster.baseline.instance_groups.infer]\ninstance_type  = \"ml.m5.xlarge\"\ninstance_count = 1\nexecution_role = \"${iam_role.hyperpod.arn}\"\nlifecycle      = { source_s3_uri = \"${var.lifecycle_s3}\", on_create = \"on_create.sh\" }\n";
+    let with_infer = text.replace("\n# --- Burst: Karpenter", &format!("{infer}\n# --- Burst: Karpenter"));
+    env.write("h.toml", &with_infer);
+    let plan = run(&["plan"]);
+    assert!(plan.stdout.contains("~ hyperpod_cluster.baseline          update in place"), "{plan:?}");
+    assert!(plan.stdout.contains("Plan: 0 to add, 1 to change, 0 to replace, 0 to delete."), "{plan:?}");
+    env.emu.reset_requests();
+    run(&["apply", "--auto-approve"]);
+    only_updates("adding a group");
+    assert_eq!(groups().len(), 2);
+    assert_eq!(code(&["plan", "--detailed-exitcode"]).code, 0);
+
+    // The EBS volume grows in place.
+    env.write("h.toml", &with_infer.replace("volume_size_gb     = 500", "volume_size_gb     = 800"));
+    let plan = run(&["plan"]);
+    assert!(plan.stdout.contains("instance_groups.train.volume_size_gb: 500 → 800"), "{plan:?}");
+    env.emu.reset_requests();
+    run(&["apply", "--auto-approve"]);
+    only_updates("a larger volume");
+
+    // The group removed again: InstanceGroupsToDelete.
+    env.write("h.toml", &text.replace("volume_size_gb     = 500", "volume_size_gb     = 800"));
+    env.emu.reset_requests();
+    run(&["apply", "--auto-approve"]);
+    only_updates("removing a group");
+    let left: Vec<_> = groups().iter().map(|g| g.instance_group_name().unwrap().to_string()).collect();
+    assert_eq!(left, ["train"]);
+
+    // A change HyperPod cannot make in place is refused unless the file consents.
+    let other_role = text
+        .replace("volume_size_gb     = 500", "volume_size_gb     = 800")
+        .replace("threads_per_core   = 1", "threads_per_core   = 2");
+    env.write("h.toml", &other_role);
+    let refused = code(&["plan"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("`hyperpod_cluster.baseline` would be deleted and created again (its instances and their jobs stop) because instance_groups.train.threads_per_core cannot change in place"),
+        "{refused:?}"
+    );
+    assert!(refused.stderr.contains("write prevent_destroy = false under [hyperpod_cluster.baseline]"), "{refused:?}");
+    env.write(
+        "h.toml",
+        &other_role.replace("[hyperpod_cluster.baseline]\n", "[hyperpod_cluster.baseline]\nprevent_destroy = false\n"),
+    );
+    let consented = run(&["plan"]);
+    assert!(consented.stdout.contains("hyperpod_cluster.baseline"), "{consented:?}");
+    assert!(consented.stdout.contains("1 to replace"), "{consented:?}");
+}
