@@ -73,6 +73,11 @@ const ATTRS: &[Attr] = &[
     Attr::req("start_after", Ty::Str, OnChange::Replace),
     Attr::req("start_before", Ty::Str, OnChange::Replace),
     Attr::opt("target", Ty::Enum(TARGETS), Default::Str("hyperpod-cluster"), OnChange::Replace),
+    // Pins the search and the purchase to one zone: for HyperPod "Offerings are limited to a
+    // single Availability Zone" (SageMaker DG `reserve-capacity-with-training-plans`) and the
+    // cluster must match it (DG `training-plan-utilization-for-hyperpod`). Without it the
+    // zone of the HyperPod cluster's subnets is used.
+    Attr::opt("availability_zone", Ty::Str, Default::None, OnChange::Replace),
     // A guard on the purchase, not a property of the plan: changing it later changes nothing.
     Attr::req("max_upfront_usd", Ty::Number, OnChange::Update),
     TAGS,
@@ -111,6 +116,8 @@ impl Kind for TrainingPlan {
             "sagemaker:DeleteTags",
             "servicequotas:ListServiceQuotas",
             "servicequotas:ListAWSDefaultServiceQuotas",
+            // The zones of a HyperPod cluster's literal subnets, where its plan is bought.
+            "ec2:DescribeSubnets",
         ]
     }
     fn retains_on_delete(&self) -> bool {
@@ -320,8 +327,8 @@ pub fn plan_name(stack: &str, address: &str, offering: &str) -> String {
 }
 
 /// The offerings matching the inputs: the type, count and length, for `target`, starting
-/// within [start_after, start_before]. SageMaker has no zone parameter: the plan keeps the
-/// offerings in its users' zones.
+/// within [start_after, start_before], in `availability_zone` when given. SageMaker has no
+/// zone parameter: the plan also keeps only the offerings in its users' zones.
 pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>> {
     let bad = |detail: String| AwsError {
         operation: "SearchTrainingPlanOfferings",
@@ -347,9 +354,13 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
         .target_resources(SageMakerResourceName::from(target));
     let out = ctx.call(Service::SageMaker, "SearchTrainingPlanOfferings", call.send()).await?;
     let mut found = out.training_plan_offerings.unwrap_or_default();
+    // SageMaker's search has no zone parameter: a pinned zone filters what it answers.
+    let zone = str_attr(inp, "availability_zone");
     found.retain(|o| {
         let start = first(o).and_then(|c| c.start_time()).map(|d| d.secs()).unwrap_or(i64::MAX);
-        start >= after.as_second() && start <= before.as_second()
+        let in_zone =
+            zone.is_empty() || o.reserved_capacity_offerings().iter().all(|b| b.availability_zone() == Some(zone));
+        start >= after.as_second() && start <= before.as_second() && in_zone
     });
     Ok(found)
 }

@@ -51,6 +51,7 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
         default_name(stack, c, &mut d);
         efa_security_group(stack, c, &mut d);
         network(stack, c, &mut d);
+        plan_zone(stack, c, &mut d);
         for (name, (g, fields)) in groups(c) {
             on_plan(stack, c, &name, &g, &fields, &mut d);
             health_checks(c, &name, &fields, &mut d);
@@ -376,6 +377,74 @@ fn on_plan(
                 span(plan, "start_before"),
             )
             .help("move the plan's window to now or later"),
+        );
+    }
+}
+
+/// The training plans a cluster's groups run on (stack resources, each once).
+pub(crate) fn plans_of<'a>(stack: &'a Stack, c: &Resource) -> Vec<&'a Resource> {
+    let mut out: Vec<&Resource> = vec![];
+    for (_, g) in groups(c).into_values() {
+        let plan = g.get("training_plan").and_then(|e| e.as_single_ref()).and_then(|x| stack.get(&x.address));
+        if let Some(p) = plan.filter(|p| p.kind.name() == "training_plan")
+            && !out.iter().any(|o| o.address == p.address)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A cluster on a training plan runs in the plan's zone: "when `VpcConfig` is provided,
+/// HyperPod selects a subnet from the provided `VpcConfig`'s subnet list. All instance groups
+/// inherit the subnet's AZ" (SageMaker DG `sagemaker-hyperpod-prerequisites`, multiple AZs),
+/// and "Make sure your cluster's configuration matches the Availability Zone (AZ) specified
+/// in the training plan" (DG `training-plan-utilization-for-hyperpod`). So its subnets are in
+/// one zone, and every plan it uses is pinned (if at all) to that zone.
+fn plan_zone(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    let plans = plans_of(stack, c);
+    let Some(first) = plans.first() else { return };
+    let zones = super::subnet_zones(stack, c);
+    if zones.len() > 1 {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` runs on `{}`, but its subnets are in {}: HyperPod picks one of them and every group inherits its zone, which may not be the plan's",
+                    c.address,
+                    first.address,
+                    zones.join(" and ")
+                ),
+                span(c, "subnets"),
+            )
+            .help("list subnets of one zone only, the zone the training plan is bought in"),
+        );
+    }
+    let pinned: Vec<(&Resource, String)> =
+        plans.iter().filter_map(|p| Some((*p, lit_str(p, "availability_zone")?))).collect();
+    for (p, z) in &pinned {
+        if zones.len() == 1 && zones[0] != *z {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` runs on `{}`, pinned to {z}, but its subnets are in {}",
+                        c.address, p.address, zones[0]
+                    ),
+                    span(p, "availability_zone"),
+                )
+                .help(format!("set availability_zone = \"{}\" on the plan, or use subnets in {z}", zones[0])),
+            );
+        }
+    }
+    if let Some((p, z)) = pinned.iter().find(|(_, z)| *z != pinned[0].1) {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` runs on `{}` in {} and on `{}` in {z}: all of a cluster's groups run in one zone",
+                    c.address, pinned[0].0.address, pinned[0].1, p.address
+                ),
+                span(p, "availability_zone"),
+            )
+            .help("pin every training plan of the cluster to the same availability_zone"),
         );
     }
 }

@@ -319,6 +319,17 @@ fn hyperpod_mistakes_are_refused_before_any_call() {
             "which has an access entry for it, which HyperPod makes itself",
         ),
         ("duration_hours  = 336", "duration_hours  = 100", "`duration_hours` = 100 is not a training plan length"),
+        // Item 10 (issue 18): a cluster on a plan runs in one zone, the plan's.
+        (
+            "subnets         = [\"${subnet.private_a.id}\"]\nsecurity_groups = [\"${security_group.efa.id}\"",
+            "subnets         = [\"${subnet.private_a.id}\", \"${subnet.private_b.id}\"]\nsecurity_groups = [\"${security_group.efa.id}\"",
+            "but its subnets are in us-west-2a and us-west-2b: HyperPod picks one of them",
+        ),
+        (
+            "target          = \"hyperpod-cluster\"",
+            "target          = \"hyperpod-cluster\"\navailability_zone = \"us-west-2b\"",
+            "`hyperpod_cluster.baseline` runs on `training_plan.baseline`, pinned to us-west-2b, but its subnets are in us-west-2a",
+        ),
         (
             "instance_count  = 2\nduration_hours",
             "instance_count  = 3\nduration_hours",
@@ -454,4 +465,78 @@ fn a_hyperpod_cluster_adds_and_removes_groups_in_place_and_is_never_replaced_sil
     let consented = run(&["plan"]);
     assert!(consented.stdout.contains("hyperpod_cluster.baseline"), "{consented:?}");
     assert!(consented.stdout.contains("1 to replace"), "{consented:?}");
+}
+
+/// A HyperPod cluster in an existing VPC (literal subnet ids) on a training plan.
+fn existing_vpc_stack(subnet: &str, zone_line: &str, (after, before): &(String, String)) -> String {
+    format!(
+        r#"[stack]
+name   = "lit"
+region = "us-west-2"
+
+[training_plan.base]
+instance_type   = "ml.p5.48xlarge"
+instance_count  = 2
+duration_hours  = 48
+start_after     = "{after}"
+start_before    = "{before}"
+max_upfront_usd = 40000
+{zone_line}
+[hyperpod_cluster.main]
+eks_cluster     = "arn:aws:eks:us-west-2:123456789012:cluster/existing"
+subnets         = ["{subnet}"]
+security_groups = ["sg-0123456789abcdef0"]
+
+[hyperpod_cluster.main.instance_groups.train]
+instance_type  = "ml.p5.48xlarge"
+instance_count = 2
+execution_role = "arn:aws:iam::123456789012:role/hyperpod"
+lifecycle      = {{ source_s3_uri = "s3://sagemaker-lc/", on_create = "on_create.sh" }}
+training_plan  = "${{training_plan.base.arn}}"
+"#
+    )
+}
+
+/// Item 10 (issue 18): a training plan is bought in the zone its HyperPod cluster will use,
+/// because "Make sure your cluster's configuration matches the Availability Zone (AZ)
+/// specified in the training plan" (SageMaker DG `training-plan-utilization-for-hyperpod`).
+/// A literal subnet id is resolved to its zone (DescribeSubnets) before pricing, and once the
+/// plan is bought, a cluster subnet in another zone is refused.
+#[test]
+fn a_training_plan_is_bought_in_the_zone_of_its_clusters_literal_subnets() {
+    let env = Env::new();
+    let ec2 = env.emu.ec2();
+    let (c, a) = block_on(async {
+        let vpc = ec2.create_vpc().cidr_block("10.77.0.0/16").send().await.unwrap();
+        let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let mut ids = vec![];
+        for (cidr, zone) in [("10.77.1.0/24", "us-west-2c"), ("10.77.2.0/24", "us-west-2a")] {
+            let s = ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone(zone).send().await.unwrap();
+            ids.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
+        }
+        (ids[0].clone(), ids[1].clone())
+    });
+    let window = (in_days(1), in_days(6));
+    env.write("l.toml", &existing_vpc_stack(&c, "", &window));
+    let plan = env.ok(&["plan", "l.toml"]);
+    assert!(plan.stdout.contains("$ 2× ml.p5.48xlarge in us-west-2c"), "the subnet's zone, not the cheapest: {plan:?}");
+    assert!(plan.stdout.contains("(searched in us-west-2c, the zone of hyperpod_cluster.main)"), "{plan:?}");
+
+    // Pinned: the plan searches only there (and the rules keep the cluster with it).
+    env.write("pinned.toml", &existing_vpc_stack(&c, "availability_zone = \"us-west-2c\"\n", &window));
+    let plan = env.ok(&["plan", "pinned.toml", "--target", "training_plan.base"]);
+    assert!(plan.stdout.contains("$ 2× ml.p5.48xlarge in us-west-2c"), "{plan:?}");
+
+    // Bought in 2c: a cluster moved to a subnet of 2a is refused before anything changes.
+    env.ok(&["apply", "l.toml", "--target", "training_plan.base", "--auto-approve", "--approve-purchases"]);
+    assert_eq!(env.state("lit")["resources"]["training_plan.base"]["outputs"]["availability_zone"], "us-west-2c");
+    env.write("moved.toml", &existing_vpc_stack(&a, "", &window));
+    let refused = env.run(&["plan", "moved.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "`hyperpod_cluster.main` runs on `training_plan.base`, bought in us-west-2c, but its subnet {a} is in us-west-2a"
+        )),
+        "{refused:?}"
+    );
 }
