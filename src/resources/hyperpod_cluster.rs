@@ -349,6 +349,7 @@ impl Kind for HyperpodCluster {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
         let name = str_attr(i, "name");
+        plans_paid(ctx, i).await?;
         let call = ctx
             .sagemaker
             .create_cluster()
@@ -426,6 +427,7 @@ impl Kind for HyperpodCluster {
             // Groups the stack no longer has go through InstanceGroupsToDelete, and must not
             // be listed in InstanceGroups (DG `smcluster-scale-down`); new names are added.
             let gone: Vec<String> = group_names(old).difference(&group_names(new)).cloned().collect();
+            plans_paid(ctx, new).await?;
             let call = ctx
                 .sagemaker
                 .update_cluster()
@@ -498,6 +500,19 @@ impl Kind for HyperpodCluster {
 /// A missing `TrainingPlanArn`, storage config, checks or labels do mean none.
 const KEPT_WHEN_UNREPORTED: &[&str] =
     &["instance_type", "instance_count", "execution_role", "threads_per_core", "lifecycle"];
+
+/// Waits until every training plan the groups run on is paid for: a group needs its plan
+/// `Scheduled` or `Active` (SageMaker DG `training-plan-utilization-for-hyperpod`), and a plan
+/// adopted by name or tag may still be `Pending`. A `Failed` plan is an error.
+async fn plans_paid(ctx: &Ctx, i: &Attrs) -> Result<()> {
+    let Some(Value::Table(groups)) = i.get("instance_groups") else { return Ok(()) };
+    let plans: std::collections::BTreeSet<&str> =
+        groups.values().filter_map(|g| g.as_table()?.get("training_plan")?.as_str()).collect();
+    for arn in plans {
+        super::training_plan::paid(ctx, arn).await?;
+    }
+    Ok(())
+}
 
 /// The names of the instance groups in `i`.
 fn group_names(i: &Attrs) -> std::collections::BTreeSet<String> {

@@ -303,6 +303,17 @@ pub trait Kind: Schema {
     async fn offerings(&self, _ctx: &Ctx, _inputs: &Attrs) -> Result<Vec<offering::Purchase>> {
         Ok(vec![])
     }
+    /// For a create whose API has no client token: the name the object will get, journaled
+    /// as the pending entry's token before the call, so a later run can look exactly that
+    /// name up ([`Kind::find_pending`]) instead of trusting a list that may lag.
+    fn pending_token(&self, _stack: &str, _address: &str, _purchase: Option<&offering::Purchase>) -> Option<String> {
+        None
+    }
+    /// The object a pending create journaled as `token` ([`Kind::pending_token`]), read
+    /// directly by that name; `None` when the kind has no such token or nothing has it.
+    async fn find_pending(&self, _ctx: &Ctx, _address: &str, _token: &str) -> Result<Option<Observed>> {
+        Ok(None)
+    }
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}
     /// Puts resolved inputs into canonical form (sorted sets and the like) so that

@@ -179,18 +179,51 @@ impl Kind for TrainingPlan {
     }
 
     /// A bought plan's spec cannot drift; only its tags are read back.
+    /// A plan found `Pending` (adopted by tag or by its journaled name) is not recorded as
+    /// is: its guard shows as awaiting payment, so the plan updates it in place and apply
+    /// waits for `Scheduled` or `Active` ([`paid`]) before recording it.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
-        bought_current(recorded, observed)
+        let mut cur = bought_current(recorded, observed);
+        if observed.get("state").and_then(Value::as_str) == Some("Pending") {
+            cur.insert("max_upfront_usd".into(), Value::str(UNPAID));
+        }
+        cur
+    }
+
+    fn update_note(&self, old: &Attrs, _new: &Attrs, _changed: &[String]) -> Option<String> {
+        awaiting_payment(old).then(|| {
+            "the plan is Pending: apply waits until SageMaker has taken the payment (Scheduled or Active) before recording it".into()
+        })
     }
 
     async fn offerings(&self, ctx: &Ctx, inputs: &Attrs) -> Result<Vec<Purchase>> {
         Ok(search(ctx, inputs).await?.iter().map(|o| purchase_of(o, inputs)).collect())
     }
 
+    /// The plan's name, journaled before `CreateTrainingPlan` (which has no client token).
+    fn pending_token(&self, stack: &str, address: &str, purchase: Option<&Purchase>) -> Option<String> {
+        purchase.map(|p| plan_name(stack, address, &p.offering_id))
+    }
+
+    /// A purchase journaled by name and not yet recorded: `DescribeTrainingPlan` of exactly
+    /// that name (a list may not show a new plan yet). A `Failed` one was not bought.
+    async fn find_pending(&self, ctx: &Ctx, address: &str, token: &str) -> Result<Option<Observed>> {
+        let Some(d) = describe(ctx, token).await? else { return Ok(None) };
+        if d.status().is_some_and(|s| s.as_str() == "Failed") {
+            return Ok(None);
+        }
+        let all = tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?;
+        let mut o = Observed::tagged(&all, recorded_with(&d, &all), observed_attrs(&d, &all));
+        o.address = Some(address.to_string());
+        Ok(Some(o))
+    }
+
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        // Never twice: a plan already tagged for (or retained from) this address is this resource's.
+        // Never twice: a plan already tagged for (or retained from) this address is this
+        // resource's, recorded once paid (a Pending one is waited for, a Failed one refused).
         if let Some(found) = find_ours(ctx, req.address).await? {
-            return Ok(found);
+            let name = found.outputs.get("name").and_then(Value::as_str).unwrap_or(&found.id).to_string();
+            return Ok(recorded(&paid(ctx, &name).await?));
         }
         let Some(planned) = req.purchase else {
             return Err(refusal(
@@ -199,8 +232,8 @@ impl Kind for TrainingPlan {
         };
         let name = plan_name(&ctx.stack, req.address, &planned.offering_id);
         // A plan of this very name is this purchase, made by a run that died before recording it.
-        if let Some(found) = describe(ctx, &name).await? {
-            return Ok(recorded(&found));
+        if describe(ctx, &name).await?.is_some() {
+            return Ok(recorded(&paid(ctx, &name).await?));
         }
         // The offering the plan showed, as it is now.
         let now = search(ctx, req.inputs).await?;
@@ -278,6 +311,9 @@ impl Kind for TrainingPlan {
         _changed: &[String],
     ) -> Result<Recorded> {
         tags::sync_sagemaker(ctx, id, old, new).await?;
+        if awaiting_payment(old) {
+            return Ok(recorded(&paid(ctx, id).await?));
+        }
         let found = describe(ctx, id).await?;
         Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
@@ -294,6 +330,13 @@ impl Kind for TrainingPlan {
         ctx.call(Service::SageMaker, "DeleteTags", call.send()).await.absent_ok()?;
         Ok(())
     }
+}
+
+/// What `max_upfront_usd` reads as while a found plan is `Pending` (see `current`).
+const UNPAID: &str = "(awaiting payment)";
+
+fn awaiting_payment(inputs: &Attrs) -> bool {
+    inputs.get("max_upfront_usd").and_then(Value::as_str) == Some(UNPAID)
 }
 
 fn refusal(detail: &str) -> AwsError {
@@ -428,8 +471,11 @@ async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<Recorded>> {
 }
 
 /// Waits until SageMaker has taken the payment: a plan leaves `Pending` for `Scheduled` or
-/// `Active`; `Failed` (the purchase did not go through) is an error naming the plan.
-async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
+/// `Active` ("When created, the plan initially enters a `Pending` state", SageMaker DG
+/// `choose-best-training-plan-using-api-cli-sdk`); `Failed` ("If the plan purchase fails,
+/// the status is set to `Failed`", DG `training-plan-details-using-api-cli-sdk`) is an error
+/// naming the plan. `name` may be the plan's ARN (`TrainingPlanNameOrArn`).
+pub(crate) async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
     until_status(
         &format!("training plan {name}"),
         std::time::Duration::from_secs(900),
@@ -441,7 +487,7 @@ async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
                     operation: "CreateTrainingPlan",
                     code: Some("Failed".into()),
                     detail: format!(
-                        "training plan {name} failed: {}; check `aws sagemaker describe-training-plan --training-plan-name {name}`",
+                        "training plan {name} failed: {}; nothing was recorded, and a failed plan keeps its name: check `aws sagemaker describe-training-plan --training-plan-name {name}`, then move the window (start_after/start_before) so the plan proposes another offering",
                         d.status_message().unwrap_or("no reason given")
                     ),
                 }),
@@ -460,10 +506,7 @@ fn observe(
     all: &std::collections::BTreeMap<String, String>,
 ) -> Option<Observed> {
     let rec = recorded_with(d, all);
-    let attrs = Attrs::from([
-        ("instance_count".into(), Value::Int(d.total_instance_count().unwrap_or(0).into())),
-        ("tags".into(), tags::observed(all)),
-    ]);
+    let attrs = observed_attrs(d, all);
     if all.get(tags::STACK) == Some(&ctx.stack) {
         return Some(Observed::tagged(all, rec, attrs));
     }
@@ -472,6 +515,16 @@ fn observe(
     o.address = Some(from);
     o.retained = true;
     Some(o)
+}
+
+/// What refresh compares: the count, the tags, and the status (a `Pending` plan is not
+/// recorded until paid).
+fn observed_attrs(d: &DescribeTrainingPlanOutput, all: &std::collections::BTreeMap<String, String>) -> Attrs {
+    Attrs::from([
+        ("instance_count".into(), Value::Int(d.total_instance_count().unwrap_or(0).into())),
+        ("tags".into(), tags::observed(all)),
+        ("state".into(), Value::str(d.status().map(|s| s.as_str()).unwrap_or_default())),
+    ])
 }
 
 fn recorded(d: &DescribeTrainingPlanOutput) -> Recorded {

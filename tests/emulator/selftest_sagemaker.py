@@ -852,6 +852,20 @@ def quotas(env: Env) -> None:
     check(len(env.sq.list_service_quotas(ServiceCode="ec2")["Quotas"]) == 18, "ListServiceQuotas ec2")
 
 
+def consistency(env: Env) -> None:
+    check(control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?list_lag_ms=60000") == {"list_lag_ms": 60000},
+          "POST /_gpustack/sagemaker/consistency sets the list lag")
+    offering = env.search(InstanceType=P5, InstanceCount=1, DurationHours=24, TargetResources=["hyperpod-cluster"])[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-lagging", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    names = [p["TrainingPlanName"] for p in env.sm.list_training_plans()["TrainingPlanSummaries"]]
+    check("gpustack-lagging" not in names and env.sm.describe_training_plan(TrainingPlanName="gpustack-lagging")["TrainingPlanName"] == "gpustack-lagging",
+          "list_lag_ms: a new plan is described at once but not listed yet")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?list_lag_ms=0")
+    check("gpustack-lagging" in [p["TrainingPlanName"] for p in env.sm.list_training_plans()["TrainingPlanSummaries"]],
+          "list_lag_ms=0: listed")
+    check(http(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?bogus=1")[0] == 400, "an unknown consistency setting -> 400")
+
+
 def timing(env: Env) -> None:
     check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 300, "cluster_update_ms": 300, "cluster_delete_ms": 300, "omit_target_count": 0},
           "GET /_gpustack/sagemaker answers the timings")
@@ -897,6 +911,7 @@ def main() -> int:
         cluster_refusals(env, plan_arns)
         clusters(env, plan_arns)
         quotas(env)
+        consistency(env)
         timing(env)
         request_log(env)
         reset(env)
