@@ -244,7 +244,11 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -
                     ),
                     r.span.clone(),
                 )
-                .help("widen the window (start_before), try another length or count, or another zone; offerings come and go"),
+                .help(if kind.name() == "training_plan" {
+                    "widen the window (start_before), try another length or count, or another zone; two-block (split) offerings are left out unless allow_split = true; offerings come and go"
+                } else {
+                    "widen the window (start_before), try another length or count, or another zone; offerings come and go"
+                }),
             );
             continue;
         };

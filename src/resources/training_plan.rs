@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::capacity_block::RETAINED;
 use super::capacity_reservation::{from_sdk_time, parse_time, to_sdk_time};
-use super::offering::{Purchase, bought_current, fee, normalize_window, validate_window};
+use super::offering::{Block, Purchase, bought_current, fee, normalize_window, validate_window};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -78,6 +78,13 @@ const ATTRS: &[Attr] = &[
     // cluster must match it (DG `training-plan-utilization-for-hyperpod`). Without it the
     // zone of the HyperPod cluster's subnets is used.
     Attr::opt("availability_zone", Ty::Str, Default::None, OnChange::Replace),
+    // Two-block offerings: "SageMaker training plans don't return a 'no capacity' result if a
+    // single continuous Reserved Capacity block meeting all criteria is unavailable. Instead, it
+    // automatically attempts to fulfill the request using two separate Reserved Capacity
+    // blocks" (SageMaker DG `reserve-capacity-with-training-plans`). A 24/7 baseline loses its
+    // capacity in the gap (and HyperPod stops instances an hour before each block ends), so
+    // they are refused unless asked for. A guard on the choice, like `max_upfront_usd`.
+    Attr::opt("allow_split", Ty::Bool, Default::Bool(false), OnChange::Update),
     // A guard on the purchase, not a property of the plan: changing it later changes nothing.
     Attr::req("max_upfront_usd", Ty::Number, OnChange::Update),
     TAGS,
@@ -184,6 +191,8 @@ impl Kind for TrainingPlan {
     /// waits for `Scheduled` or `Active` ([`paid`]) before recording it.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = bought_current(recorded, observed);
+        // Plans bought before `allow_split` existed were bought without it.
+        cur.entry("allow_split".into()).or_insert(Value::Bool(false));
         if observed.get("state").and_then(Value::as_str) == Some("Pending") {
             cur.insert("max_upfront_usd".into(), Value::str(UNPAID));
         }
@@ -197,7 +206,12 @@ impl Kind for TrainingPlan {
     }
 
     async fn offerings(&self, ctx: &Ctx, inputs: &Attrs) -> Result<Vec<Purchase>> {
-        Ok(search(ctx, inputs).await?.iter().map(|o| purchase_of(o, inputs)).collect())
+        Ok(search(ctx, inputs)
+            .await?
+            .iter()
+            .filter(|o| acceptable(o, inputs))
+            .map(|o| purchase_of(o, inputs))
+            .collect())
     }
 
     /// The plan's name, journaled before `CreateTrainingPlan` (which has no client token).
@@ -408,6 +422,21 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
     Ok(found)
 }
 
+/// An offering gpustack may buy for `inp`: one block, or several with `allow_split = true`;
+/// every block of the asked type and count (a plan's groups run that type, within that
+/// count); priced in US dollars, the unit of `max_upfront_usd` (`CurrencyCode` is a free
+/// string in the botocore model).
+fn acceptable(o: &TrainingPlanOffering, inp: &Attrs) -> bool {
+    let blocks = o.reserved_capacity_offerings();
+    let split_ok = blocks.len() <= 1 || inp.get("allow_split").and_then(Value::as_bool) == Some(true);
+    let (kind, count) = (str_attr(inp, "instance_type"), int_attr(inp, "instance_count"));
+    let shaped = blocks.iter().all(|b| {
+        b.instance_type().map(|t| t.as_str()) == Some(kind)
+            && count.is_none_or(|n| i64::from(b.instance_count().unwrap_or(0)) == n)
+    });
+    split_ok && !blocks.is_empty() && shaped && o.currency_code().unwrap_or("USD") == "USD"
+}
+
 fn first(o: &TrainingPlanOffering) -> Option<&aws_sdk_sagemaker::types::ReservedCapacityOffering> {
     o.reserved_capacity_offerings().first()
 }
@@ -433,6 +462,18 @@ pub fn purchase_of(o: &TrainingPlanOffering, inp: &Attrs) -> Purchase {
         upfront_usd: fee(o.upfront_fee()),
         currency: o.currency_code().unwrap_or("USD").to_string(),
         max_upfront_usd: 0.0,
+        blocks: if blocks.len() > 1 {
+            blocks
+                .iter()
+                .map(|b| Block {
+                    availability_zone: b.availability_zone().unwrap_or_default().to_string(),
+                    start: b.start_time().map(from_sdk_time).unwrap_or_default(),
+                    end: b.end_time().map(from_sdk_time).unwrap_or_default(),
+                })
+                .collect()
+        } else {
+            vec![]
+        },
     }
     .asked(inp)
 }

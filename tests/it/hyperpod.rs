@@ -596,3 +596,37 @@ fn a_pending_plan_found_after_a_crash_is_recorded_only_once_paid() {
     assert_eq!(env.state("pend")["resources"]["training_plan.base"]["outputs"]["state"], "Scheduled");
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
+
+/// Item 11 (issue 18): when no continuous capacity exists, SageMaker answers with two-block
+/// offerings ("it automatically attempts to fulfill the request using two separate Reserved
+/// Capacity blocks", SageMaker DG `reserve-capacity-with-training-plans`). They are refused
+/// unless `allow_split = true`, and then the plan shows every block.
+#[test]
+fn split_offerings_are_refused_unless_allowed_and_then_every_block_is_shown() {
+    let env = Env::new();
+    env.emu.control("POST", "/_gpustack/sagemaker/offerings?split=1");
+    let text = plan_stack("split", 40000);
+    env.write("t.toml", &text);
+    let refused = env.run(&["plan", "t.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("`training_plan.base`: no training plan offering for 2× ml.p5.48xlarge"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.stderr.contains("two-block (split) offerings are left out unless allow_split = true"),
+        "{refused:?}"
+    );
+
+    env.write("t.toml", &text.replace("max_upfront_usd = 40000", "max_upfront_usd = 40000\nallow_split     = true"));
+    let plan = env.ok(&["plan", "t.toml"]);
+    assert!(plan.stdout.contains("block 1 of 2: "), "{plan:?}");
+    assert!(plan.stdout.contains("block 2 of 2: "), "{plan:?}");
+    let json: Value = serde_json::from_str(&env.ok(&["plan", "t.toml", "--json"]).stdout).unwrap();
+    let blocks = json["changes"][0]["purchase"]["blocks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(blocks.len(), 2, "{json}");
+    assert!(blocks[0]["end"].as_str() < blocks[1]["start"].as_str(), "a gap between the blocks: {json}");
+    env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert_eq!(env.emu.training_plan_purchases(), 1);
+    assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
+}
