@@ -251,8 +251,7 @@ impl Kind for TrainingPlan {
         }
         // The offering the plan showed, as it is now.
         let now = search(ctx, req.inputs).await?;
-        let Some(offer) = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str()))
-        else {
+        let Some(offer) = current_offer(&now, planned, req.inputs) else {
             return Err(refusal(&format!(
                 "the planned offering {} ({}× {} in {}, starting {}) is no longer available; nothing was bought. Run `gpustack plan` to see the current offerings",
                 planned.offering_id,
@@ -272,13 +271,14 @@ impl Kind for TrainingPlan {
         let mut t = tags::sagemaker(ctx, req.address, req.inputs);
         // What was paid travels with the plan, so a run that adopts it knows too.
         let tag = |k: &str, v: String| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build();
-        t.push(tag("gpustack:offering", planned.offering_id.clone()));
+        let bought = offer.training_plan_offering_id().unwrap_or_default().to_string();
+        t.push(tag("gpustack:offering", bought.clone()));
         t.push(tag("gpustack:upfront-usd", format!("{fee:.2}")));
         let request = ctx
             .sagemaker
             .create_training_plan()
             .training_plan_name(&name)
-            .training_plan_offering_id(&planned.offering_id)
+            .training_plan_offering_id(&bought)
             .set_tags(Some(t))
             // No client token exists: one attempt only (the unique name also refuses a replay).
             .customize()
@@ -392,7 +392,10 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
         code: Some("ValidationException".into()),
         detail,
     };
-    let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?;
+    // "The `StartTimeAfter` should be a `timestamp` … in the future" (SageMaker DG
+    // `search-training-plan-offerings-api-cli-sdk`): a window that has begun searches from now.
+    let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(1);
+    let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?.max(soon);
     let before = parse_time(str_attr(inp, "start_before")).map_err(bad)?;
     let hours = int_attr(inp, "duration_hours").unwrap_or(24);
     let latest_end = before + jiff::SignedDuration::from_hours(hours);
@@ -420,6 +423,40 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
         start >= after.as_second() && start <= before.as_second() && in_zone
     });
     Ok(found)
+}
+
+/// The planned offering in a fresh search: the same id, or else the same content (type,
+/// count, zone, every block's start and end) at a fee no higher than planned. Whether an
+/// offering id survives between two searches is not documented (SageMaker DG
+/// `search-training-plan-offerings-api-cli-sdk` only shows `tpo-SHA-256-hash-value`), so a
+/// purchase does not depend on it; the fee is checked by the caller.
+fn current_offer<'a>(
+    now: &'a [TrainingPlanOffering],
+    planned: &Purchase,
+    inp: &Attrs,
+) -> Option<&'a TrainingPlanOffering> {
+    let by_id = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str()));
+    by_id.or_else(|| {
+        now.iter().filter(|o| acceptable(o, inp)).find(|o| {
+            let p = purchase_of(o, inp);
+            let same = |a: &Purchase, b: &Purchase| {
+                (
+                    a.instance_type.as_str(),
+                    a.instance_count,
+                    a.availability_zone.as_str(),
+                    a.start.as_str(),
+                    a.end.as_str(),
+                ) == (
+                    b.instance_type.as_str(),
+                    b.instance_count,
+                    b.availability_zone.as_str(),
+                    b.start.as_str(),
+                    b.end.as_str(),
+                ) && a.blocks == b.blocks
+            };
+            same(&p, planned) && p.upfront_usd <= planned.upfront_usd + 0.005
+        })
+    })
 }
 
 /// An offering gpustack may buy for `inp`: one block, or several with `allow_split = true`;
@@ -615,6 +652,53 @@ mod tests {
         assert_eq!(a, plan_name("hybrid", "training_plan.baseline", "tpo-1"), "the same purchase, the same name");
         let long = plan_name(&"s".repeat(40), &format!("training_plan.{}", "x_".repeat(30)), "tpo-1");
         assert!(re(&long) && long.len() >= 60, "{long}");
+    }
+
+    fn offering(id: &str, zone: &str, fee: &str, blocks: &[(i64, i64)]) -> TrainingPlanOffering {
+        use aws_sdk_sagemaker::primitives::DateTime;
+        use aws_sdk_sagemaker::types::ReservedCapacityOffering;
+        let day = 1_796_000_000;
+        let mut o = TrainingPlanOffering::builder()
+            .training_plan_offering_id(id)
+            .upfront_fee(fee)
+            .currency_code("USD")
+            .duration_hours(blocks.iter().map(|(_, h)| h).sum());
+        for (start_h, hours) in blocks {
+            o = o.reserved_capacity_offerings(
+                ReservedCapacityOffering::builder()
+                    .instance_type(ReservedCapacityInstanceType::from("ml.p5.48xlarge"))
+                    .instance_count(2)
+                    .availability_zone(zone)
+                    .start_time(DateTime::from_secs(day + start_h * 3600))
+                    .end_time(DateTime::from_secs(day + (start_h + hours) * 3600))
+                    .build(),
+            );
+        }
+        o.build()
+    }
+
+    #[test]
+    fn the_planned_offering_is_found_by_id_or_else_by_content_at_no_higher_fee() {
+        let inp = Attrs::from([
+            ("instance_type".to_string(), Value::str("ml.p5.48xlarge")),
+            ("instance_count".to_string(), Value::Int(2)),
+        ]);
+        let planned = purchase_of(&offering("tpo-old", "us-west-2a", "1000.00", &[(0, 48)]), &inp);
+        let id = |o: Option<&TrainingPlanOffering>| o.and_then(|o| o.training_plan_offering_id()).map(str::to_string);
+        let same = [offering("tpo-new", "us-west-2a", "1000.00", &[(0, 48)])];
+        assert_eq!(id(current_offer(&same, &planned, &inp)).as_deref(), Some("tpo-new"), "same content, new id");
+        let dearer = [offering("tpo-new", "us-west-2a", "1000.01", &[(0, 48)])];
+        assert_eq!(id(current_offer(&dearer, &planned, &inp)), None, "dearer is not the planned offering");
+        let other_zone = [offering("tpo-new", "us-west-2b", "900.00", &[(0, 48)])];
+        assert_eq!(id(current_offer(&other_zone, &planned, &inp)), None);
+        let later = [offering("tpo-new", "us-west-2a", "900.00", &[(24, 48)])];
+        assert_eq!(id(current_offer(&later, &planned, &inp)), None);
+        let split = offering("tpo-split", "us-west-2a", "900.00", &[(0, 24), (48, 24)]);
+        assert!(!acceptable(&split, &inp), "two blocks need allow_split");
+        let mut allowed = inp.clone();
+        allowed.insert("allow_split".into(), Value::Bool(true));
+        assert!(acceptable(&split, &allowed));
+        assert_eq!(purchase_of(&split, &allowed).blocks.len(), 2, "every block is shown");
     }
 
     #[test]

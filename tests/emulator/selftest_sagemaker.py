@@ -369,6 +369,8 @@ def searches(env: Env) -> None:
         "reset=1 undoes the offering controls",
     )
     check(stable(env.search()) == stable(first), "offerings are back after reset")
+    refused(env.search, "ValidationException", "a StartTimeAfter in the past", "in the future",
+            StartTimeAfter=utcnow() - datetime.timedelta(hours=1))
     control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?split=1")
     split = env.search(DurationHours=96)
     blocks = [o["ReservedCapacityOfferings"] for o in split]

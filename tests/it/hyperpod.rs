@@ -630,3 +630,19 @@ fn split_offerings_are_refused_unless_allowed_and_then_every_block_is_shown() {
     assert_eq!(env.emu.training_plan_purchases(), 1);
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
+
+/// Item 13 (issue 18): whether an offering id survives between two searches is not
+/// documented (SageMaker DG `search-training-plan-offerings-api-cli-sdk` shows only
+/// `tpo-SHA-256-hash-value`). With ids made afresh by every search, apply still buys the
+/// offering the plan showed, matched by its content (type, count, zone, times, fee not higher),
+/// and only once.
+#[test]
+fn a_purchase_does_not_depend_on_offering_ids_being_stable() {
+    let env = Env::new();
+    env.emu.control("POST", "/_gpustack/sagemaker/offerings?per_search_ids=1");
+    env.write("t.toml", &plan_stack("ids", 40000));
+    let bought = env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert!(bought.stderr.contains("training_plan.base: bought arn:aws:sagemaker:us-west-2:"), "{bought:?}");
+    assert_eq!(env.emu.training_plan_purchases(), 1);
+    assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
+}

@@ -39,7 +39,9 @@ offerings:
   is ``ValidationException`` (wording unverified). Call the rounded value D.
 * ``StartTimeAfter`` must be before ``EndTimeBefore`` and ``EndTimeBefore`` "at least 24 hours
   after the start time" [DG-search], else ``ValidationException`` (wording unverified). A
-  ``StartTimeAfter`` in the past counts as now.
+  ``StartTimeAfter`` more than 5 s in the past is ``ValidationException`` ("The ``StartTimeAfter``
+  should be a ``timestamp`` ... in the future", [DG-search]; whether AWS refuses or clamps is
+  unverified: the strict side); one in the last 5 s counts as now.
 * Offerings start at least 30 minutes from now ("Minimum lead time ... within 30 minutes") and at
   most 56 days ahead ("up to 8 weeks (56 days) in advance"), and every block starts and ends at
   11:30 UTC ("Training Plans always end at 11:30 AM UTC on the final day") [DG-plans].
@@ -219,6 +221,7 @@ MAX_HOURS = 182 * DAY_HOURS
 BLOCK_TIME = datetime.time(11, 30)
 MIN_LEAD = datetime.timedelta(minutes=30)
 MAX_LEAD = datetime.timedelta(days=56)
+PAST_SLACK = datetime.timedelta(seconds=5)  # clock skew allowed for "in the future"
 OFFERING_ID = re.compile(r"tpo-[0-9a-f]{64}")
 STATUSES = ("Pending", "Active", "Scheduled", "Expired", "Failed")
 LIVE = ("Pending", "Active", "Scheduled")  # statuses that hold reserved capacity
@@ -441,6 +444,9 @@ def _search_offerings(self: SageMakerResponse) -> ActionResult:
     if asked_hours > MAX_HOURS:
         raise Invalid(f"DurationHours {asked_hours} exceeds the maximum of {MAX_HOURS} hours (182 days).")
     hours = -(-asked_hours // DAY_HOURS) * DAY_HOURS
+    now = utcnow()
+    if after is not None and after < now - PAST_SLACK:
+        raise Invalid("StartTimeAfter must be a time in the future.")
     if after is not None and before is not None:
         if after >= before:
             raise Invalid("StartTimeAfter must be before EndTimeBefore.")
@@ -454,7 +460,6 @@ def _search_offerings(self: SageMakerResponse) -> ActionResult:
             "to request an increase for this quota."
         )
     backend = backend_of(self)
-    now = utcnow()
     with LOCK:
         offerings = search(backend, instance_type, count, hours, targets[0], after, before, now)
         _issued(backend).update((o.offering_id, o) for o in offerings)
