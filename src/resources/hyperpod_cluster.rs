@@ -155,6 +155,28 @@ impl Kind for HyperpodCluster {
         true
     }
 
+    /// A group that leaves its training plan keeps its count On-Demand ("You can add, update,
+    /// or remove a training plan by updating the instance group", SageMaker DG
+    /// `use-training-plan-for-hyperpod-update-using-api-cli-sdk`): the plan says so, since
+    /// the field diff alone reads like a harmless edit.
+    fn update_note(&self, old: &Attrs, new: &Attrs, _changed: &[String]) -> Option<String> {
+        let plan = |i: &Attrs, name: &str| -> Option<String> {
+            let Some(Value::Table(t)) = i.get("instance_groups") else { return None };
+            Some(t.get(name)?.as_table()?.get("training_plan")?.as_str()?.to_string())
+        };
+        let leaving: Vec<String> = group_names(new)
+            .intersection(&group_names(old))
+            .filter(|g| plan(old, g).is_some() && plan(new, g).is_none() && group_count(new, g).unwrap_or(0) > 0)
+            .map(|g| format!("{g} ({} instances)", group_count(new, g).unwrap_or(0)))
+            .collect();
+        (!leaving.is_empty()).then(|| {
+            format!(
+                "instance group {} leaves its training plan and runs On-Demand from now on (billed per hour); set instance_count = 0 to stop instead",
+                leaving.join(", ")
+            )
+        })
+    }
+
     /// What `UpdateCluster` would refuse: removing every group ("Your SageMaker HyperPod
     /// cluster must always maintain at least one instance group", DG `smcluster-scale-down`)
     /// and adding one with no instances ("To add a new instance group, specify an integer
@@ -783,6 +805,20 @@ mod tests {
         assert_eq!(train.get("volume_size_gb"), Some(&Value::Int(500)));
         assert_eq!(train.get("threads_per_core"), Some(&Value::Int(1)), "defaults filled");
         assert_eq!(groups["extra"].as_table().and_then(|g| g.get("instance_count")), Some(&Value::Int(1)));
+    }
+
+    #[test]
+    fn leaving_a_training_plan_with_instances_is_said_plainly() {
+        let with = |plan: Option<&str>, count: i64| {
+            let mut g = vec![("instance_count", Value::Int(count))];
+            if let Some(p) = plan {
+                g.push(("training_plan", Value::str(p)));
+            }
+            Attrs::from([("instance_groups".to_string(), table(&[("train", table(&g))]))])
+        };
+        let note = HyperpodCluster.update_note(&with(Some("arn:plan"), 2), &with(None, 2), &[]);
+        assert!(note.is_some_and(|n| n.contains("train (2 instances) leaves its training plan and runs On-Demand")));
+        assert_eq!(HyperpodCluster.update_note(&with(Some("arn:plan"), 2), &with(None, 0), &[]), None);
     }
 
     #[test]

@@ -92,6 +92,7 @@ fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
             .help(format!("write eks_cluster = \"${{{}.arn}}\"", eks.address)),
         );
     }
+    kubernetes_version(stack, c, eks, d);
     let mode = lit_str(eks, "authentication_mode").unwrap_or_else(|| "API".into());
     if mode == "CONFIG_MAP" {
         d.push(
@@ -103,6 +104,45 @@ fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
                 span(eks, "authentication_mode"),
             )
             .help("set authentication_mode = \"API\" (or \"API_AND_CONFIG_MAP\") on the EKS cluster"),
+        );
+    }
+}
+
+/// Kubernetes versions HyperPod runs on: "SageMaker HyperPod supports Kubernetes versions
+/// 1.30, 1.31, 1.32, 1.33, 1.34, and 1.35" (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
+const KUBERNETES: &[&str] = &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"];
+/// The oldest VPC CNI add-on HyperPod works with ("version 1.18.3 or later", same page).
+const VPC_CNI_MIN: (u32, u32, u32) = (1, 18, 3);
+
+/// The orchestrator's Kubernetes version and VPC CNI add-on are ones HyperPod supports:
+/// found before the plan buys a training plan that `CreateCluster` would then refuse to use.
+fn kubernetes_version(stack: &Stack, c: &Resource, eks: &Resource, d: &mut Vec<Diagnostic>) {
+    if let Some(v) = lit_str(eks, "version")
+        && !KUBERNETES.contains(&v.as_str())
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` runs on `{}`, Kubernetes {v}, which HyperPod does not support", c.address, eks.address),
+                span(eks, "version"),
+            )
+            .help(format!("HyperPod supports Kubernetes {}", KUBERNETES.join(", "))),
+        );
+    }
+    let cni = stack.resources.iter().filter(|a| a.kind.name() == "eks_addon").find(|a| {
+        lit_str(a, "addon").as_deref() == Some("vpc-cni")
+            && a.attrs.get("cluster").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == eks.address)
+    });
+    let Some((addon, v)) = cni.and_then(|a| Some((a, lit_str(a, "version")?))) else { return };
+    let parts: Vec<u32> = v.trim_start_matches('v').split(['.', '-']).take(3).map_while(|p| p.parse().ok()).collect();
+    if let [a, b, p] = parts[..]
+        && (a, b, p) < VPC_CNI_MIN
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` runs on `{}`, whose VPC CNI add-on is {v}; HyperPod needs 1.18.3 or later", c.address, eks.address),
+                span(addon, "version"),
+            )
+            .help("raise the vpc-cni add-on's version to v1.18.3 or later, or leave version out for the cluster's default"),
         );
     }
 }
@@ -225,7 +265,7 @@ fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
     let efa_types: Vec<String> = groups(c)
         .values()
         .filter_map(|(_, g)| group_lit(g, "instance_type")?.as_str().map(str::to_string))
-        .filter(|t| is_efa_type(t))
+        .filter(|t| needs_efa_group(t))
         .collect();
     if efa_types.is_empty() {
         return;
@@ -260,13 +300,76 @@ fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
 
 /// The ml types whose HyperPod instances use EFA: P and Trn (EC2 UG `efa-acc-inst-types`).
 pub(crate) fn is_efa_type(t: &str) -> bool {
-    let ec2 = t.strip_prefix("ml.").unwrap_or(t);
-    (ec2.starts_with("p4") || ec2.starts_with("p5") || ec2.starts_with("p6") || ec2.starts_with("trn"))
-        && (ec2.ends_with("24xlarge")
-            || ec2.ends_with("32xlarge")
-            || ec2.ends_with("36xlarge")
-            || ec2.ends_with("48xlarge"))
+    HYPERPOD_EFA_TYPES.contains(&t) || HYPERPOD_EFA_TYPES.contains(&format!("ml.{t}").as_str())
 }
+
+/// An accelerated EFA type (GPU or Trainium): its group needs EFA traffic allowed between
+/// its instances, or collective communication and HyperPod's connectivity checks fail. The
+/// chart's list also names CPU types (m7i, r7i, i3en, c5n) whose EFA is optional.
+pub(crate) fn needs_efa_group(t: &str) -> bool {
+    let ec2 = t.strip_prefix("ml.").unwrap_or(t);
+    is_efa_type(t) && (ec2.starts_with('p') || ec2.starts_with('g') || ec2.starts_with("trn"))
+}
+
+/// The types HyperPod's dependencies chart runs its EFA device plugin on: aws/sagemaker-hyperpod-cli
+/// `helm_chart/HyperPodHelmChart/values.yaml`, `aws-efa-k8s-device-plugin.supportedInstanceLabels`
+/// (read at commit 1504d53b; the chart cites EC2 UG `efa.html#efa-instance-types`).
+pub(crate) const HYPERPOD_EFA_TYPES: &[&str] = &[
+    "ml.c5n.9xlarge",
+    "ml.c5n.18xlarge",
+    "ml.g5.8xlarge",
+    "ml.g5.12xlarge",
+    "ml.g5.16xlarge",
+    "ml.g5.24xlarge",
+    "ml.g5.48xlarge",
+    "ml.g6.8xlarge",
+    "ml.g6.12xlarge",
+    "ml.g6.16xlarge",
+    "ml.g6.24xlarge",
+    "ml.g6.48xlarge",
+    "ml.g6e.8xlarge",
+    "ml.g6e.12xlarge",
+    "ml.g6e.16xlarge",
+    "ml.g6e.24xlarge",
+    "ml.g6e.48xlarge",
+    "ml.gr6.8xlarge",
+    "ml.i3en.large",
+    "ml.i3en.xlarge",
+    "ml.i3en.2xlarge",
+    "ml.i3en.3xlarge",
+    "ml.i3en.6xlarge",
+    "ml.i3en.12xlarge",
+    "ml.i3en.24xlarge",
+    "ml.m7i.large",
+    "ml.m7i.xlarge",
+    "ml.m7i.2xlarge",
+    "ml.m7i.4xlarge",
+    "ml.m7i.8xlarge",
+    "ml.m7i.12xlarge",
+    "ml.m7i.16xlarge",
+    "ml.m7i.24xlarge",
+    "ml.m7i.48xlarge",
+    "ml.p4d.24xlarge",
+    "ml.p4de.24xlarge",
+    "ml.p5.4xlarge",
+    "ml.p5.48xlarge",
+    "ml.p5e.48xlarge",
+    "ml.p5en.48xlarge",
+    "ml.p6-b200.48xlarge",
+    "ml.p6e-gb200.36xlarge",
+    "ml.r7i.large",
+    "ml.r7i.xlarge",
+    "ml.r7i.2xlarge",
+    "ml.r7i.4xlarge",
+    "ml.r7i.8xlarge",
+    "ml.r7i.12xlarge",
+    "ml.r7i.16xlarge",
+    "ml.r7i.24xlarge",
+    "ml.r7i.48xlarge",
+    "ml.trn1.32xlarge",
+    "ml.trn1n.32xlarge",
+    "ml.trn2.48xlarge",
+];
 
 /// A group on a training plan of the stack runs the plan's type, within its count, on a
 /// plan sold for HyperPod whose window has not passed.
@@ -376,7 +479,10 @@ fn on_plan(
                 ),
                 span(plan, "start_before"),
             )
-            .help("move the plan's window to now or later"),
+            // A bought plan cannot move (it is immutable): the way forward is on the group.
+            .help(format!(
+                "a bought plan cannot change: scale instance group {name} to instance_count = 0, or remove its training_plan to run On-Demand (billed per hour), and add a new training_plan for more reserved capacity"
+            )),
         );
     }
 }
@@ -475,4 +581,22 @@ fn health_checks(c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &
 /// The note a plan shows beside a HyperPod cluster: the dependencies chart goes first.
 pub(crate) fn chart_note(_c: &Resource) -> String {
     "HyperPod needs its dependencies Helm chart in the EKS cluster before the cluster is created: `gpustack manifests STACK --out DIR`, then install it with DIR/hyperpod-dependencies/values.yaml (the file says how)".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn efa_types_are_the_hyperpod_charts() {
+        for t in
+            ["ml.p5.48xlarge", "ml.p5.4xlarge", "ml.g5.8xlarge", "ml.g6e.12xlarge", "ml.gr6.8xlarge", "p5.48xlarge"]
+        {
+            assert!(is_efa_type(t) && needs_efa_group(t), "{t}");
+        }
+        assert!(is_efa_type("ml.m7i.large") && !needs_efa_group("ml.m7i.large"), "EFA optional on CPU types");
+        for t in ["ml.g5.4xlarge", "ml.m5.xlarge", "ml.p3.16xlarge"] {
+            assert!(!is_efa_type(t), "{t}");
+        }
+    }
 }

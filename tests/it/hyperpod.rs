@@ -281,6 +281,11 @@ fn the_shipped_hybrid_example_applies_updates_in_place_renders_and_destroys() {
         env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
     let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
     assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
+    // Audit m6: HyperPod's service-linked role only, not SageMaker's others.
+    let linked = policy["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == "EksServiceLinkedRoles").unwrap();
+    let names = &linked["Condition"]["StringEquals"]["iam:AWSServiceName"];
+    assert!(names.as_array().unwrap().contains(&Value::from("hyperpod.sagemaker.amazonaws.com")), "{names}");
+    assert!(!names.as_array().unwrap().contains(&Value::from("sagemaker.amazonaws.com")), "{names}");
 }
 
 /// The HyperPod rules, before any call, each on the shipped example with one thing wrong.
@@ -325,6 +330,13 @@ fn hyperpod_mistakes_are_refused_before_any_call() {
             "which has an access entry for it, which HyperPod makes itself",
         ),
         ("duration_hours  = 336", "duration_hours  = 100", "`duration_hours` = 100 is not a training plan length"),
+        // Audit m3: HyperPod's Kubernetes versions and VPC CNI, refused before any purchase.
+        ("k8s_version    = \"1.33\"", "k8s_version    = \"1.29\"", "Kubernetes 1.29, which HyperPod does not support"),
+        (
+            "addon   = \"vpc-cni\"",
+            "addon   = \"vpc-cni\"\nversion = \"v1.18.1-eksbuild.1\"",
+            "whose VPC CNI add-on is v1.18.1-eksbuild.1; HyperPod needs 1.18.3 or later",
+        ),
         // Item 10 (issue 18): a cluster on a plan runs in one zone, the plan's.
         (
             "subnets         = [\"${subnet.private_a.id}\"]\nsecurity_groups = [\"${security_group.efa.id}\"",
