@@ -133,6 +133,7 @@ impl Kind for HyperpodCluster {
             "sagemaker:DescribeCluster",
             "sagemaker:ListClusters",
             "sagemaker:UpdateCluster",
+            "sagemaker:ListClusterNodes",
             "sagemaker:DeleteCluster",
             "sagemaker:ListTags",
             "sagemaker:AddTags",
@@ -376,7 +377,7 @@ impl Kind for HyperpodCluster {
             .sagemaker
             .create_cluster()
             .cluster_name(name)
-            .set_instance_groups(Some(groups(i)))
+            .set_instance_groups(Some(groups(i, None)))
             .vpc_config(
                 VpcConfig::builder()
                     .set_subnets(Some(strings_attr(i, "subnets")))
@@ -450,11 +451,12 @@ impl Kind for HyperpodCluster {
             // be listed in InstanceGroups (DG `smcluster-scale-down`); new names are added.
             let gone: Vec<String> = group_names(old).difference(&group_names(new)).cloned().collect();
             plans_paid(ctx, new).await?;
+            health_checks_done(ctx, id).await?;
             let call = ctx
                 .sagemaker
                 .update_cluster()
                 .cluster_name(id)
-                .set_instance_groups(Some(groups(new)))
+                .set_instance_groups(Some(groups(new, Some(old))))
                 .set_instance_groups_to_delete((!gone.is_empty()).then_some(gone))
                 .node_recovery(ClusterNodeRecovery::from(str_attr(new, "node_recovery")));
             ctx.call(Service::SageMaker, "UpdateCluster", call.send()).await?;
@@ -467,10 +469,11 @@ impl Kind for HyperpodCluster {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        // A cluster still creating or updating refuses deletion (ConflictException): let it settle.
+        // A cluster still creating or updating refuses deletion (ConflictException): let it
+        // settle, as long as a create may take.
         let settled = until_status(
             &format!("HyperPod cluster {id}"),
-            UPDATE_TIMEOUT,
+            CREATE_TIMEOUT,
             || describe(ctx, id),
             |c: Option<DescribeClusterOutput>| match c.as_ref().and_then(|c| c.cluster_status()) {
                 None => Status::Reached(false),
@@ -536,6 +539,36 @@ async fn plans_paid(ctx: &Ctx, i: &Attrs) -> Result<()> {
     Ok(())
 }
 
+/// Waits while any node runs deep health checks: "If deep health checks are running on the
+/// cluster, this API will not function as expected … you should wait until the deep health
+/// checks finish" (SageMaker DG `sagemaker-hyperpod-eks-operate-cli-command-update-cluster`).
+/// Nodes run them after a scale-up or a replacement while the cluster is `InService`.
+async fn health_checks_done(ctx: &Ctx, id: &str) -> Result<()> {
+    let checking = || async {
+        let pages = ctx.sagemaker.list_cluster_nodes().cluster_name(id).into_paginator().send();
+        let nodes = ctx
+            .all_pages(Service::SageMaker, "ListClusterNodes", pages, |p| p.cluster_node_summaries.unwrap_or_default())
+            .await?;
+        Ok(nodes
+            .iter()
+            .filter(|n| {
+                n.instance_status().and_then(|s| s.status()).map(|s| s.as_str()) == Some("DeepHealthCheckInProgress")
+            })
+            .count())
+        .map(Some)
+    };
+    until_status(
+        &format!("deep health checks of HyperPod cluster {id}"),
+        CREATE_TIMEOUT,
+        checking,
+        |n: Option<usize>| match n.unwrap_or(0) {
+            0 => Status::Reached(()),
+            n => Status::Pending(format!("{n} node(s) in DeepHealthCheckInProgress")),
+        },
+    )
+    .await
+}
+
 /// The names of the instance groups in `i`.
 fn group_names(i: &Attrs) -> std::collections::BTreeSet<String> {
     match i.get("instance_groups") {
@@ -549,8 +582,20 @@ fn group_count(i: &Attrs, name: &str) -> Option<i64> {
     t.get(name)?.as_table()?.get("instance_count")?.as_int()
 }
 
-/// The instance groups as `CreateCluster` and `UpdateCluster` take them, in name order.
-fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
+/// The instance groups as `CreateCluster` and `UpdateCluster` take them, in name order. An
+/// update (`old`: the groups as they are) sends an empty label set for a group whose labels
+/// were all removed: labels are declarative ("you specify the complete desired state … Omit
+/// the labels or taints you want to remove", SageMaker DG
+/// `sagemaker-hyperpod-eks-custom-labels-and-taints`), and an omitted `KubernetesConfig` is
+/// not documented to clear them.
+fn groups(i: &Attrs, old: Option<&Attrs>) -> Vec<ClusterInstanceGroupSpecification> {
+    let had_labels = |name: &str| {
+        let Some(Value::Table(t)) = old.and_then(|o| o.get("instance_groups")) else { return false };
+        t.get(name)
+            .and_then(Value::as_table)
+            .and_then(|g| g.get("labels"))
+            .is_some_and(|l| matches!(l, Value::Table(l) if !l.is_empty()))
+    };
     let Some(Value::Table(groups)) = i.get("instance_groups") else { return vec![] };
     groups
         .iter()
@@ -590,7 +635,7 @@ fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
                 spec = spec.set_on_start_deep_health_checks(Some(checks));
             }
             if let Some(Value::Table(labels)) = g.get("labels")
-                && !labels.is_empty()
+                && (!labels.is_empty() || had_labels(name))
             {
                 let labels: std::collections::HashMap<String, String> =
                     labels.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
@@ -805,6 +850,18 @@ mod tests {
         assert_eq!(train.get("volume_size_gb"), Some(&Value::Int(500)));
         assert_eq!(train.get("threads_per_core"), Some(&Value::Int(1)), "defaults filled");
         assert_eq!(groups["extra"].as_table().and_then(|g| g.get("instance_count")), Some(&Value::Int(1)));
+    }
+
+    #[test]
+    fn removing_every_label_sends_an_empty_set() {
+        let with = |labels: &[(&str, Value)]| {
+            Attrs::from([("instance_groups".to_string(), table(&[("train", table(&[("labels", table(labels))]))]))])
+        };
+        let (old, new) = (with(&[("team", Value::str("ml"))]), with(&[]));
+        let sent = groups(&new, Some(&old));
+        let labels = sent[0].kubernetes_config().and_then(|k| k.labels());
+        assert_eq!(labels.map(|l| l.len()), Some(0), "labels cleared explicitly");
+        assert!(groups(&new, None)[0].kubernetes_config().is_none(), "a create without labels sends none");
     }
 
     #[test]

@@ -157,6 +157,17 @@ impl Kind for TrainingPlan {
                 .help(help),
             );
         }
+        // A plan is bound to its target ("cannot be interchanged", SageMaker DG
+        // `reserve-capacity-with-training-plans`), and gpustack runs only HyperPod clusters.
+        if lit("target").and_then(Value::as_str) == Some("training-job") {
+            diags.push(
+                Diagnostic::warning(
+                    "`target` = \"training-job\": nothing gpustack runs can use this plan (SageMaker training jobs name it themselves)",
+                    at("target"),
+                )
+                .help("set target = \"hyperpod-cluster\" for a plan a hyperpod_cluster group runs on; a plan's target cannot change once bought"),
+            );
+        }
         if let Some(h) = lit("duration_hours").and_then(Value::as_int)
             && !valid_duration(h)
         {

@@ -380,6 +380,15 @@ fn hyperpod_mistakes_are_refused_before_any_call() {
         "{r:?}"
     );
 
+    // Audit m9: a training-job plan is allowed, but gpustack says nothing here can use it.
+    env.write(
+        "job.toml",
+        &plan_stack("job", 40000).replace("max_upfront_usd", "target          = \"training-job\"\nmax_upfront_usd"),
+    );
+    let r = env.run(&["validate", "job.toml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("nothing gpustack runs can use this plan"), "{r:?}");
+
     // A bucket not named sagemaker-* is a warning, not an error.
     env.write("warn.toml", &text.replace("s3://sagemaker-hybrid-lifecycle/", "s3://team-lifecycle/"));
     let r = env.run(&["validate", "warn.toml"]);
