@@ -313,7 +313,7 @@ pub(crate) fn needs_efa_group(t: &str) -> bool {
 
 /// The types HyperPod's dependencies chart runs its EFA device plugin on: aws/sagemaker-hyperpod-cli
 /// `helm_chart/HyperPodHelmChart/values.yaml`, `aws-efa-k8s-device-plugin.supportedInstanceLabels`
-/// (read at commit 1504d53b; the chart cites EC2 UG `efa.html#efa-instance-types`).
+/// at the pinned commit (`manifests::HYPERPOD_CHART_COMMIT`; `docs/aws-facts-hyperpod.md` §9).
 pub(crate) const HYPERPOD_EFA_TYPES: &[&str] = &[
     "ml.c5n.9xlarge",
     "ml.c5n.18xlarge",
@@ -332,22 +332,13 @@ pub(crate) const HYPERPOD_EFA_TYPES: &[&str] = &[
     "ml.g6e.16xlarge",
     "ml.g6e.24xlarge",
     "ml.g6e.48xlarge",
+    "ml.g7e.8xlarge",
+    "ml.g7e.12xlarge",
+    "ml.g7e.24xlarge",
+    "ml.g7e.48xlarge",
     "ml.gr6.8xlarge",
-    "ml.i3en.large",
-    "ml.i3en.xlarge",
-    "ml.i3en.2xlarge",
-    "ml.i3en.3xlarge",
-    "ml.i3en.6xlarge",
     "ml.i3en.12xlarge",
     "ml.i3en.24xlarge",
-    "ml.m7i.large",
-    "ml.m7i.xlarge",
-    "ml.m7i.2xlarge",
-    "ml.m7i.4xlarge",
-    "ml.m7i.8xlarge",
-    "ml.m7i.12xlarge",
-    "ml.m7i.16xlarge",
-    "ml.m7i.24xlarge",
     "ml.m7i.48xlarge",
     "ml.p4d.24xlarge",
     "ml.p4de.24xlarge",
@@ -356,18 +347,12 @@ pub(crate) const HYPERPOD_EFA_TYPES: &[&str] = &[
     "ml.p5e.48xlarge",
     "ml.p5en.48xlarge",
     "ml.p6-b200.48xlarge",
+    "ml.p6-b300.48xlarge",
     "ml.p6e-gb200.36xlarge",
-    "ml.r7i.large",
-    "ml.r7i.xlarge",
-    "ml.r7i.2xlarge",
-    "ml.r7i.4xlarge",
-    "ml.r7i.8xlarge",
-    "ml.r7i.12xlarge",
-    "ml.r7i.16xlarge",
-    "ml.r7i.24xlarge",
     "ml.r7i.48xlarge",
     "ml.trn1.32xlarge",
     "ml.trn1n.32xlarge",
+    "ml.trn2.3xlarge",
     "ml.trn2.48xlarge",
 ];
 
@@ -594,7 +579,7 @@ mod tests {
         {
             assert!(is_efa_type(t) && needs_efa_group(t), "{t}");
         }
-        assert!(is_efa_type("ml.m7i.large") && !needs_efa_group("ml.m7i.large"), "EFA optional on CPU types");
+        assert!(is_efa_type("ml.m7i.48xlarge") && !needs_efa_group("ml.m7i.48xlarge"), "EFA optional on CPU types");
         for t in ["ml.g5.4xlarge", "ml.m5.xlarge", "ml.p3.16xlarge"] {
             assert!(!is_efa_type(t), "{t}");
         }
