@@ -238,6 +238,7 @@ from ._sagemaker import (
     SageMakerResponse,
     backend_of,
     ec2_of,
+    int_settings,
     page,
     partition_of,
     sagemaker_action,
@@ -308,14 +309,7 @@ def _control_get(query: dict[str, str]) -> tuple[int, Any]:
 
 
 def _control(query: dict[str, str]) -> tuple[int, Any]:
-    known = asdict(TIMING)
-    changes: dict[str, int] = {}
-    for name in query:
-        if name not in known:
-            raise capacity_control.ControlError(f"unknown setting {name!r}; known: {', '.join(known)}")
-        changes[name] = capacity_control.int_arg(query, name)
-        if changes[name] < 0:
-            raise capacity_control.ControlError(f"{name} must be >= 0")
+    changes = int_settings(query, asdict(TIMING))
     with LOCK:
         for name, value in changes.items():
             setattr(TIMING, name, value)

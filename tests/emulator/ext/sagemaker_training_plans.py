@@ -190,6 +190,7 @@ from ._sagemaker import (
     all_backends,
     backend_of,
     ec2_of,
+    int_settings,
     page,
     partition_of,
     sagemaker_action,
@@ -767,13 +768,7 @@ def _control_offerings(query: dict[str, str]) -> tuple[int, Any]:
 
 
 def _control_consistency(query: dict[str, str]) -> tuple[int, Any]:
-    changes: dict[str, int] = {}
-    for name in query:
-        if name not in _consistency:
-            raise capacity_control.ControlError(f"unknown setting {name!r}; known: {', '.join(_consistency)}")
-        changes[name] = capacity_control.int_arg(query, name)
-        if changes[name] < 0:
-            raise capacity_control.ControlError(f"{name} must be >= 0")
+    changes = int_settings(query, _consistency)
     with LOCK:
         _consistency.update(changes)
         return 200, dict(_consistency)
