@@ -873,7 +873,7 @@ def quotas(env: Env) -> None:
 
 
 def consistency(env: Env) -> None:
-    check(control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?list_lag_ms=60000") == {"list_lag_ms": 60000},
+    check(control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?list_lag_ms=60000") == {"list_lag_ms": 60000, "payment_ms": 0, "fail_payment": 0},
           "POST /_gpustack/sagemaker/consistency sets the list lag")
     offering = env.search(InstanceType=P5, InstanceCount=1, DurationHours=24, TargetResources=["hyperpod-cluster"])[0]
     env.sm.create_training_plan(TrainingPlanName="gpustack-lagging", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
@@ -884,6 +884,17 @@ def consistency(env: Env) -> None:
     check("gpustack-lagging" in [p["TrainingPlanName"] for p in env.sm.list_training_plans()["TrainingPlanSummaries"]],
           "list_lag_ms=0: listed")
     check(http(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?bogus=1")[0] == 400, "an unknown consistency setting -> 400")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?payment_ms=60000")
+    offering = env.search(InstanceCount=1, DurationHours=24)[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-unpaid", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    check(env.sm.describe_training_plan(TrainingPlanName="gpustack-unpaid")["Status"] == "Pending", "payment_ms: a new plan is Pending")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?payment_ms=0&fail_payment=1")
+    offering = env.search(InstanceCount=1, DurationHours=24)[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-failed", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    check(env.sm.describe_training_plan(TrainingPlanName="gpustack-failed")["Status"] == "Failed"
+          and offering["TrainingPlanOfferingId"] in {o["TrainingPlanOfferingId"] for o in env.search(InstanceCount=1, DurationHours=24)},
+          "fail_payment=1: the plan is Failed and its offering stays on sale")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?fail_payment=0")
     control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?split=1")
     offering = env.search(InstanceCount=1, DurationHours=48)[0]
     env.sm.create_training_plan(TrainingPlanName="gpustack-split", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])

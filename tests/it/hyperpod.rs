@@ -667,3 +667,32 @@ fn a_purchase_does_not_depend_on_offering_ids_being_stable() {
     assert_eq!(env.emu.training_plan_purchases(), 1);
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
+
+/// Item 14 (issue 18), the purchase itself: a plan stays `Pending` until SageMaker has taken
+/// the payment and apply records it only then; a payment that fails ("If the plan purchase
+/// fails, the status is set to `Failed`", SageMaker DG `training-plan-details-using-api-cli-sdk`)
+/// is an error, nothing is recorded, and a later run with the same offering says so again
+/// instead of recording the failed plan.
+#[test]
+fn a_plan_is_recorded_once_paid_and_a_failed_payment_is_an_error() {
+    let env = Env::new();
+    env.emu.control("POST", "/_gpustack/sagemaker/consistency?payment_ms=3000");
+    env.write("t.toml", &plan_stack("pay", 40000));
+    let started = Instant::now();
+    env.ok(&["apply", "t.toml", "--auto-approve", "--approve-purchases"]);
+    assert!(started.elapsed() >= Duration::from_secs(3), "apply waited for the payment");
+    assert_eq!(env.state("pay")["resources"]["training_plan.base"]["outputs"]["state"], "Scheduled");
+
+    env.emu.control("POST", "/_gpustack/sagemaker/consistency?payment_ms=0&fail_payment=1");
+    env.write("f.toml", &plan_stack("fail", 40000));
+    for attempt in 0..2 {
+        let failed = env.run(&["apply", "f.toml", "--auto-approve", "--approve-purchases"]);
+        assert_eq!(failed.code, 1, "attempt {attempt}: {failed:?}");
+        assert!(
+            failed.stderr.contains("failed: ") && failed.stderr.contains("a failed plan keeps its name"),
+            "{failed:?}"
+        );
+        let st = env.state("fail");
+        assert!(st["resources"].get("training_plan.base").is_none(), "a failed plan is not recorded: {st}");
+    }
+}

@@ -115,8 +115,8 @@ CreateTrainingPlan
 Status (evaluated when read): ``Scheduled`` until the start, ``Active`` until the end, then
 ``Expired`` ([API] CreateTrainingPlan: "After successful upfront payment, the plan's status becomes
 Scheduled ... When the plan start date arrives, it becomes Active"; [DG-details] "After the plan's
-end date, the status becomes Expired"). Payment is immediate, so ``Pending`` is not shown. A test
-may force a status (control endpoint).
+end date, the status becomes Expired"). Payment is immediate unless a test delays it or makes it
+fail (``payment_ms``, ``fail_payment``: control endpoint), and a test may force a status.
 
 DescribeTrainingPlan / ListTrainingPlans
 ----------------------------------------
@@ -161,9 +161,13 @@ Control endpoints (JSON; global, cleared by ``POST /moto-api/reset``):
   (any account/region; Pending, Active, Scheduled, Expired or Failed; ``status=auto`` goes back to
   the timed status) -> ``{"plans": [{"account_id", "region", "name", "arn", "status", "forced"}]}``;
   ``GET /_gpustack/sagemaker/plans`` lists every plan the same way. An unknown name is a 400.
-* ``POST /_gpustack/sagemaker/consistency?list_lag_ms=N`` (default 0) -> ``{"list_lag_ms"}``:
-  ListTrainingPlans leaves out plans created less than N ms ago, while DescribeTrainingPlan finds
-  them at once. Whether AWS's list lags is not documented (the audit of round 2, M4); the knob
+* ``POST /_gpustack/sagemaker/consistency?list_lag_ms=N&payment_ms=N&fail_payment=0|1`` (defaults
+  0) -> all three: ListTrainingPlans leaves out plans created less than ``list_lag_ms`` ago, while
+  DescribeTrainingPlan finds them at once; a new plan is ``Pending`` for ``payment_ms`` ("When
+  created, the plan initially enters a ``Pending`` state ... The training plan reservation is
+  fulfilled asynchronously", DG choose-best-training-plan-using-api-cli-sdk), then ``Scheduled``,
+  or ``Failed`` with ``fail_payment=1`` ("If the plan purchase fails, the status is set to
+  ``Failed``", [DG-details]; its offering stays on sale, its name stays taken). Whether AWS's list lags is not documented (the audit of round 2, M4); the knob
   lets tests check that gpustack never depends on the list to find a plan it just bought.
 """
 
@@ -333,7 +337,7 @@ _control: dict[str, Any] = {
 }
 # Eventual consistency of the list (see the control endpoint): a new plan is listed only
 # ``list_lag_ms`` after its creation, while DescribeTrainingPlan finds it at once.
-_consistency: dict[str, int] = {"list_lag_ms": 0}
+_consistency: dict[str, int] = {"list_lag_ms": 0, "payment_ms": 0, "fail_payment": 0}
 _purchases: list[dict[str, Any]] = []
 
 
@@ -346,7 +350,7 @@ def _clear() -> None:
     _reset_offerings_control()
     with LOCK:
         _purchases.clear()
-        _consistency["list_lag_ms"] = 0
+        _consistency.update(list_lag_ms=0, payment_ms=0, fail_payment=0)
 
 
 def _issued(backend: Any) -> dict[str, Offering]:
@@ -482,6 +486,8 @@ class Plan:
     tags: dict[str, str]
     created: datetime.datetime
     forced: str | None = None
+    paid_at: datetime.datetime | None = None  # Pending until then (control ``payment_ms``)
+    payment_fails: bool = False  # then Failed instead of Scheduled (control ``fail_payment``)
 
     @property
     def instance_type(self) -> str:
@@ -511,6 +517,10 @@ class Plan:
         if self.forced is not None:
             return self.forced
         now = now or utcnow()
+        if self.paid_at is not None and now < self.paid_at:
+            return "Pending"
+        if self.payment_fails:
+            return "Failed"
         if now >= self.end:
             return "Expired"
         # Active during a block, Scheduled before it and between blocks ([DG-plans]).
@@ -633,9 +643,12 @@ def _create_plan(self: SageMakerResponse) -> ActionResult:
             upfront_fee=fee,
             tags=tags,
             created=now,
+            paid_at=now + datetime.timedelta(milliseconds=_consistency["payment_ms"]),
+            payment_fails=bool(_consistency["fail_payment"]),
         )
         plans[name] = plan
-        _purchased(backend).update((oid, offering.content))
+        if not plan.payment_fails:  # a failed purchase leaves the capacity on sale
+            _purchased(backend).update((oid, offering.content))
         _purchases.append(
             {
                 "name": name,
