@@ -329,10 +329,12 @@ pub fn document(stack: &Stack) -> Json {
     );
     let mut linked = vec!["eks.amazonaws.com", "eks-nodegroup.amazonaws.com"];
     // HyperPod makes its service-linked role (AWSServiceRoleForSageMakerHyperPod) on the
-    // first cluster (SageMaker DG `sagemaker-hyperpod-prerequisites-iam`). Its service name
-    // is not stated there; both forms are allowed (unverified).
+    // first cluster (SageMaker DG `sagemaker-hyperpod-prerequisites-iam`). HyperPod's service
+    // principal is hyperpod.sagemaker.amazonaws.com (DG `sagemaker-hyperpod-eks-autoscaling-iam`
+    // trusts it); sagemaker.amazonaws.com would let the caller create SageMaker's other
+    // service-linked roles too.
     if has("sagemaker:CreateCluster") {
-        linked.extend(["sagemaker.amazonaws.com", "hyperpod.sagemaker.amazonaws.com"]);
+        linked.push("hyperpod.sagemaker.amazonaws.com");
     }
     push(
         "EksServiceLinkedRoles",

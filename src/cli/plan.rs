@@ -169,8 +169,14 @@ async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota:
     let catalog_then_quotas = async {
         let pf =
             crate::rules::preflight(ctx, stack).await.context("reading the instance catalog for the GPU checks")?;
-        let quotas =
+        let mut quotas =
             if skip_quota { vec![] } else { crate::quota::check(ctx, stack).await.context("checking quotas")? };
+        // A bought training plan's zone against its HyperPod cluster's subnets.
+        quotas.extend(
+            crate::plan::purchase::bought_plan_zones(ctx, stack, state)
+                .await
+                .context("reading the zones of HyperPod subnets")?,
+        );
         anyhow::Ok((pf, quotas))
     };
     // A block the state already holds is not bought again: no search for it.

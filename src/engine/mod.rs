@@ -402,7 +402,10 @@ async fn create(
 ) -> Result<String, Failure> {
     let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let (inputs, idx) = inputs_now(env, c)?;
-    let token = uuid::Uuid::new_v4().to_string();
+    // A kind without a client token journals the name it will use, so a later run finds it.
+    let token = kind
+        .pending_token(&env.stack.name, &c.address, c.action.purchase())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     env.journal
         .commit(|s| s.pending.push(pending(c, Operation::Create, &token, None)))
         .await

@@ -153,6 +153,8 @@ fn resource_change(
         };
         if r.prevent_destroy {
             errors.push(refusal(stack, &r.address, "replace"));
+        } else if kind.replace_needs_consent() && !r.prevent_destroy_written {
+            errors.push(unconsented_replace(r, &change.fields));
         }
         return Some(change);
     }
@@ -346,6 +348,24 @@ fn refusal(stack: &Stack, address: &str, what: &str) -> Diagnostic {
     let span = stack.get(address).and_then(|r| r.span.clone());
     Diagnostic::error(format!("`{address}` has prevent_destroy = true, but this plan would {what} it"), span)
         .help("remove prevent_destroy from the resource first if you really mean to, or change the stack so it is kept")
+}
+
+/// A replacement the kind does not make silently (a HyperPod cluster): the fields that force
+/// it, and how to consent.
+fn unconsented_replace(r: &Resource, fields: &[FieldDiff]) -> Diagnostic {
+    let forcing: Vec<&str> = fields.iter().filter(|f| f.forces_replace).map(|f| f.path.as_str()).collect();
+    Diagnostic::error(
+        format!(
+            "`{}` would be deleted and created again (its instances and their jobs stop) because {} cannot change in place",
+            r.address,
+            forcing.join(", ")
+        ),
+        r.span.clone(),
+    )
+    .help(format!(
+        "undo that change, or write prevent_destroy = false under [{}] to allow the replacement",
+        r.address
+    ))
 }
 
 /// Field-level differences; maps (tags and the like) are compared key by key.

@@ -10,6 +10,7 @@ use crate::aws::{AwsError, Ctx};
 use crate::resources::offering::{Purchase, choose};
 use crate::rules::{hyperpod, lit, node_groups, referenced, span, subnet_zones};
 use crate::stack::{Diagnostic, Resource, Stack};
+use crate::state::State;
 use crate::value::{Attrs, Value};
 
 /// Where an offering search for the purchase `r` looks, from `inputs` (its attributes): the
@@ -17,11 +18,22 @@ use crate::value::{Attrs, Value};
 /// HyperPod cluster), since capacity helps only where its users run. A block with one such
 /// zone is searched there; any offering outside these zones is dropped. Returns the search
 /// inputs, the zones (empty: anywhere) and a note saying where it searched.
-fn search_scope(stack: &Stack, r: &Resource, mut inputs: Attrs) -> (Attrs, BTreeSet<String>, String) {
+fn search_scope(
+    stack: &Stack,
+    r: &Resource,
+    mut inputs: Attrs,
+    known: &SubnetZones,
+) -> (Attrs, BTreeSet<String>, String) {
     let (users, zones): (Vec<&Resource>, BTreeSet<String>) = match r.kind.name() {
         "training_plan" => {
             let users = hyperpod::clusters_on_plan(stack, &r.address);
-            let zones = users.iter().flat_map(|c| subnet_zones(stack, c)).collect();
+            let zones = users
+                .iter()
+                .flat_map(|c| {
+                    let literal = literal_subnets(c).into_iter().filter_map(|s| known.get(&s).cloned());
+                    subnet_zones(stack, c).into_iter().chain(literal)
+                })
+                .collect();
             (users, zones)
         }
         _ => {
@@ -51,6 +63,82 @@ fn search_scope(stack: &Stack, r: &Resource, mut inputs: Attrs) -> (Attrs, BTree
     (inputs, zones, zone_note)
 }
 
+/// Subnet ids written literally in the stack (an existing VPC's), with their zones.
+pub type SubnetZones = HashMap<String, String>;
+
+/// The subnet ids a HyperPod cluster names literally (not `${subnet.…}` references).
+fn literal_subnets(c: &Resource) -> Vec<String> {
+    match crate::rules::lit(c, "subnets") {
+        Some(v) => crate::rules::strings(Some(v)),
+        None => match c.attrs.get("subnets").map(|e| &e.kind) {
+            Some(crate::stack::expr::ExprKind::List(items)) => {
+                items.iter().filter_map(|e| e.as_literal()?.as_str().map(str::to_string)).collect()
+            }
+            _ => vec![],
+        },
+    }
+}
+
+/// The zones of the literal subnets of every HyperPod cluster on a training plan, read with
+/// one `DescribeSubnets`: a plan is bought in the zone its cluster will run in, and a literal
+/// subnet says its zone only to EC2. No call when there are none.
+pub async fn literal_subnet_zones(ctx: &Ctx, stack: &Stack) -> Result<SubnetZones, AwsError> {
+    let ids: BTreeSet<String> = hyperpod::clusters(stack)
+        .filter(|c| !hyperpod::plans_of(stack, c).is_empty())
+        .flat_map(literal_subnets)
+        .collect();
+    if ids.is_empty() {
+        return Ok(SubnetZones::new());
+    }
+    let call = ctx.ec2.describe_subnets().set_subnet_ids(Some(ids.into_iter().collect()));
+    let out = ctx.call(crate::aws::Service::Ec2, "DescribeSubnets", call.send()).await?;
+    Ok(out
+        .subnets()
+        .iter()
+        .filter_map(|s| Some((s.subnet_id()?.to_string(), s.availability_zone()?.to_string())))
+        .collect())
+}
+
+/// A HyperPod cluster on a training plan the state says is bought: every subnet of the
+/// cluster (a stack subnet's zone, from the stack or the state, or a literal one's from
+/// EC2) is in the plan's zone, since the cluster "must match" it (SageMaker DG
+/// `training-plan-utilization-for-hyperpod`) and a bought plan cannot move.
+pub async fn bought_plan_zones(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<Vec<Diagnostic>, AwsError> {
+    let Some(st) = state else { return Ok(vec![]) };
+    let output = |address: &str, k: &str| {
+        st.resources.get(address).and_then(|e| e.outputs.get(k)).and_then(|v| v.as_str()).map(str::to_string)
+    };
+    let known = literal_subnet_zones(ctx, stack).await?;
+    let mut d = vec![];
+    for c in hyperpod::clusters(stack) {
+        let mut subnets: Vec<(String, String)> = crate::rules::subnet_resources(stack, c)
+            .into_iter()
+            .filter_map(|s| {
+                let zone = crate::rules::lit_str(s, "availability_zone")
+                    .or_else(|| output(&s.address, "availability_zone"))?;
+                Some((s.address.clone(), zone))
+            })
+            .collect();
+        subnets.extend(literal_subnets(c).into_iter().filter_map(|s| Some((s.clone(), known.get(&s)?.clone()))));
+        for p in hyperpod::plans_of(stack, c) {
+            let Some(zone) = output(&p.address, "availability_zone").filter(|z| !z.is_empty()) else { continue };
+            for (subnet, z) in subnets.iter().filter(|(_, z)| *z != zone) {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` runs on `{}`, bought in {zone}, but its subnet {subnet} is in {z}: the plan's capacity cannot serve it",
+                            c.address, p.address
+                        ),
+                        span(c, "subnets"),
+                    )
+                    .help(format!("use subnets in {zone} only; a bought training plan cannot move")),
+                );
+            }
+        }
+    }
+    Ok(d)
+}
+
 /// Offering searches already made, by what they asked ([`search_key`]).
 pub type Offers = HashMap<String, Vec<Purchase>>;
 
@@ -76,10 +164,11 @@ fn search_key(kind: &str, inputs: &Attrs) -> String {
 /// state has no object for it, so the plan will likely buy it), all at once: run together
 /// with the refresh, so `price` finds them ready.
 pub async fn prefetch_offers(ctx: &Ctx, stack: &Stack, known: &dyn Fn(&str) -> bool) -> Result<Offers, AwsError> {
+    let subnets = literal_subnet_zones(ctx, stack).await?;
     let mut tasks = tokio::task::JoinSet::new();
     for r in stack.resources.iter().filter(|r| crate::resources::of(r).buys() && !known(&r.address)) {
         let attrs: Attrs = r.attrs.keys().filter_map(|k| Some((k.clone(), lit(r, k)?))).collect();
-        let (inputs, _, _) = search_scope(stack, r, attrs);
+        let (inputs, _, _) = search_scope(stack, r, attrs, &subnets);
         let ctx = ctx.clone();
         let kind = crate::resources::of(r);
         tasks.spawn(async move {
@@ -102,7 +191,7 @@ pub fn price_offline(stack: &Stack, plan: &mut Plan) {
     for c in plan.changes.iter_mut().filter(|c| matches!(c.action, Action::Purchase(_))) {
         let Some(r) = stack.get(&c.address) else { continue };
         let fields: Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
-        let (inputs, zones, _) = search_scope(stack, r, fields);
+        let (inputs, zones, _) = search_scope(stack, r, fields, &SubnetZones::new());
         let s = |k: &str| inputs.get(k).map(Value::interpolate).unwrap_or_else(|| "?".into());
         let zones = if zones.is_empty() {
             String::new()
@@ -127,11 +216,16 @@ pub fn price_offline(stack: &Stack, plan: &mut Plan) {
 /// `max_upfront_usd`, is an error. Searches `offers` lacks are made here.
 pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -> Result<Vec<Diagnostic>, AwsError> {
     let mut d = vec![];
+    let subnets = if plan.changes.iter().any(|c| c.kind == "training_plan" && matches!(c.action, Action::Purchase(_))) {
+        literal_subnet_zones(ctx, stack).await?
+    } else {
+        SubnetZones::new()
+    };
     for c in plan.changes.iter_mut().filter(|c| matches!(c.action, Action::Purchase(_))) {
         let Some(r) = stack.get(&c.address) else { continue };
         let fields: Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
         // Capacity is only useful in the zones its users run in.
-        let (inputs, zones, zone_note) = search_scope(stack, r, fields);
+        let (inputs, zones, zone_note) = search_scope(stack, r, fields, &subnets);
         let kind = crate::resources::of(r);
         let mut offers = match offers.get(&search_key(kind.name(), &inputs)) {
             Some(found) => found.clone(),
@@ -150,7 +244,11 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -
                     ),
                     r.span.clone(),
                 )
-                .help("widen the window (start_before), try another length or count, or another zone; offerings come and go"),
+                .help(if kind.name() == "training_plan" {
+                    "widen the window (start_before), try another length or count, or another zone; two-block (split) offerings are left out unless allow_split = true; offerings come and go"
+                } else {
+                    "widen the window (start_before), try another length or count, or another zone; offerings come and go"
+                }),
             );
             continue;
         };

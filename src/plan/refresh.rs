@@ -75,11 +75,35 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
     let mut found: Vec<(&'static dyn Kind, Vec<Observed>)> = vec![];
     while let Some(joined) = tasks.join_next().await {
         let (kind, res) = joined.context("a refresh task failed")?;
-        let observed = res.with_context(|| format!("refreshing {} objects of stack {}", kind.name(), ctx.stack))?;
+        let mut observed = res.with_context(|| format!("refreshing {} objects of stack {}", kind.name(), ctx.stack))?;
+        observed.extend(pending_by_name(ctx, kind, state, &observed).await?);
         found.push((kind, observed));
     }
     found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     Ok(merge(stack, state, found))
+}
+
+/// What the state's pending creates of `kind` journaled by name ([`Kind::pending_token`]),
+/// read directly by that name when the batched read (a list, which may lag behind a
+/// create) did not show it: a training plan bought just before a crash is found this way.
+async fn pending_by_name(
+    ctx: &Ctx,
+    kind: &'static dyn Kind,
+    state: Option<&State>,
+    seen: &[Observed],
+) -> Result<Vec<Observed>> {
+    let mut out = vec![];
+    let pendings = state.map(|s| s.pending.as_slice()).unwrap_or_default();
+    for p in pendings.iter().filter(|p| p.kind == kind.name() && p.operation == crate::state::Operation::Create) {
+        if seen.iter().any(|o| o.address.as_deref() == Some(p.address.as_str())) {
+            continue;
+        }
+        let found = kind.find_pending(ctx, &p.address, &p.token).await;
+        if let Some(o) = found.with_context(|| format!("looking up {}'s pending {}", p.address, p.token))? {
+            out.push(o);
+        }
+    }
+    Ok(out)
 }
 
 /// Pure merge of observations into the state (separate for testing).

@@ -174,6 +174,25 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
                 )
             )
         );
+        // A split offering: each block, so the gap between them is plain.
+        for (i, b) in p.blocks.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{:11}{}",
+                "",
+                style.paint(
+                    "1;33",
+                    &format!(
+                        "block {} of {}: {} → {} in {}",
+                        i + 1,
+                        p.blocks.len(),
+                        b.start,
+                        b.end,
+                        b.availability_zone
+                    )
+                )
+            );
+        }
     }
     match &c.action {
         Action::Render(r) => {

@@ -5,10 +5,15 @@
 //!
 //! - Create waits for `InService` (cluster and every group), reporting each group's count.
 //! - What `UpdateCluster` can change, changes in place (it takes every group's full
-//!   specification): a group's count, lifecycle scripts, training plan, deep health checks
-//!   and labels, and the cluster's `node_recovery`. Anything else replaces the cluster:
-//!   `VpcConfig` and the orchestrator cannot change after creation, nor can a group's type,
-//!   execution role or threads per core, and a group added or removed replaces too.
+//!   specification): a group's count, lifecycle scripts, training plan, EBS volume size,
+//!   deep health checks and labels, the cluster's `node_recovery`, and groups added (a new
+//!   name in `InstanceGroups`) or removed (`InstanceGroupsToDelete`, never the last one).
+//!   Anything else replaces the cluster: `VpcConfig` and the orchestrator cannot change
+//!   after creation, nor can a group's type, execution role or threads per core
+//!   (`docs/aws-facts-hyperpod.md` §6). A replacement stops every instance and its jobs, so
+//!   the plan refuses it unless the resource spells out `prevent_destroy = false`.
+//! - Refresh reads every group back whole (type, role, lifecycle, plan, volume, threads,
+//!   checks, labels, count), so a cluster adopted by its tags plans no change.
 //! - The cluster name is unique in the account and region, so a create that raced a crash
 //!   finds its cluster by name and adopts it when its tags say it is this address's.
 //! - The HyperPod dependencies Helm chart must be in the EKS cluster before the cluster is
@@ -62,7 +67,11 @@ pub const GROUP: &[Attr] = &[
     Attr::req("execution_role", Ty::Str, OnChange::Replace),
     Attr::req("lifecycle", Ty::Object(LIFECYCLE), OnChange::Update),
     Attr::opt("training_plan", Ty::Str, Default::None, OnChange::Update),
-    Attr::opt("volume_size_gb", Ty::Int, Default::None, OnChange::Replace),
+    // Settable on update: EBS through `InstanceStorageConfigs` is "available when creating or
+    // updating instance groups" (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`; the
+    // CloudFormation schema of `AWS::SageMaker::Cluster` does not list it create-only). It
+    // applies to instances launched afterwards.
+    Attr::opt("volume_size_gb", Ty::Int, Default::None, OnChange::Update),
     // 1: one thread per core, HyperThreading off, as the SageMaker DG's examples for GPU
     // training set it; 2 turns it on (`ClusterThreadsPerCore`, 1 or 2).
     Attr::opt("threads_per_core", Ty::Int, Default::Int(1), OnChange::Replace),
@@ -87,7 +96,11 @@ const ATTRS: &[Attr] = &[
     Attr::req("subnets", Ty::List(&Ty::Str), OnChange::Replace),
     Attr::req("security_groups", Ty::List(&Ty::Str), OnChange::Replace),
     Attr::opt("node_recovery", Ty::Enum(RECOVERY), Default::Str("Automatic"), OnChange::Update),
-    Attr::req("instance_groups", Ty::Map(&Ty::Object(GROUP)), OnChange::Replace),
+    // Groups are added and removed in place: "To add a new instance group, specify a new name
+    // not existing in your cluster" (SageMaker DG `…-operate-cli-command-update-cluster`);
+    // removal through `InstanceGroupsToDelete` (DG `smcluster-scale-down`). A field of a
+    // group keeps its own rule (GROUP).
+    Attr::req("instance_groups", Ty::Map(&Ty::Object(GROUP)), OnChange::Update),
     TAGS,
 ];
 
@@ -120,6 +133,7 @@ impl Kind for HyperpodCluster {
             "sagemaker:DescribeCluster",
             "sagemaker:ListClusters",
             "sagemaker:UpdateCluster",
+            "sagemaker:ListClusterNodes",
             "sagemaker:DeleteCluster",
             "sagemaker:ListTags",
             "sagemaker:AddTags",
@@ -136,6 +150,60 @@ impl Kind for HyperpodCluster {
     /// find the name taken, adopt the old cluster, and then delete it as the deposed copy).
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::DeleteBeforeCreate
+    }
+
+    fn replace_needs_consent(&self) -> bool {
+        true
+    }
+
+    /// A group that leaves its training plan keeps its count On-Demand ("You can add, update,
+    /// or remove a training plan by updating the instance group", SageMaker DG
+    /// `use-training-plan-for-hyperpod-update-using-api-cli-sdk`): the plan says so, since
+    /// the field diff alone reads like a harmless edit.
+    fn update_note(&self, old: &Attrs, new: &Attrs, _changed: &[String]) -> Option<String> {
+        let plan = |i: &Attrs, name: &str| -> Option<String> {
+            let Some(Value::Table(t)) = i.get("instance_groups") else { return None };
+            Some(t.get(name)?.as_table()?.get("training_plan")?.as_str()?.to_string())
+        };
+        let leaving: Vec<String> = group_names(new)
+            .intersection(&group_names(old))
+            .filter(|g| plan(old, g).is_some() && plan(new, g).is_none() && group_count(new, g).unwrap_or(0) > 0)
+            .map(|g| format!("{g} ({} instances)", group_count(new, g).unwrap_or(0)))
+            .collect();
+        (!leaving.is_empty()).then(|| {
+            format!(
+                "instance group {} leaves its training plan and runs On-Demand from now on (billed per hour); set instance_count = 0 to stop instead",
+                leaving.join(", ")
+            )
+        })
+    }
+
+    /// What `UpdateCluster` would refuse: removing every group ("Your SageMaker HyperPod
+    /// cluster must always maintain at least one instance group", DG `smcluster-scale-down`)
+    /// and adding one with no instances ("To add a new instance group, specify an integer
+    /// greater or equal to 1", DG `…-operate-cli-command-update-cluster`).
+    fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
+        let (was, now) = (group_names(old), group_names(new));
+        let mut out = vec![];
+        if now.is_empty() && !was.is_empty() {
+            out.push((
+                "instance_groups",
+                "removes every instance group, but a HyperPod cluster keeps at least one".into(),
+                "keep one group (at instance_count = 0 if it should run nothing), or remove the cluster".into(),
+            ));
+        }
+        for name in now.difference(&was) {
+            if group_count(new, name) == Some(0) {
+                out.push((
+                    "instance_groups",
+                    format!(
+                        "adds instance group {name} with instance_count = 0; HyperPod adds a group with at least 1"
+                    ),
+                    format!("give `instance_groups.{name}.instance_count` 1 or more, and scale it to 0 afterwards"),
+                ));
+            }
+        }
+        out
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
@@ -264,9 +332,10 @@ impl Kind for HyperpodCluster {
         }
     }
 
-    /// The recorded inputs with what HyperPod reports: each group's target count, the
-    /// recovery mode and the tags. A group HyperPod no longer has is dropped (so the plan
-    /// replaces the cluster to get it back).
+    /// The recorded inputs with what HyperPod reports: the recovery mode, the tags and every
+    /// group whole (what `observe` read overrides what was recorded, field by field). A group
+    /// HyperPod no longer has is dropped, so the plan adds it back in place; a group HyperPod
+    /// has without `TargetCount` keeps its recorded count.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = recorded.clone();
         for k in ["node_recovery", "tags"] {
@@ -274,15 +343,27 @@ impl Kind for HyperpodCluster {
                 cur.insert(k.into(), v.clone());
             }
         }
-        if let (Some(Value::Table(groups)), Some(Value::Table(seen))) =
-            (cur.get_mut("instance_groups"), observed.get("instance_groups"))
-        {
-            groups.retain(|name, _| seen.contains_key(name));
-            for (name, g) in groups.iter_mut() {
-                if let (Value::Table(g), Some(count)) = (g, seen.get(name).and_then(Value::as_int)) {
-                    g.insert("instance_count".into(), Value::Int(count));
-                }
-            }
+        if let Some(Value::Table(seen)) = observed.get("instance_groups") {
+            let was = match cur.get("instance_groups") {
+                Some(Value::Table(t)) => t.clone(),
+                _ => BTreeMap::new(),
+            };
+            let groups = seen
+                .iter()
+                .map(|(name, obs)| {
+                    let mut g = obs.as_table().cloned().unwrap_or_default();
+                    let recorded = was.get(name).and_then(Value::as_table);
+                    for k in KEPT_WHEN_UNREPORTED {
+                        if !g.contains_key(*k)
+                            && let Some(v) = recorded.and_then(|r| r.get(*k))
+                        {
+                            g.insert(k.to_string(), v.clone());
+                        }
+                    }
+                    (name.clone(), Value::Table(g))
+                })
+                .collect();
+            cur.insert("instance_groups".into(), Value::Table(groups));
         }
         self.normalize(&mut cur);
         cur
@@ -291,11 +372,12 @@ impl Kind for HyperpodCluster {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
         let name = str_attr(i, "name");
+        plans_paid(ctx, i).await?;
         let call = ctx
             .sagemaker
             .create_cluster()
             .cluster_name(name)
-            .set_instance_groups(Some(groups(i)))
+            .set_instance_groups(Some(groups(i, None)))
             .vpc_config(
                 VpcConfig::builder()
                     .set_subnets(Some(strings_attr(i, "subnets")))
@@ -365,11 +447,17 @@ impl Kind for HyperpodCluster {
         if changed.iter().any(|c| c == "instance_groups" || c == "node_recovery") {
             // Only an InService cluster takes an update (ConflictException otherwise).
             wait_in_service(ctx, name, "UpdateCluster", UPDATE_TIMEOUT, &|_| {}).await?;
+            // Groups the stack no longer has go through InstanceGroupsToDelete, and must not
+            // be listed in InstanceGroups (DG `smcluster-scale-down`); new names are added.
+            let gone: Vec<String> = group_names(old).difference(&group_names(new)).cloned().collect();
+            plans_paid(ctx, new).await?;
+            health_checks_done(ctx, id).await?;
             let call = ctx
                 .sagemaker
                 .update_cluster()
                 .cluster_name(id)
-                .set_instance_groups(Some(groups(new)))
+                .set_instance_groups(Some(groups(new, Some(old))))
+                .set_instance_groups_to_delete((!gone.is_empty()).then_some(gone))
                 .node_recovery(ClusterNodeRecovery::from(str_attr(new, "node_recovery")));
             ctx.call(Service::SageMaker, "UpdateCluster", call.send()).await?;
             wait_in_service(ctx, name, "UpdateCluster", UPDATE_TIMEOUT, &|_| {}).await?;
@@ -381,10 +469,11 @@ impl Kind for HyperpodCluster {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        // A cluster still creating or updating refuses deletion (ConflictException): let it settle.
+        // A cluster still creating or updating refuses deletion (ConflictException): let it
+        // settle, as long as a create may take.
         let settled = until_status(
             &format!("HyperPod cluster {id}"),
-            UPDATE_TIMEOUT,
+            CREATE_TIMEOUT,
             || describe(ctx, id),
             |c: Option<DescribeClusterOutput>| match c.as_ref().and_then(|c| c.cluster_status()) {
                 None => Status::Reached(false),
@@ -431,8 +520,82 @@ impl Kind for HyperpodCluster {
     }
 }
 
-/// The instance groups as `CreateCluster` and `UpdateCluster` take them, in name order.
-fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
+/// Group fields `ClusterInstanceGroupDetails` may leave out without meaning "none" (all its
+/// members are optional in the botocore model): an unreported one keeps its recorded value.
+/// A missing `TrainingPlanArn`, storage config, checks or labels do mean none.
+const KEPT_WHEN_UNREPORTED: &[&str] =
+    &["instance_type", "instance_count", "execution_role", "threads_per_core", "lifecycle"];
+
+/// Waits until every training plan the groups run on is paid for: a group needs its plan
+/// `Scheduled` or `Active` (SageMaker DG `training-plan-utilization-for-hyperpod`), and a plan
+/// adopted by name or tag may still be `Pending`. A `Failed` plan is an error.
+async fn plans_paid(ctx: &Ctx, i: &Attrs) -> Result<()> {
+    let Some(Value::Table(groups)) = i.get("instance_groups") else { return Ok(()) };
+    let plans: std::collections::BTreeSet<&str> =
+        groups.values().filter_map(|g| g.as_table()?.get("training_plan")?.as_str()).collect();
+    for arn in plans {
+        super::training_plan::paid(ctx, arn).await?;
+    }
+    Ok(())
+}
+
+/// Waits while any node runs deep health checks: "If deep health checks are running on the
+/// cluster, this API will not function as expected … you should wait until the deep health
+/// checks finish" (SageMaker DG `sagemaker-hyperpod-eks-operate-cli-command-update-cluster`).
+/// Nodes run them after a scale-up or a replacement while the cluster is `InService`.
+async fn health_checks_done(ctx: &Ctx, id: &str) -> Result<()> {
+    let checking = || async {
+        let pages = ctx.sagemaker.list_cluster_nodes().cluster_name(id).into_paginator().send();
+        let nodes = ctx
+            .all_pages(Service::SageMaker, "ListClusterNodes", pages, |p| p.cluster_node_summaries.unwrap_or_default())
+            .await?;
+        Ok(nodes
+            .iter()
+            .filter(|n| {
+                n.instance_status().and_then(|s| s.status()).map(|s| s.as_str()) == Some("DeepHealthCheckInProgress")
+            })
+            .count())
+        .map(Some)
+    };
+    until_status(
+        &format!("deep health checks of HyperPod cluster {id}"),
+        CREATE_TIMEOUT,
+        checking,
+        |n: Option<usize>| match n.unwrap_or(0) {
+            0 => Status::Reached(()),
+            n => Status::Pending(format!("{n} node(s) in DeepHealthCheckInProgress")),
+        },
+    )
+    .await
+}
+
+/// The names of the instance groups in `i`.
+fn group_names(i: &Attrs) -> std::collections::BTreeSet<String> {
+    match i.get("instance_groups") {
+        Some(Value::Table(t)) => t.keys().cloned().collect(),
+        _ => std::collections::BTreeSet::new(),
+    }
+}
+
+fn group_count(i: &Attrs, name: &str) -> Option<i64> {
+    let Some(Value::Table(t)) = i.get("instance_groups") else { return None };
+    t.get(name)?.as_table()?.get("instance_count")?.as_int()
+}
+
+/// The instance groups as `CreateCluster` and `UpdateCluster` take them, in name order. An
+/// update (`old`: the groups as they are) sends an empty label set for a group whose labels
+/// were all removed: labels are declarative ("you specify the complete desired state … Omit
+/// the labels or taints you want to remove", SageMaker DG
+/// `sagemaker-hyperpod-eks-custom-labels-and-taints`), and an omitted `KubernetesConfig` is
+/// not documented to clear them.
+fn groups(i: &Attrs, old: Option<&Attrs>) -> Vec<ClusterInstanceGroupSpecification> {
+    let had_labels = |name: &str| {
+        let Some(Value::Table(t)) = old.and_then(|o| o.get("instance_groups")) else { return false };
+        t.get(name)
+            .and_then(Value::as_table)
+            .and_then(|g| g.get("labels"))
+            .is_some_and(|l| matches!(l, Value::Table(l) if !l.is_empty()))
+    };
     let Some(Value::Table(groups)) = i.get("instance_groups") else { return vec![] };
     groups
         .iter()
@@ -472,7 +635,7 @@ fn groups(i: &Attrs) -> Vec<ClusterInstanceGroupSpecification> {
                 spec = spec.set_on_start_deep_health_checks(Some(checks));
             }
             if let Some(Value::Table(labels)) = g.get("labels")
-                && !labels.is_empty()
+                && (!labels.is_empty() || had_labels(name))
             {
                 let labels: std::collections::HashMap<String, String> =
                     labels.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect();
@@ -556,7 +719,7 @@ fn observe(c: &DescribeClusterOutput, all: &BTreeMap<String, String>) -> Observe
     let groups: BTreeMap<String, Value> = c
         .instance_groups()
         .iter()
-        .filter_map(|g| Some((g.instance_group_name()?.to_string(), Value::Int(g.target_count()?.into()))))
+        .filter_map(|g| Some((g.instance_group_name()?.to_string(), Value::Table(observe_group(g)))))
         .collect();
     let mut attrs =
         Attrs::from([("instance_groups".into(), Value::Table(groups)), ("tags".into(), tags::observed(all))]);
@@ -564,6 +727,49 @@ fn observe(c: &DescribeClusterOutput, all: &BTreeMap<String, String>) -> Observe
         attrs.insert("node_recovery".into(), Value::str(r.as_str()));
     }
     Observed::tagged(all, recorded(c), attrs)
+}
+
+/// One group as `DescribeCluster` reports it (`ClusterInstanceGroupDetails`), in the stack's
+/// terms. Only `InstanceGroupName` identifies a group: `TargetCount` and the rest are
+/// optional members of the shape, and what is absent is left to the record. Labels are
+/// `CurrentLabels`, what the nodes carry (SageMaker DG
+/// `sagemaker-hyperpod-eks-custom-labels-and-taints`), else the desired ones.
+fn observe_group(g: &aws_sdk_sagemaker::types::ClusterInstanceGroupDetails) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            out.insert(k.to_string(), v);
+        }
+    };
+    put("instance_type", g.instance_type().map(|t| Value::str(t.as_str())));
+    put("instance_count", g.target_count().map(|n| Value::Int(n.into())));
+    put("execution_role", g.execution_role().map(Value::str));
+    put("threads_per_core", g.threads_per_core().map(|n| Value::Int(n.into())));
+    put(
+        "lifecycle",
+        g.life_cycle_config().map(|lc| {
+            Value::Table(BTreeMap::from([
+                ("source_s3_uri".to_string(), Value::str(lc.source_s3_uri().unwrap_or_default())),
+                ("on_create".to_string(), Value::str(lc.on_create().unwrap_or_default())),
+            ]))
+        }),
+    );
+    // A group without a plan or an extra volume says so by leaving the member out.
+    let plan = g.training_plan_arn().map(Value::str);
+    let volume = g.instance_storage_configs().iter().find_map(|s| match s {
+        ClusterInstanceStorageConfig::EbsVolumeConfig(e) if e.root_volume() != Some(true) => {
+            e.volume_size_in_gb().map(|n| Value::Int(n.into()))
+        }
+        _ => None,
+    });
+    let checks = g.on_start_deep_health_checks().iter().map(|c| Value::str(c.as_str())).collect();
+    let labels = g.kubernetes_config().and_then(|k| k.current_labels().or(k.desired_labels()));
+    let labels = labels.map(|l| l.iter().map(|(k, v)| (k.clone(), Value::str(v))).collect()).unwrap_or_default();
+    put("training_plan", plan);
+    put("volume_size_gb", volume);
+    out.insert("deep_health_checks".into(), Value::List(checks));
+    out.insert("labels".into(), Value::Table(labels));
+    out
 }
 
 fn recorded(c: &DescribeClusterOutput) -> Recorded {
@@ -601,27 +807,87 @@ mod tests {
         }
     }
 
+    fn table(pairs: &[(&str, Value)]) -> Value {
+        Value::Table(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
     #[test]
-    fn refresh_keeps_the_recorded_groups_with_the_counts_hyperpod_reports() {
-        let group = |count: i64| {
-            Value::Table(BTreeMap::from([
-                ("instance_type".to_string(), Value::str("ml.p5.48xlarge")),
-                ("instance_count".to_string(), Value::Int(count)),
-            ]))
+    fn refresh_reads_groups_whole_and_keeps_a_count_hyperpod_does_not_report() {
+        let group = |count: i64, plan: Option<&str>| {
+            let mut g = vec![
+                ("instance_type", Value::str("ml.p5.48xlarge")),
+                ("instance_count", Value::Int(count)),
+                ("execution_role", Value::str("arn:aws:iam::1:role/hp")),
+            ];
+            if let Some(p) = plan {
+                g.push(("training_plan", Value::str(p)));
+            }
+            table(&g)
         };
         let recorded = Attrs::from([(
             "instance_groups".to_string(),
-            Value::Table(BTreeMap::from([("train".to_string(), group(2)), ("gone".to_string(), group(1))])),
+            table(&[("train", group(2, Some("arn:plan"))), ("gone", group(1, None))]),
         )]);
+        // HyperPod reports `train` without TargetCount and without its plan, and a group
+        // the record lacks (adopted, or added outside gpustack).
         let observed = Attrs::from([(
             "instance_groups".to_string(),
-            Value::Table(BTreeMap::from([("train".to_string(), Value::Int(3))])),
+            table(&[
+                (
+                    "train",
+                    table(&[("instance_type", Value::str("ml.p5.48xlarge")), ("volume_size_gb", Value::Int(500))]),
+                ),
+                ("extra", table(&[("instance_type", Value::str("ml.m5.xlarge")), ("instance_count", Value::Int(1))])),
+            ]),
         )]);
         let cur = HyperpodCluster.current(&recorded, &observed);
         let Some(Value::Table(groups)) = cur.get("instance_groups") else { panic!("{cur:?}") };
-        assert_eq!(groups.keys().collect::<Vec<_>>(), ["train"], "a group HyperPod lacks is dropped");
+        assert_eq!(groups.keys().collect::<Vec<_>>(), ["extra", "train"], "a group HyperPod lacks is dropped");
         let train = groups["train"].as_table().expect("a table");
-        assert_eq!(train.get("instance_count"), Some(&Value::Int(3)));
+        assert_eq!(train.get("instance_count"), Some(&Value::Int(2)), "no TargetCount: the recorded count");
+        assert_eq!(train.get("execution_role"), Some(&Value::str("arn:aws:iam::1:role/hp")));
+        assert_eq!(train.get("training_plan"), None, "no TrainingPlanArn: no plan");
+        assert_eq!(train.get("volume_size_gb"), Some(&Value::Int(500)));
         assert_eq!(train.get("threads_per_core"), Some(&Value::Int(1)), "defaults filled");
+        assert_eq!(groups["extra"].as_table().and_then(|g| g.get("instance_count")), Some(&Value::Int(1)));
+    }
+
+    #[test]
+    fn removing_every_label_sends_an_empty_set() {
+        let with = |labels: &[(&str, Value)]| {
+            Attrs::from([("instance_groups".to_string(), table(&[("train", table(&[("labels", table(labels))]))]))])
+        };
+        let (old, new) = (with(&[("team", Value::str("ml"))]), with(&[]));
+        let sent = groups(&new, Some(&old));
+        let labels = sent[0].kubernetes_config().and_then(|k| k.labels());
+        assert_eq!(labels.map(|l| l.len()), Some(0), "labels cleared explicitly");
+        assert!(groups(&new, None)[0].kubernetes_config().is_none(), "a create without labels sends none");
+    }
+
+    #[test]
+    fn leaving_a_training_plan_with_instances_is_said_plainly() {
+        let with = |plan: Option<&str>, count: i64| {
+            let mut g = vec![("instance_count", Value::Int(count))];
+            if let Some(p) = plan {
+                g.push(("training_plan", Value::str(p)));
+            }
+            Attrs::from([("instance_groups".to_string(), table(&[("train", table(&g))]))])
+        };
+        let note = HyperpodCluster.update_note(&with(Some("arn:plan"), 2), &with(None, 2), &[]);
+        assert!(note.is_some_and(|n| n.contains("train (2 instances) leaves its training plan and runs On-Demand")));
+        assert_eq!(HyperpodCluster.update_note(&with(Some("arn:plan"), 2), &with(None, 0), &[]), None);
+    }
+
+    #[test]
+    fn an_update_never_removes_the_last_group_nor_adds_an_empty_one() {
+        let with = |groups: &[(&str, i64)]| {
+            let t = groups.iter().map(|(n, c)| (*n, table(&[("instance_count", Value::Int(*c))]))).collect::<Vec<_>>();
+            Attrs::from([("instance_groups".to_string(), table(&t))])
+        };
+        assert!(HyperpodCluster.check_update(&with(&[("a", 1)]), &with(&[("a", 1), ("b", 1)])).is_empty());
+        let last = HyperpodCluster.check_update(&with(&[("a", 1)]), &with(&[]));
+        assert!(last[0].1.contains("keeps at least one"), "{last:?}");
+        let empty = HyperpodCluster.check_update(&with(&[("a", 1)]), &with(&[("a", 1), ("b", 0)]));
+        assert!(empty[0].1.contains("adds instance group b with instance_count = 0"), "{empty:?}");
     }
 }

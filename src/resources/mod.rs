@@ -267,6 +267,12 @@ pub trait Kind: Schema {
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }
+    /// True when a replacement destroys what cannot be got back quickly (a HyperPod cluster:
+    /// its instances, their jobs and hours of health checks): the plan refuses to replace
+    /// it unless the resource spells out `prevent_destroy = false`.
+    fn replace_needs_consent(&self) -> bool {
+        false
+    }
     /// True when deleting cannot undo the object (a Capacity Block runs until its end
     /// date): removing it *retains* it, and a change that would replace it is refused.
     fn retains_on_delete(&self) -> bool {
@@ -296,6 +302,17 @@ pub trait Kind: Schema {
     /// `availability_zone` when the plan narrowed the search to one zone), as plans show them.
     async fn offerings(&self, _ctx: &Ctx, _inputs: &Attrs) -> Result<Vec<offering::Purchase>> {
         Ok(vec![])
+    }
+    /// For a create whose API has no client token: the name the object will get, journaled
+    /// as the pending entry's token before the call, so a later run can look exactly that
+    /// name up ([`Kind::find_pending`]) instead of trusting a list that may lag.
+    fn pending_token(&self, _stack: &str, _address: &str, _purchase: Option<&offering::Purchase>) -> Option<String> {
+        None
+    }
+    /// The object a pending create journaled as `token` ([`Kind::pending_token`]), read
+    /// directly by that name; `None` when the kind has no such token or nothing has it.
+    async fn find_pending(&self, _ctx: &Ctx, _address: &str, _token: &str) -> Result<Option<Observed>> {
+        Ok(None)
     }
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}

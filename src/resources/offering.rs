@@ -22,6 +22,18 @@ pub struct Purchase {
     pub upfront_usd: f64,
     pub currency: String,
     pub max_upfront_usd: f64,
+    /// The separate blocks of a split (two-block) training plan offering, each with its own
+    /// start and end, so the plan shows the gap between them; empty for one block.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<Block>,
+}
+
+/// One reserved-capacity block of an offering.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Block {
+    pub availability_zone: String,
+    pub start: String,
+    pub end: String,
 }
 
 impl Purchase {

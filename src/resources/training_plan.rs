@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::capacity_block::RETAINED;
 use super::capacity_reservation::{from_sdk_time, parse_time, to_sdk_time};
-use super::offering::{Purchase, bought_current, fee, normalize_window, validate_window};
+use super::offering::{Block, Purchase, bought_current, fee, normalize_window, validate_window};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -73,6 +73,18 @@ const ATTRS: &[Attr] = &[
     Attr::req("start_after", Ty::Str, OnChange::Replace),
     Attr::req("start_before", Ty::Str, OnChange::Replace),
     Attr::opt("target", Ty::Enum(TARGETS), Default::Str("hyperpod-cluster"), OnChange::Replace),
+    // Pins the search and the purchase to one zone: for HyperPod "Offerings are limited to a
+    // single Availability Zone" (SageMaker DG `reserve-capacity-with-training-plans`) and the
+    // cluster must match it (DG `training-plan-utilization-for-hyperpod`). Without it the
+    // zone of the HyperPod cluster's subnets is used.
+    Attr::opt("availability_zone", Ty::Str, Default::None, OnChange::Replace),
+    // Two-block offerings: "SageMaker training plans don't return a 'no capacity' result if a
+    // single continuous Reserved Capacity block meeting all criteria is unavailable. Instead, it
+    // automatically attempts to fulfill the request using two separate Reserved Capacity
+    // blocks" (SageMaker DG `reserve-capacity-with-training-plans`). A 24/7 baseline loses its
+    // capacity in the gap (and HyperPod stops instances an hour before each block ends), so
+    // they are refused unless asked for. A guard on the choice, like `max_upfront_usd`.
+    Attr::opt("allow_split", Ty::Bool, Default::Bool(false), OnChange::Update),
     // A guard on the purchase, not a property of the plan: changing it later changes nothing.
     Attr::req("max_upfront_usd", Ty::Number, OnChange::Update),
     TAGS,
@@ -111,6 +123,8 @@ impl Kind for TrainingPlan {
             "sagemaker:DeleteTags",
             "servicequotas:ListServiceQuotas",
             "servicequotas:ListAWSDefaultServiceQuotas",
+            // The zones of a HyperPod cluster's literal subnets, where its plan is bought.
+            "ec2:DescribeSubnets",
         ]
     }
     fn retains_on_delete(&self) -> bool {
@@ -143,6 +157,17 @@ impl Kind for TrainingPlan {
                 .help(help),
             );
         }
+        // A plan is bound to its target ("cannot be interchanged", SageMaker DG
+        // `reserve-capacity-with-training-plans`), and gpustack runs only HyperPod clusters.
+        if lit("target").and_then(Value::as_str) == Some("training-job") {
+            diags.push(
+                Diagnostic::warning(
+                    "`target` = \"training-job\": nothing gpustack runs can use this plan (SageMaker training jobs name it themselves)",
+                    at("target"),
+                )
+                .help("set target = \"hyperpod-cluster\" for a plan a hyperpod_cluster group runs on; a plan's target cannot change once bought"),
+            );
+        }
         if let Some(h) = lit("duration_hours").and_then(Value::as_int)
             && !valid_duration(h)
         {
@@ -172,18 +197,58 @@ impl Kind for TrainingPlan {
     }
 
     /// A bought plan's spec cannot drift; only its tags are read back.
+    /// A plan found `Pending` (adopted by tag or by its journaled name) is not recorded as
+    /// is: its guard shows as awaiting payment, so the plan updates it in place and apply
+    /// waits for `Scheduled` or `Active` ([`paid`]) before recording it.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
-        bought_current(recorded, observed)
+        let mut cur = bought_current(recorded, observed);
+        // Plans bought before `allow_split` existed were bought without it.
+        cur.entry("allow_split".into()).or_insert(Value::Bool(false));
+        if observed.get("state").and_then(Value::as_str) == Some("Pending") {
+            cur.insert("max_upfront_usd".into(), Value::str(UNPAID));
+        }
+        cur
+    }
+
+    fn update_note(&self, old: &Attrs, _new: &Attrs, _changed: &[String]) -> Option<String> {
+        awaiting_payment(old).then(|| {
+            "the plan is Pending: apply waits until SageMaker has taken the payment (Scheduled or Active) before recording it".into()
+        })
     }
 
     async fn offerings(&self, ctx: &Ctx, inputs: &Attrs) -> Result<Vec<Purchase>> {
-        Ok(search(ctx, inputs).await?.iter().map(|o| purchase_of(o, inputs)).collect())
+        Ok(search(ctx, inputs)
+            .await?
+            .iter()
+            .filter(|o| acceptable(o, inputs))
+            .map(|o| purchase_of(o, inputs))
+            .collect())
+    }
+
+    /// The plan's name, journaled before `CreateTrainingPlan` (which has no client token).
+    fn pending_token(&self, stack: &str, address: &str, purchase: Option<&Purchase>) -> Option<String> {
+        purchase.map(|p| plan_name(stack, address, &p.offering_id))
+    }
+
+    /// A purchase journaled by name and not yet recorded: `DescribeTrainingPlan` of exactly
+    /// that name (a list may not show a new plan yet). A `Failed` one was not bought.
+    async fn find_pending(&self, ctx: &Ctx, address: &str, token: &str) -> Result<Option<Observed>> {
+        let Some(d) = describe(ctx, token).await? else { return Ok(None) };
+        if d.status().is_some_and(|s| s.as_str() == "Failed") {
+            return Ok(None);
+        }
+        let all = tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?;
+        let mut o = Observed::tagged(&all, recorded_with(&d, &all), observed_attrs(&d, &all));
+        o.address = Some(address.to_string());
+        Ok(Some(o))
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
-        // Never twice: a plan already tagged for (or retained from) this address is this resource's.
+        // Never twice: a plan already tagged for (or retained from) this address is this
+        // resource's, recorded once paid (a Pending one is waited for, a Failed one refused).
         if let Some(found) = find_ours(ctx, req.address).await? {
-            return Ok(found);
+            let name = found.outputs.get("name").and_then(Value::as_str).unwrap_or(&found.id).to_string();
+            return Ok(recorded(&paid(ctx, &name).await?));
         }
         let Some(planned) = req.purchase else {
             return Err(refusal(
@@ -192,13 +257,12 @@ impl Kind for TrainingPlan {
         };
         let name = plan_name(&ctx.stack, req.address, &planned.offering_id);
         // A plan of this very name is this purchase, made by a run that died before recording it.
-        if let Some(found) = describe(ctx, &name).await? {
-            return Ok(recorded(&found));
+        if describe(ctx, &name).await?.is_some() {
+            return Ok(recorded(&paid(ctx, &name).await?));
         }
         // The offering the plan showed, as it is now.
         let now = search(ctx, req.inputs).await?;
-        let Some(offer) = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str()))
-        else {
+        let Some(offer) = current_offer(&now, planned, req.inputs) else {
             return Err(refusal(&format!(
                 "the planned offering {} ({}× {} in {}, starting {}) is no longer available; nothing was bought. Run `gpustack plan` to see the current offerings",
                 planned.offering_id,
@@ -218,13 +282,14 @@ impl Kind for TrainingPlan {
         let mut t = tags::sagemaker(ctx, req.address, req.inputs);
         // What was paid travels with the plan, so a run that adopts it knows too.
         let tag = |k: &str, v: String| aws_sdk_sagemaker::types::Tag::builder().key(k).value(v).build();
-        t.push(tag("gpustack:offering", planned.offering_id.clone()));
+        let bought = offer.training_plan_offering_id().unwrap_or_default().to_string();
+        t.push(tag("gpustack:offering", bought.clone()));
         t.push(tag("gpustack:upfront-usd", format!("{fee:.2}")));
         let request = ctx
             .sagemaker
             .create_training_plan()
             .training_plan_name(&name)
-            .training_plan_offering_id(&planned.offering_id)
+            .training_plan_offering_id(&bought)
             .set_tags(Some(t))
             // No client token exists: one attempt only (the unique name also refuses a replay).
             .customize()
@@ -271,6 +336,9 @@ impl Kind for TrainingPlan {
         _changed: &[String],
     ) -> Result<Recorded> {
         tags::sync_sagemaker(ctx, id, old, new).await?;
+        if awaiting_payment(old) {
+            return Ok(recorded(&paid(ctx, id).await?));
+        }
         let found = describe(ctx, id).await?;
         Ok(found.as_ref().map(recorded).unwrap_or_else(|| Recorded::id_only(id)))
     }
@@ -287,6 +355,13 @@ impl Kind for TrainingPlan {
         ctx.call(Service::SageMaker, "DeleteTags", call.send()).await.absent_ok()?;
         Ok(())
     }
+}
+
+/// What `max_upfront_usd` reads as while a found plan is `Pending` (see `current`).
+const UNPAID: &str = "(awaiting payment)";
+
+fn awaiting_payment(inputs: &Attrs) -> bool {
+    inputs.get("max_upfront_usd").and_then(Value::as_str) == Some(UNPAID)
 }
 
 fn refusal(detail: &str) -> AwsError {
@@ -320,15 +395,18 @@ pub fn plan_name(stack: &str, address: &str, offering: &str) -> String {
 }
 
 /// The offerings matching the inputs: the type, count and length, for `target`, starting
-/// within [start_after, start_before]. SageMaker has no zone parameter: the plan keeps the
-/// offerings in its users' zones.
+/// within [start_after, start_before], in `availability_zone` when given. SageMaker has no
+/// zone parameter: the plan also keeps only the offerings in its users' zones.
 pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>> {
     let bad = |detail: String| AwsError {
         operation: "SearchTrainingPlanOfferings",
         code: Some("ValidationException".into()),
         detail,
     };
-    let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?;
+    // "The `StartTimeAfter` should be a `timestamp` … in the future" (SageMaker DG
+    // `search-training-plan-offerings-api-cli-sdk`): a window that has begun searches from now.
+    let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(1);
+    let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?.max(soon);
     let before = parse_time(str_attr(inp, "start_before")).map_err(bad)?;
     let hours = int_attr(inp, "duration_hours").unwrap_or(24);
     let latest_end = before + jiff::SignedDuration::from_hours(hours);
@@ -347,11 +425,64 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
         .target_resources(SageMakerResourceName::from(target));
     let out = ctx.call(Service::SageMaker, "SearchTrainingPlanOfferings", call.send()).await?;
     let mut found = out.training_plan_offerings.unwrap_or_default();
+    // SageMaker's search has no zone parameter: a pinned zone filters what it answers.
+    let zone = str_attr(inp, "availability_zone");
     found.retain(|o| {
         let start = first(o).and_then(|c| c.start_time()).map(|d| d.secs()).unwrap_or(i64::MAX);
-        start >= after.as_second() && start <= before.as_second()
+        let in_zone =
+            zone.is_empty() || o.reserved_capacity_offerings().iter().all(|b| b.availability_zone() == Some(zone));
+        start >= after.as_second() && start <= before.as_second() && in_zone
     });
     Ok(found)
+}
+
+/// The planned offering in a fresh search: the same id, or else the same content (type,
+/// count, zone, every block's start and end) at a fee no higher than planned. Whether an
+/// offering id survives between two searches is not documented (SageMaker DG
+/// `search-training-plan-offerings-api-cli-sdk` only shows `tpo-SHA-256-hash-value`), so a
+/// purchase does not depend on it; the fee is checked by the caller.
+fn current_offer<'a>(
+    now: &'a [TrainingPlanOffering],
+    planned: &Purchase,
+    inp: &Attrs,
+) -> Option<&'a TrainingPlanOffering> {
+    let by_id = now.iter().find(|o| o.training_plan_offering_id() == Some(planned.offering_id.as_str()));
+    by_id.or_else(|| {
+        now.iter().filter(|o| acceptable(o, inp)).find(|o| {
+            let p = purchase_of(o, inp);
+            let same = |a: &Purchase, b: &Purchase| {
+                (
+                    a.instance_type.as_str(),
+                    a.instance_count,
+                    a.availability_zone.as_str(),
+                    a.start.as_str(),
+                    a.end.as_str(),
+                ) == (
+                    b.instance_type.as_str(),
+                    b.instance_count,
+                    b.availability_zone.as_str(),
+                    b.start.as_str(),
+                    b.end.as_str(),
+                ) && a.blocks == b.blocks
+            };
+            same(&p, planned) && p.upfront_usd <= planned.upfront_usd + 0.005
+        })
+    })
+}
+
+/// An offering gpustack may buy for `inp`: one block, or several with `allow_split = true`;
+/// every block of the asked type and count (a plan's groups run that type, within that
+/// count); priced in US dollars, the unit of `max_upfront_usd` (`CurrencyCode` is a free
+/// string in the botocore model).
+fn acceptable(o: &TrainingPlanOffering, inp: &Attrs) -> bool {
+    let blocks = o.reserved_capacity_offerings();
+    let split_ok = blocks.len() <= 1 || inp.get("allow_split").and_then(Value::as_bool) == Some(true);
+    let (kind, count) = (str_attr(inp, "instance_type"), int_attr(inp, "instance_count"));
+    let shaped = blocks.iter().all(|b| {
+        b.instance_type().map(|t| t.as_str()) == Some(kind)
+            && count.is_none_or(|n| i64::from(b.instance_count().unwrap_or(0)) == n)
+    });
+    split_ok && !blocks.is_empty() && shaped && o.currency_code().unwrap_or("USD") == "USD"
 }
 
 fn first(o: &TrainingPlanOffering) -> Option<&aws_sdk_sagemaker::types::ReservedCapacityOffering> {
@@ -379,6 +510,18 @@ pub fn purchase_of(o: &TrainingPlanOffering, inp: &Attrs) -> Purchase {
         upfront_usd: fee(o.upfront_fee()),
         currency: o.currency_code().unwrap_or("USD").to_string(),
         max_upfront_usd: 0.0,
+        blocks: if blocks.len() > 1 {
+            blocks
+                .iter()
+                .map(|b| Block {
+                    availability_zone: b.availability_zone().unwrap_or_default().to_string(),
+                    start: b.start_time().map(from_sdk_time).unwrap_or_default(),
+                    end: b.end_time().map(from_sdk_time).unwrap_or_default(),
+                })
+                .collect()
+        } else {
+            vec![]
+        },
     }
     .asked(inp)
 }
@@ -417,8 +560,11 @@ async fn find_ours(ctx: &Ctx, address: &str) -> Result<Option<Recorded>> {
 }
 
 /// Waits until SageMaker has taken the payment: a plan leaves `Pending` for `Scheduled` or
-/// `Active`; `Failed` (the purchase did not go through) is an error naming the plan.
-async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
+/// `Active` ("When created, the plan initially enters a `Pending` state", SageMaker DG
+/// `choose-best-training-plan-using-api-cli-sdk`); `Failed` ("If the plan purchase fails,
+/// the status is set to `Failed`", DG `training-plan-details-using-api-cli-sdk`) is an error
+/// naming the plan. `name` may be the plan's ARN (`TrainingPlanNameOrArn`).
+pub(crate) async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
     until_status(
         &format!("training plan {name}"),
         std::time::Duration::from_secs(900),
@@ -430,7 +576,7 @@ async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOutput> {
                     operation: "CreateTrainingPlan",
                     code: Some("Failed".into()),
                     detail: format!(
-                        "training plan {name} failed: {}; check `aws sagemaker describe-training-plan --training-plan-name {name}`",
+                        "training plan {name} failed: {}; nothing was recorded, and a failed plan keeps its name: check `aws sagemaker describe-training-plan --training-plan-name {name}`, then move the window (start_after/start_before) so the plan proposes another offering",
                         d.status_message().unwrap_or("no reason given")
                     ),
                 }),
@@ -449,10 +595,7 @@ fn observe(
     all: &std::collections::BTreeMap<String, String>,
 ) -> Option<Observed> {
     let rec = recorded_with(d, all);
-    let attrs = Attrs::from([
-        ("instance_count".into(), Value::Int(d.total_instance_count().unwrap_or(0).into())),
-        ("tags".into(), tags::observed(all)),
-    ]);
+    let attrs = observed_attrs(d, all);
     if all.get(tags::STACK) == Some(&ctx.stack) {
         return Some(Observed::tagged(all, rec, attrs));
     }
@@ -461,6 +604,16 @@ fn observe(
     o.address = Some(from);
     o.retained = true;
     Some(o)
+}
+
+/// What refresh compares: the count, the tags, and the status (a `Pending` plan is not
+/// recorded until paid).
+fn observed_attrs(d: &DescribeTrainingPlanOutput, all: &std::collections::BTreeMap<String, String>) -> Attrs {
+    Attrs::from([
+        ("instance_count".into(), Value::Int(d.total_instance_count().unwrap_or(0).into())),
+        ("tags".into(), tags::observed(all)),
+        ("state".into(), Value::str(d.status().map(|s| s.as_str()).unwrap_or_default())),
+    ])
 }
 
 fn recorded(d: &DescribeTrainingPlanOutput) -> Recorded {
@@ -510,6 +663,53 @@ mod tests {
         assert_eq!(a, plan_name("hybrid", "training_plan.baseline", "tpo-1"), "the same purchase, the same name");
         let long = plan_name(&"s".repeat(40), &format!("training_plan.{}", "x_".repeat(30)), "tpo-1");
         assert!(re(&long) && long.len() >= 60, "{long}");
+    }
+
+    fn offering(id: &str, zone: &str, fee: &str, blocks: &[(i64, i64)]) -> TrainingPlanOffering {
+        use aws_sdk_sagemaker::primitives::DateTime;
+        use aws_sdk_sagemaker::types::ReservedCapacityOffering;
+        let day = 1_796_000_000;
+        let mut o = TrainingPlanOffering::builder()
+            .training_plan_offering_id(id)
+            .upfront_fee(fee)
+            .currency_code("USD")
+            .duration_hours(blocks.iter().map(|(_, h)| h).sum());
+        for (start_h, hours) in blocks {
+            o = o.reserved_capacity_offerings(
+                ReservedCapacityOffering::builder()
+                    .instance_type(ReservedCapacityInstanceType::from("ml.p5.48xlarge"))
+                    .instance_count(2)
+                    .availability_zone(zone)
+                    .start_time(DateTime::from_secs(day + start_h * 3600))
+                    .end_time(DateTime::from_secs(day + (start_h + hours) * 3600))
+                    .build(),
+            );
+        }
+        o.build()
+    }
+
+    #[test]
+    fn the_planned_offering_is_found_by_id_or_else_by_content_at_no_higher_fee() {
+        let inp = Attrs::from([
+            ("instance_type".to_string(), Value::str("ml.p5.48xlarge")),
+            ("instance_count".to_string(), Value::Int(2)),
+        ]);
+        let planned = purchase_of(&offering("tpo-old", "us-west-2a", "1000.00", &[(0, 48)]), &inp);
+        let id = |o: Option<&TrainingPlanOffering>| o.and_then(|o| o.training_plan_offering_id()).map(str::to_string);
+        let same = [offering("tpo-new", "us-west-2a", "1000.00", &[(0, 48)])];
+        assert_eq!(id(current_offer(&same, &planned, &inp)).as_deref(), Some("tpo-new"), "same content, new id");
+        let dearer = [offering("tpo-new", "us-west-2a", "1000.01", &[(0, 48)])];
+        assert_eq!(id(current_offer(&dearer, &planned, &inp)), None, "dearer is not the planned offering");
+        let other_zone = [offering("tpo-new", "us-west-2b", "900.00", &[(0, 48)])];
+        assert_eq!(id(current_offer(&other_zone, &planned, &inp)), None);
+        let later = [offering("tpo-new", "us-west-2a", "900.00", &[(24, 48)])];
+        assert_eq!(id(current_offer(&later, &planned, &inp)), None);
+        let split = offering("tpo-split", "us-west-2a", "900.00", &[(0, 24), (48, 24)]);
+        assert!(!acceptable(&split, &inp), "two blocks need allow_split");
+        let mut allowed = inp.clone();
+        allowed.insert("allow_split".into(), Value::Bool(true));
+        assert!(acceptable(&split, &allowed));
+        assert_eq!(purchase_of(&split, &allowed).blocks.len(), 2, "every block is shown");
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
         default_name(stack, c, &mut d);
         efa_security_group(stack, c, &mut d);
         network(stack, c, &mut d);
+        plan_zone(stack, c, &mut d);
         for (name, (g, fields)) in groups(c) {
             on_plan(stack, c, &name, &g, &fields, &mut d);
             health_checks(c, &name, &fields, &mut d);
@@ -91,6 +92,7 @@ fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
             .help(format!("write eks_cluster = \"${{{}.arn}}\"", eks.address)),
         );
     }
+    kubernetes_version(stack, c, eks, d);
     let mode = lit_str(eks, "authentication_mode").unwrap_or_else(|| "API".into());
     if mode == "CONFIG_MAP" {
         d.push(
@@ -102,6 +104,45 @@ fn orchestrator(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
                 span(eks, "authentication_mode"),
             )
             .help("set authentication_mode = \"API\" (or \"API_AND_CONFIG_MAP\") on the EKS cluster"),
+        );
+    }
+}
+
+/// Kubernetes versions HyperPod runs on: "SageMaker HyperPod supports Kubernetes versions
+/// 1.30, 1.31, 1.32, 1.33, 1.34, and 1.35" (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
+const KUBERNETES: &[&str] = &["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"];
+/// The oldest VPC CNI add-on HyperPod works with ("version 1.18.3 or later", same page).
+const VPC_CNI_MIN: (u32, u32, u32) = (1, 18, 3);
+
+/// The orchestrator's Kubernetes version and VPC CNI add-on are ones HyperPod supports:
+/// found before the plan buys a training plan that `CreateCluster` would then refuse to use.
+fn kubernetes_version(stack: &Stack, c: &Resource, eks: &Resource, d: &mut Vec<Diagnostic>) {
+    if let Some(v) = lit_str(eks, "version")
+        && !KUBERNETES.contains(&v.as_str())
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` runs on `{}`, Kubernetes {v}, which HyperPod does not support", c.address, eks.address),
+                span(eks, "version"),
+            )
+            .help(format!("HyperPod supports Kubernetes {}", KUBERNETES.join(", "))),
+        );
+    }
+    let cni = stack.resources.iter().filter(|a| a.kind.name() == "eks_addon").find(|a| {
+        lit_str(a, "addon").as_deref() == Some("vpc-cni")
+            && a.attrs.get("cluster").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == eks.address)
+    });
+    let Some((addon, v)) = cni.and_then(|a| Some((a, lit_str(a, "version")?))) else { return };
+    let parts: Vec<u32> = v.trim_start_matches('v').split(['.', '-']).take(3).map_while(|p| p.parse().ok()).collect();
+    if let [a, b, p] = parts[..]
+        && (a, b, p) < VPC_CNI_MIN
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` runs on `{}`, whose VPC CNI add-on is {v}; HyperPod needs 1.18.3 or later", c.address, eks.address),
+                span(addon, "version"),
+            )
+            .help("raise the vpc-cni add-on's version to v1.18.3 or later, or leave version out for the cluster's default"),
         );
     }
 }
@@ -224,7 +265,7 @@ fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
     let efa_types: Vec<String> = groups(c)
         .values()
         .filter_map(|(_, g)| group_lit(g, "instance_type")?.as_str().map(str::to_string))
-        .filter(|t| is_efa_type(t))
+        .filter(|t| needs_efa_group(t))
         .collect();
     if efa_types.is_empty() {
         return;
@@ -259,13 +300,61 @@ fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
 
 /// The ml types whose HyperPod instances use EFA: P and Trn (EC2 UG `efa-acc-inst-types`).
 pub(crate) fn is_efa_type(t: &str) -> bool {
-    let ec2 = t.strip_prefix("ml.").unwrap_or(t);
-    (ec2.starts_with("p4") || ec2.starts_with("p5") || ec2.starts_with("p6") || ec2.starts_with("trn"))
-        && (ec2.ends_with("24xlarge")
-            || ec2.ends_with("32xlarge")
-            || ec2.ends_with("36xlarge")
-            || ec2.ends_with("48xlarge"))
+    HYPERPOD_EFA_TYPES.contains(&t) || HYPERPOD_EFA_TYPES.contains(&format!("ml.{t}").as_str())
 }
+
+/// An accelerated EFA type (GPU or Trainium): its group needs EFA traffic allowed between
+/// its instances, or collective communication and HyperPod's connectivity checks fail. The
+/// chart's list also names CPU types (m7i, r7i, i3en, c5n) whose EFA is optional.
+pub(crate) fn needs_efa_group(t: &str) -> bool {
+    let ec2 = t.strip_prefix("ml.").unwrap_or(t);
+    is_efa_type(t) && (ec2.starts_with('p') || ec2.starts_with('g') || ec2.starts_with("trn"))
+}
+
+/// The types HyperPod's dependencies chart runs its EFA device plugin on: aws/sagemaker-hyperpod-cli
+/// `helm_chart/HyperPodHelmChart/values.yaml`, `aws-efa-k8s-device-plugin.supportedInstanceLabels`
+/// at the pinned commit (`manifests::HYPERPOD_CHART_COMMIT`; `docs/aws-facts-hyperpod.md` §9).
+pub(crate) const HYPERPOD_EFA_TYPES: &[&str] = &[
+    "ml.c5n.9xlarge",
+    "ml.c5n.18xlarge",
+    "ml.g5.8xlarge",
+    "ml.g5.12xlarge",
+    "ml.g5.16xlarge",
+    "ml.g5.24xlarge",
+    "ml.g5.48xlarge",
+    "ml.g6.8xlarge",
+    "ml.g6.12xlarge",
+    "ml.g6.16xlarge",
+    "ml.g6.24xlarge",
+    "ml.g6.48xlarge",
+    "ml.g6e.8xlarge",
+    "ml.g6e.12xlarge",
+    "ml.g6e.16xlarge",
+    "ml.g6e.24xlarge",
+    "ml.g6e.48xlarge",
+    "ml.g7e.8xlarge",
+    "ml.g7e.12xlarge",
+    "ml.g7e.24xlarge",
+    "ml.g7e.48xlarge",
+    "ml.gr6.8xlarge",
+    "ml.i3en.12xlarge",
+    "ml.i3en.24xlarge",
+    "ml.m7i.48xlarge",
+    "ml.p4d.24xlarge",
+    "ml.p4de.24xlarge",
+    "ml.p5.4xlarge",
+    "ml.p5.48xlarge",
+    "ml.p5e.48xlarge",
+    "ml.p5en.48xlarge",
+    "ml.p6-b200.48xlarge",
+    "ml.p6-b300.48xlarge",
+    "ml.p6e-gb200.36xlarge",
+    "ml.r7i.48xlarge",
+    "ml.trn1.32xlarge",
+    "ml.trn1n.32xlarge",
+    "ml.trn2.3xlarge",
+    "ml.trn2.48xlarge",
+];
 
 /// A group on a training plan of the stack runs the plan's type, within its count, on a
 /// plan sold for HyperPod whose window has not passed.
@@ -375,7 +464,78 @@ fn on_plan(
                 ),
                 span(plan, "start_before"),
             )
-            .help("move the plan's window to now or later"),
+            // A bought plan cannot move (it is immutable): the way forward is on the group.
+            .help(format!(
+                "a bought plan cannot change: scale instance group {name} to instance_count = 0, or remove its training_plan to run On-Demand (billed per hour), and add a new training_plan for more reserved capacity"
+            )),
+        );
+    }
+}
+
+/// The training plans a cluster's groups run on (stack resources, each once).
+pub(crate) fn plans_of<'a>(stack: &'a Stack, c: &Resource) -> Vec<&'a Resource> {
+    let mut out: Vec<&Resource> = vec![];
+    for (_, g) in groups(c).into_values() {
+        let plan = g.get("training_plan").and_then(|e| e.as_single_ref()).and_then(|x| stack.get(&x.address));
+        if let Some(p) = plan.filter(|p| p.kind.name() == "training_plan")
+            && !out.iter().any(|o| o.address == p.address)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A cluster on a training plan runs in the plan's zone: "when `VpcConfig` is provided,
+/// HyperPod selects a subnet from the provided `VpcConfig`'s subnet list. All instance groups
+/// inherit the subnet's AZ" (SageMaker DG `sagemaker-hyperpod-prerequisites`, multiple AZs),
+/// and "Make sure your cluster's configuration matches the Availability Zone (AZ) specified
+/// in the training plan" (DG `training-plan-utilization-for-hyperpod`). So its subnets are in
+/// one zone, and every plan it uses is pinned (if at all) to that zone.
+fn plan_zone(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    let plans = plans_of(stack, c);
+    let Some(first) = plans.first() else { return };
+    let zones = super::subnet_zones(stack, c);
+    if zones.len() > 1 {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` runs on `{}`, but its subnets are in {}: HyperPod picks one of them and every group inherits its zone, which may not be the plan's",
+                    c.address,
+                    first.address,
+                    zones.join(" and ")
+                ),
+                span(c, "subnets"),
+            )
+            .help("list subnets of one zone only, the zone the training plan is bought in"),
+        );
+    }
+    let pinned: Vec<(&Resource, String)> =
+        plans.iter().filter_map(|p| Some((*p, lit_str(p, "availability_zone")?))).collect();
+    for (p, z) in &pinned {
+        if zones.len() == 1 && zones[0] != *z {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` runs on `{}`, pinned to {z}, but its subnets are in {}",
+                        c.address, p.address, zones[0]
+                    ),
+                    span(p, "availability_zone"),
+                )
+                .help(format!("set availability_zone = \"{}\" on the plan, or use subnets in {z}", zones[0])),
+            );
+        }
+    }
+    if let Some((p, z)) = pinned.iter().find(|(_, z)| *z != pinned[0].1) {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` runs on `{}` in {} and on `{}` in {z}: all of a cluster's groups run in one zone",
+                    c.address, pinned[0].0.address, pinned[0].1, p.address
+                ),
+                span(p, "availability_zone"),
+            )
+            .help("pin every training plan of the cluster to the same availability_zone"),
         );
     }
 }
@@ -406,4 +566,22 @@ fn health_checks(c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &
 /// The note a plan shows beside a HyperPod cluster: the dependencies chart goes first.
 pub(crate) fn chart_note(_c: &Resource) -> String {
     "HyperPod needs its dependencies Helm chart in the EKS cluster before the cluster is created: `gpustack manifests STACK --out DIR`, then install it with DIR/hyperpod-dependencies/values.yaml (the file says how)".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn efa_types_are_the_hyperpod_charts() {
+        for t in
+            ["ml.p5.48xlarge", "ml.p5.4xlarge", "ml.g5.8xlarge", "ml.g6e.12xlarge", "ml.gr6.8xlarge", "p5.48xlarge"]
+        {
+            assert!(is_efa_type(t) && needs_efa_group(t), "{t}");
+        }
+        assert!(is_efa_type("ml.m7i.48xlarge") && !needs_efa_group("ml.m7i.48xlarge"), "EFA optional on CPU types");
+        for t in ["ml.g5.4xlarge", "ml.m5.xlarge", "ml.p3.16xlarge"] {
+            assert!(!is_efa_type(t), "{t}");
+        }
+    }
 }

@@ -45,6 +45,8 @@ pub struct Resource {
     pub name: String,
     pub attrs: BTreeMap<String, Expr>,
     pub prevent_destroy: bool,
+    /// The file spells `prevent_destroy` out (true or false), not left to its default.
+    pub prevent_destroy_written: bool,
     /// `depends_on` entries, as references with an empty output name.
     pub depends_on: Vec<OutputRef>,
     /// Where the resource's header is written.

@@ -261,6 +261,7 @@ impl Parser<'_> {
                 continue;
             };
             let span = nspan.clone().or(expr.span.clone());
+            let prevent_destroy_written = attrs.contains_key("prevent_destroy");
             let prevent_destroy = match attrs.remove("prevent_destroy") {
                 Some(e) => match e.as_literal() {
                     Some(Value::Bool(b)) => *b,
@@ -316,6 +317,7 @@ impl Parser<'_> {
                 name: name.to_string(),
                 attrs: schema_attrs,
                 prevent_destroy,
+                prevent_destroy_written,
                 span,
                 depends_on,
                 deps: vec![],

@@ -353,7 +353,7 @@ def searches(env: Env) -> None:
     control(env.endpoint, "POST", f"/_gpustack/quotas?code={P5_RESERVED_QUOTA}&value=64")
 
     settings = control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?price_multiplier=2")
-    check(settings == {"price_multiplier": 2.0, "removed": [], "none": False}, "price_multiplier control answers the settings")
+    check(settings == {"price_multiplier": 2.0, "removed": [], "none": False, "split": False, "per_search_ids": False}, "price_multiplier control answers the settings")
     doubled = env.search()
     check(all(o["UpfrontFee"] == fee(o, utcnow(), Decimal(2)) for o in doubled), "price_multiplier doubles every fee")
     gone = first[0]["TrainingPlanOfferingId"]
@@ -365,10 +365,30 @@ def searches(env: Env) -> None:
     check(env.search() == [], "none=1: no offerings")
     check(http(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?remove=cb-123")[0] == 400, "remove of a non-tpo id -> 400")
     check(
-        control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?reset=1") == {"price_multiplier": 1.0, "removed": [], "none": False},
+        control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?reset=1") == {"price_multiplier": 1.0, "removed": [], "none": False, "split": False, "per_search_ids": False},
         "reset=1 undoes the offering controls",
     )
     check(stable(env.search()) == stable(first), "offerings are back after reset")
+    refused(env.search, "ValidationException", "a StartTimeAfter in the past", "in the future",
+            StartTimeAfter=utcnow() - datetime.timedelta(hours=1))
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?split=1")
+    split = env.search(DurationHours=96)
+    blocks = [o["ReservedCapacityOfferings"] for o in split]
+    check(
+        bool(split) and all(len(b) == 2 and b[0]["EndTime"] < b[1]["StartTime"] for b in blocks)
+        and all(o["DurationHours"] == sum(b["DurationHours"] for b in o["ReservedCapacityOfferings"]) for o in split)
+        and all(b["InstanceType"] == P5 and b["InstanceCount"] == 2 for o in blocks for b in o),
+        "split=1: two-block offerings with a gap, DurationHours the reserved hours, each block of the asked type and count",
+    )
+    check(all(o["DurationHours"] >= 48 for o in env.search(DurationHours=24)), "split=1: no split offering shorter than two days")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?split=0&per_search_ids=1")
+    a, b = env.search(), env.search()
+    check(
+        {o["TrainingPlanOfferingId"] for o in a}.isdisjoint({o["TrainingPlanOfferingId"] for o in b})
+        and [o["ReservedCapacityOfferings"] for o in a] == [o["ReservedCapacityOfferings"] for o in b],
+        "per_search_ids=1: the same offerings under new ids in every search",
+    )
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?reset=1")
 
 
 def plans(env: Env) -> dict[str, str]:
@@ -755,6 +775,10 @@ def updates(env: Env, p5: str) -> None:
     check(env.groups(name)["extra"]["Status"] == "Deleting", "InstanceGroupsToDelete: the group is Deleting")
     env.wait_status(name, "InService")
     check("extra" not in env.groups(name) and env.describe(name)["NodeRecovery"] == "None", "the deleted group is gone; NodeRecovery updated")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker?omit_target_count=1")
+    check(all("TargetCount" not in g and g["InstanceGroupName"] for g in env.describe(name)["InstanceGroups"]),
+          "omit_target_count=1: DescribeCluster groups without TargetCount (optional in ClusterInstanceGroupDetails)")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker?omit_target_count=0")
     env.sm.update_cluster(ClusterName=name, InstanceGroups=[{**env.groups_spec(name, "gpu"), "InstanceCount": 1}])
     env.wait_status(name, "InService")
     check(
@@ -848,12 +872,48 @@ def quotas(env: Env) -> None:
     check(len(env.sq.list_service_quotas(ServiceCode="ec2")["Quotas"]) == 18, "ListServiceQuotas ec2")
 
 
+def consistency(env: Env) -> None:
+    check(control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?list_lag_ms=60000") == {"list_lag_ms": 60000, "payment_ms": 0, "fail_payment": 0},
+          "POST /_gpustack/sagemaker/consistency sets the list lag")
+    offering = env.search(InstanceType=P5, InstanceCount=1, DurationHours=24, TargetResources=["hyperpod-cluster"])[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-lagging", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    names = [p["TrainingPlanName"] for p in env.sm.list_training_plans()["TrainingPlanSummaries"]]
+    check("gpustack-lagging" not in names and env.sm.describe_training_plan(TrainingPlanName="gpustack-lagging")["TrainingPlanName"] == "gpustack-lagging",
+          "list_lag_ms: a new plan is described at once but not listed yet")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?list_lag_ms=0")
+    check("gpustack-lagging" in [p["TrainingPlanName"] for p in env.sm.list_training_plans()["TrainingPlanSummaries"]],
+          "list_lag_ms=0: listed")
+    check(http(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?bogus=1")[0] == 400, "an unknown consistency setting -> 400")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?payment_ms=60000")
+    offering = env.search(InstanceCount=1, DurationHours=24)[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-unpaid", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    check(env.sm.describe_training_plan(TrainingPlanName="gpustack-unpaid")["Status"] == "Pending", "payment_ms: a new plan is Pending")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?payment_ms=0&fail_payment=1")
+    offering = env.search(InstanceCount=1, DurationHours=24)[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-failed", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    check(env.sm.describe_training_plan(TrainingPlanName="gpustack-failed")["Status"] == "Failed"
+          and offering["TrainingPlanOfferingId"] in {o["TrainingPlanOfferingId"] for o in env.search(InstanceCount=1, DurationHours=24)},
+          "fail_payment=1: the plan is Failed and its offering stays on sale")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/consistency?fail_payment=0")
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?split=1")
+    offering = env.search(InstanceCount=1, DurationHours=48)[0]
+    env.sm.create_training_plan(TrainingPlanName="gpustack-split", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"])
+    plan = env.sm.describe_training_plan(TrainingPlanName="gpustack-split")
+    summaries = plan["ReservedCapacitySummaries"]
+    check(
+        len(summaries) == 2 and summaries[1]["ReservedCapacityArn"].endswith("-rc2")
+        and plan["StartTime"] == summaries[0]["StartTime"] and plan["EndTime"] == summaries[1]["EndTime"],
+        "a plan bought from a split offering has one summary per block and spans them",
+    )
+    control(env.endpoint, "POST", "/_gpustack/sagemaker/offerings?reset=1")
+
+
 def timing(env: Env) -> None:
-    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 300, "cluster_update_ms": 300, "cluster_delete_ms": 300},
+    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 300, "cluster_update_ms": 300, "cluster_delete_ms": 300, "omit_target_count": 0},
           "GET /_gpustack/sagemaker answers the timings")
     check(
-        control(env.endpoint, "POST", "/_gpustack/sagemaker?cluster_update_ms=250") == {"cluster_create_ms": 300, "cluster_update_ms": 250, "cluster_delete_ms": 300},
-        "POST sets a subset and answers all three",
+        control(env.endpoint, "POST", "/_gpustack/sagemaker?cluster_update_ms=250") == {"cluster_create_ms": 300, "cluster_update_ms": 250, "cluster_delete_ms": 300, "omit_target_count": 0},
+        "POST sets a subset and answers all four",
     )
     check(http(env.endpoint, "POST", "/_gpustack/sagemaker?cluster_create_ms=-1")[0] == 400, "a negative timing -> 400")
     check(http(env.endpoint, "POST", "/_gpustack/sagemaker?bogus_ms=1")[0] == 400, "an unknown timing -> 400")
@@ -873,9 +933,9 @@ def reset(env: Env) -> None:
     check(env.sm.list_clusters()["ClusterSummaries"] == [], "moto reset clears HyperPod clusters")
     check(env.sm.list_training_plans()["TrainingPlanSummaries"] == [], "moto reset clears training plans")
     check(control(env.endpoint, "GET", "/_gpustack/sagemaker/purchases") == {"count": 0, "purchases": []}, "moto reset clears the purchase log")
-    check(control(env.endpoint, "GET", "/_gpustack/sagemaker/offerings") == {"price_multiplier": 1.0, "removed": [], "none": False},
+    check(control(env.endpoint, "GET", "/_gpustack/sagemaker/offerings") == {"price_multiplier": 1.0, "removed": [], "none": False, "split": False, "per_search_ids": False},
           "moto reset clears the offering controls")
-    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 1500, "cluster_update_ms": 500, "cluster_delete_ms": 500},
+    check(control(env.endpoint, "GET", "/_gpustack/sagemaker") == {"cluster_create_ms": 1500, "cluster_update_ms": 500, "cluster_delete_ms": 500, "omit_target_count": 0},
           "moto reset restores the default timings")
     check(env.sq.get_service_quota(ServiceCode="sagemaker", QuotaCode=P5_QUOTA)["Quota"]["Value"] == 4.0, "moto reset restores SageMaker quotas")
     control(env.endpoint, "POST", "/moto-api/reset")
@@ -893,6 +953,7 @@ def main() -> int:
         cluster_refusals(env, plan_arns)
         clusters(env, plan_arns)
         quotas(env)
+        consistency(env)
         timing(env)
         request_log(env)
         reset(env)

@@ -259,7 +259,7 @@ fn search(text: &str) -> (Attrs, String) {
 
 fn search_in(stack: Stack) -> (Attrs, String) {
     let r = stack.get("capacity_block.train").expect("the block");
-    let (inputs, _, note) = search_scope(&stack, r, block_inputs(&stack));
+    let (inputs, _, note) = search_scope(&stack, r, block_inputs(&stack), &Default::default());
     (inputs, note)
 }
 

@@ -389,6 +389,7 @@ fn check_shared(r: &Resource, d: &mut Vec<Diagnostic>) {
         name: r.name.clone(),
         attrs,
         prevent_destroy: false,
+        prevent_destroy_written: false,
         depends_on: vec![],
         span: r.span.clone(),
         deps: vec![],

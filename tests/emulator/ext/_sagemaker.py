@@ -34,6 +34,7 @@ from moto.sagemaker.models import SageMakerModelBackend, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 from moto.utilities.utils import get_partition
 
+from . import capacity_control
 from ._ec2 import LOCK
 
 __all__ = [
@@ -174,3 +175,16 @@ def tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
             raise Invalid(f"Tag keys beginning with 'aws:' are reserved for system use: {key}")
         out[key] = tag.get("Value", "")
     return out
+
+
+def int_settings(query: dict[str, str], known: Iterable[str]) -> dict[str, int]:
+    """A control endpoint's integer settings, each a known name and >= 0; anything else is a 400."""
+    known = list(known)
+    changes: dict[str, int] = {}
+    for name in query:
+        if name not in known:
+            raise capacity_control.ControlError(f"unknown setting {name!r}; known: {', '.join(known)}")
+        changes[name] = capacity_control.int_arg(query, name)
+        if changes[name] < 0:
+            raise capacity_control.ControlError(f"{name} must be >= 0")
+    return changes

@@ -200,9 +200,11 @@ training-plan ARN is ``ValidationException`` "Could not find resource <arn>."); 
 to moto.
 
 Control endpoint (JSON; global; ``POST /moto-api/reset`` restores the defaults):
-``POST /_gpustack/sagemaker?cluster_create_ms=N&cluster_update_ms=N&cluster_delete_ms=N`` sets
-any subset and answers all three (defaults 1500, 500, 500); ``GET`` reads them. An unknown name
-or a value that is not an integer >= 0 is ``400 {"error": ...}``.
+``POST /_gpustack/sagemaker?cluster_create_ms=N&cluster_update_ms=N&cluster_delete_ms=N&omit_target_count=0|1``
+sets any subset and answers all four (defaults 1500, 500, 500, 0); ``GET`` reads them.
+``omit_target_count=1`` makes DescribeCluster leave ``TargetCount`` out of every group (botocore
+``ClusterInstanceGroupDetails`` marks no member required, so clients must cope). An unknown
+name or a value that is not an integer >= 0 is ``400 {"error": ...}``.
 """
 
 from __future__ import annotations
@@ -236,6 +238,7 @@ from ._sagemaker import (
     SageMakerResponse,
     backend_of,
     ec2_of,
+    int_settings,
     page,
     partition_of,
     sagemaker_action,
@@ -292,6 +295,9 @@ class Timing:
     cluster_create_ms: int = 1500
     cluster_update_ms: int = 500
     cluster_delete_ms: int = 500
+    # 1: DescribeCluster leaves ``TargetCount`` out of every group (botocore 1.44.8
+    # ``ClusterInstanceGroupDetails`` has no required member, so a client must not depend on it).
+    omit_target_count: int = 0
 
 
 TIMING = Timing()
@@ -303,14 +309,7 @@ def _control_get(query: dict[str, str]) -> tuple[int, Any]:
 
 
 def _control(query: dict[str, str]) -> tuple[int, Any]:
-    known = asdict(TIMING)
-    changes: dict[str, int] = {}
-    for name in query:
-        if name not in known:
-            raise capacity_control.ControlError(f"unknown setting {name!r}; known: {', '.join(known)}")
-        changes[name] = capacity_control.int_arg(query, name)
-        if changes[name] < 0:
-            raise capacity_control.ControlError(f"{name} must be >= 0")
+    changes = int_settings(query, asdict(TIMING))
     with LOCK:
         for name, value in changes.items():
             setattr(TIMING, name, value)
@@ -807,13 +806,14 @@ def _group_shape(backend: Any, cluster: HyperPodCluster, group: Group) -> dict[s
         current = _effective(backend, group.target, spec)
     out: dict[str, Any] = {
         "CurrentCount": current,
-        "TargetCount": group.target,
         "InstanceGroupName": group.name,
         "InstanceType": spec["InstanceType"],
         "LifeCycleConfig": spec.get("LifeCycleConfig"),
         "ExecutionRole": spec["ExecutionRole"],
         "Status": status,
     }
+    if not TIMING.omit_target_count:
+        out["TargetCount"] = group.target
     for member in ("ThreadsPerCore", "InstanceStorageConfigs", "OnStartDeepHealthChecks", "OverrideVpcConfig"):
         if spec.get(member) is not None:
             out[member] = spec[member]

@@ -39,7 +39,9 @@ offerings:
   is ``ValidationException`` (wording unverified). Call the rounded value D.
 * ``StartTimeAfter`` must be before ``EndTimeBefore`` and ``EndTimeBefore`` "at least 24 hours
   after the start time" [DG-search], else ``ValidationException`` (wording unverified). A
-  ``StartTimeAfter`` in the past counts as now.
+  ``StartTimeAfter`` more than 5 s in the past is ``ValidationException`` ("The ``StartTimeAfter``
+  should be a ``timestamp`` ... in the future", [DG-search]; whether AWS refuses or clamps is
+  unverified: the strict side); one in the last 5 s counts as now.
 * Offerings start at least 30 minutes from now ("Minimum lead time ... within 30 minutes") and at
   most 56 days ahead ("up to 8 weeks (56 days) in advance"), and every block starts and ends at
   11:30 UTC ("Training Plans always end at 11:30 AM UTC on the final day") [DG-plans].
@@ -51,11 +53,26 @@ offerings:
   match" [DG-search]). AWS "return[s] up to three offerings" per search [DG-plans] and picks the
   AZs by availability, which cannot be modelled; the emulator gives every AZ its own three, so an
   instance group bound to one AZ can always find one, and tests make capacity scarce with the
-  control endpoints below. Two-block (split) offerings are not produced. ``ml.p6e-gb200.36xlarge``
+  control endpoints below. Two-block (split) offerings only under the control ``split=1`` (below).
+  ``ml.p6e-gb200.36xlarge``
   is sold as UltraServers only [DG-plans]: an instance search for it finds nothing.
 * ``TrainingPlanOfferingId`` = ``tpo-`` + the sha256 hex of
-  ``type|count|AZ|start (YYYY-MM-DDTHH:MMZ)|hours|target`` ([DG-search] shows ``tpo-`` +
-  "SHA-256-hash-value"; the target is in the key because a plan is bound to it).
+  ``type|count|AZ|start (YYYY-MM-DDTHH:MMZ)|hours|target`` (``|split <gap>`` appended for a
+  two-block offering) ([DG-search] shows ``tpo-`` + "SHA-256-hash-value"; the target is in the
+  key because a plan is bound to it). Whether AWS's ids are stable between searches is NOT
+  documented (round-2 audit M5): under the control ``per_search_ids=1`` every search numbers its
+  ids afresh (``|search <n>`` appended), so the same offering has a new id each time. An offering
+  that was bought is unavailable under any id (its content is remembered).
+* Two-block offerings ([DG-plans]: "SageMaker training plans don't return a 'no capacity' result
+  if a single continuous Reserved Capacity block meeting all criteria is unavailable. Instead, it
+  automatically attempts to fulfill the request using two separate Reserved Capacity blocks"):
+  under the control ``split=1`` (no continuous capacity) every offering of D >= 48 hours is two
+  blocks of the asked type and count, the first ``max(24, D/2 rounded down to days)`` hours,
+  then a 24-hour gap, then the rest; ``DurationHours`` is D (the reserved hours), each
+  ``ReservedCapacityOfferings`` entry has its own start, end and hours, and the plan bought from
+  it has one ``ReservedCapacitySummaries`` entry per block (``…-rc1``, ``…-rc2``), ``Active``
+  within a block and ``Scheduled`` before and between them ("The status goes back to
+  Scheduled between blocks", [DG-plans]). The gap's length is the emulator's choice.
 * ``UpfrontFee`` (string, two decimals, rounded half up, ``CurrencyCode`` ``USD``)::
 
       HOURLY_RATES[type] x InstanceCount x hours x AZ_FACTORS[i mod 6] x day factor x price multiplier
@@ -65,7 +82,8 @@ offerings:
   later) is usually cheaper than A and the cheapest offering is not always the first. The rates are
   illustrative, not AWS's prices. The fee of a bought plan is fixed at purchase.
 * ``RequestedStartTimeAfter`` echoes ``StartTimeAfter`` (now when absent), ``RequestedEndTimeBefore``
-  echoes ``EndTimeBefore``; ``DurationMinutes`` is 0; ``ReservedCapacityOfferings`` has one entry.
+  echoes ``EndTimeBefore``; ``DurationMinutes`` is 0; ``ReservedCapacityOfferings`` has one entry
+  (two for a split offering).
 * Quota: an ``InstanceCount`` above the applied "Number of <type> instances in reserved capacity
   across training plans per Region" quota ([DG-quotas]) is ``ResourceLimitExceeded`` ([3P]: a
   search with that quota at 0 answered ResourceLimitExceeded; wording unverified).
@@ -97,8 +115,8 @@ CreateTrainingPlan
 Status (evaluated when read): ``Scheduled`` until the start, ``Active`` until the end, then
 ``Expired`` ([API] CreateTrainingPlan: "After successful upfront payment, the plan's status becomes
 Scheduled ... When the plan start date arrives, it becomes Active"; [DG-details] "After the plan's
-end date, the status becomes Expired"). Payment is immediate, so ``Pending`` is not shown. A test
-may force a status (control endpoint).
+end date, the status becomes Expired"). Payment is immediate unless a test delays it or makes it
+fail (``payment_ms``, ``fail_payment``: control endpoint), and a test may force a status.
 
 DescribeTrainingPlan / ListTrainingPlans
 ----------------------------------------
@@ -136,12 +154,21 @@ Control endpoints (JSON; global, cleared by ``POST /moto-api/reset``):
   "target_resources"}]}``, every successful CreateTrainingPlan, oldest first.
 * ``POST /_gpustack/sagemaker/offerings?price_multiplier=X`` (fees x X from now on),
   ``?remove=<tpo- id>`` (that offering vanishes from searches and cannot be bought), ``?none=1``
-  (no offerings at all; ``none=0`` undoes), ``?reset=1`` (undo all three) -> ``{"price_multiplier",
-  "removed", "none"}``; ``GET`` reads them.
+  (no offerings at all; ``none=0`` undoes), ``?split=1`` (two-block offerings only, above),
+  ``?per_search_ids=1`` (ids differ between searches, above), ``?reset=1`` (undo them all) ->
+  ``{"price_multiplier", "removed", "none", "split", "per_search_ids"}``; ``GET`` reads them.
 * ``POST /_gpustack/sagemaker/plans?name=N&status=Expired`` forces the status of every plan named N
   (any account/region; Pending, Active, Scheduled, Expired or Failed; ``status=auto`` goes back to
   the timed status) -> ``{"plans": [{"account_id", "region", "name", "arn", "status", "forced"}]}``;
   ``GET /_gpustack/sagemaker/plans`` lists every plan the same way. An unknown name is a 400.
+* ``POST /_gpustack/sagemaker/consistency?list_lag_ms=N&payment_ms=N&fail_payment=0|1`` (defaults
+  0) -> all three: ListTrainingPlans leaves out plans created less than ``list_lag_ms`` ago, while
+  DescribeTrainingPlan finds them at once; a new plan is ``Pending`` for ``payment_ms`` ("When
+  created, the plan initially enters a ``Pending`` state ... The training plan reservation is
+  fulfilled asynchronously", DG choose-best-training-plan-using-api-cli-sdk), then ``Scheduled``,
+  or ``Failed`` with ``fail_payment=1`` ("If the plan purchase fails, the status is set to
+  ``Failed``", [DG-details]; its offering stays on sale, its name stays taken). Whether AWS's list lags is not documented (the audit of round 2, M4); the knob
+  lets tests check that gpustack never depends on the list to find a plan it just bought.
 """
 
 from __future__ import annotations
@@ -167,6 +194,7 @@ from ._sagemaker import (
     all_backends,
     backend_of,
     ec2_of,
+    int_settings,
     page,
     partition_of,
     sagemaker_action,
@@ -198,6 +226,7 @@ MAX_HOURS = 182 * DAY_HOURS
 BLOCK_TIME = datetime.time(11, 30)
 MIN_LEAD = datetime.timedelta(minutes=30)
 MAX_LEAD = datetime.timedelta(days=56)
+PAST_SLACK = datetime.timedelta(seconds=5)  # clock skew allowed for "in the future"
 OFFERING_ID = re.compile(r"tpo-[0-9a-f]{64}")
 STATUSES = ("Pending", "Active", "Scheduled", "Expired", "Failed")
 LIVE = ("Pending", "Active", "Scheduled")  # statuses that hold reserved capacity
@@ -225,10 +254,25 @@ class Offering:
     target: str
     requested_after: datetime.datetime
     requested_before: datetime.datetime | None
+    gap_hours: int = 0  # > 0: a two-block (split) offering with this gap between its blocks
+
+    @property
+    def content(self) -> tuple[Any, ...]:
+        """What the offering sells, whatever its id (ids may be per search: control below)."""
+        return (self.instance_type, self.count, self.zone_name, self.start, self.hours, self.target, self.gap_hours)
+
+    def blocks(self) -> list[tuple[datetime.datetime, int]]:
+        """(start, hours) of each reserved-capacity block: one, or two around the gap."""
+        if not self.gap_hours:
+            return [(self.start, self.hours)]
+        first = max(DAY_HOURS, self.hours // 2 // DAY_HOURS * DAY_HOURS)
+        second_start = self.start + datetime.timedelta(hours=first + self.gap_hours)
+        return [(self.start, first), (second_start, self.hours - first)]
 
     @property
     def end(self) -> datetime.datetime:
-        return self.start + datetime.timedelta(hours=self.hours)
+        start, hours = self.blocks()[-1]
+        return start + datetime.timedelta(hours=hours)
 
     def upfront_fee(self, now: datetime.datetime) -> str:
         days_ahead = (self.start.date() - now.date()).days
@@ -258,11 +302,12 @@ class Offering:
                     "InstanceType": self.instance_type,
                     "InstanceCount": self.count,
                     "AvailabilityZone": self.zone_name,
-                    "DurationHours": self.hours,
+                    "DurationHours": hours,
                     "DurationMinutes": 0,
-                    "StartTime": self.start,
-                    "EndTime": self.end,
+                    "StartTime": start,
+                    "EndTime": start + datetime.timedelta(hours=hours),
                 }
+                for start, hours in self.blocks()
             ],
         }
         if self.requested_before is not None:
@@ -270,24 +315,42 @@ class Offering:
         return shape
 
 
-def offering_id(instance_type: str, count: int, zone: str, start: datetime.datetime, hours: int, target: str) -> str:
+def offering_id(
+    instance_type: str, count: int, zone: str, start: datetime.datetime, hours: int, target: str, gap: int = 0
+) -> str:
     key = f"{instance_type}|{count}|{zone}|{start:%Y-%m-%dT%H:%M}Z|{hours}|{target}"
+    if gap:
+        key += f"|split {gap}"
+    if _control["per_search_ids"]:
+        _control["searches"] += 1
+        key += f"|search {_control['searches']}"
     return "tpo-" + hashlib.sha256(key.encode()).hexdigest()
 
 
-_control: dict[str, Any] = {"price_multiplier": Decimal(1), "removed": set(), "none": False}
+_control: dict[str, Any] = {
+    "price_multiplier": Decimal(1),
+    "removed": set(),
+    "none": False,
+    "split": False,
+    "per_search_ids": False,
+    "searches": 0,
+}
+# Eventual consistency of the list (see the control endpoint): a new plan is listed only
+# ``list_lag_ms`` after its creation, while DescribeTrainingPlan finds it at once.
+_consistency: dict[str, int] = {"list_lag_ms": 0, "payment_ms": 0, "fail_payment": 0}
 _purchases: list[dict[str, Any]] = []
 
 
 def _reset_offerings_control() -> None:
     with LOCK:
-        _control.update(price_multiplier=Decimal(1), removed=set(), none=False)
+        _control.update(price_multiplier=Decimal(1), removed=set(), none=False, split=False, per_search_ids=False)
 
 
 def _clear() -> None:
     _reset_offerings_control()
     with LOCK:
         _purchases.clear()
+        _consistency.update(list_lag_ms=0, payment_ms=0, fail_payment=0)
 
 
 def _issued(backend: Any) -> dict[str, Offering]:
@@ -303,6 +366,7 @@ def _available(backend: Any, offering: Offering, now: datetime.datetime) -> bool
         not _control["none"]
         and offering.offering_id not in _control["removed"]
         and offering.offering_id not in _purchased(backend)
+        and offering.content not in _purchased(backend)
         and offering.start > now
     )
 
@@ -341,15 +405,21 @@ def search(
     variants = [(d0, hours), (d0 + datetime.timedelta(days=1), hours)]
     if hours + DAY_HOURS <= MAX_HOURS:
         variants.append((d0, hours + DAY_HOURS))
+    # No continuous capacity (control ``split``): every offering is two blocks a day apart.
+    gap = DAY_HOURS if _control["split"] else 0
     found = []
     for begins, length in variants:
-        ends = begins + datetime.timedelta(hours=length)
+        if gap and length < 2 * DAY_HOURS:
+            continue
+        ends = begins + datetime.timedelta(hours=length + gap)
         if begins > now + MAX_LEAD or (before is not None and ends > before):
             continue
         for index, zone in enumerate(zones):
-            oid = offering_id(instance_type, count, zone.name, begins, length, target)
+            oid = offering_id(instance_type, count, zone.name, begins, length, target, gap)
             found.append(
-                Offering(oid, instance_type, count, zone.name, zone.zone_id, index, begins, length, target, requested_after, before)
+                Offering(
+                    oid, instance_type, count, zone.name, zone.zone_id, index, begins, length, target, requested_after, before, gap
+                )
             )
     return [o for o in found if _available(backend, o, now)]
 
@@ -379,6 +449,9 @@ def _search_offerings(self: SageMakerResponse) -> ActionResult:
     if asked_hours > MAX_HOURS:
         raise Invalid(f"DurationHours {asked_hours} exceeds the maximum of {MAX_HOURS} hours (182 days).")
     hours = -(-asked_hours // DAY_HOURS) * DAY_HOURS
+    now = utcnow()
+    if after is not None and after < now - PAST_SLACK:
+        raise Invalid("StartTimeAfter must be a time in the future.")
     if after is not None and before is not None:
         if after >= before:
             raise Invalid("StartTimeAfter must be before EndTimeBefore.")
@@ -392,7 +465,6 @@ def _search_offerings(self: SageMakerResponse) -> ActionResult:
             "to request an increase for this quota."
         )
     backend = backend_of(self)
-    now = utcnow()
     with LOCK:
         offerings = search(backend, instance_type, count, hours, targets[0], after, before, now)
         _issued(backend).update((o.offering_id, o) for o in offerings)
@@ -414,6 +486,8 @@ class Plan:
     tags: dict[str, str]
     created: datetime.datetime
     forced: str | None = None
+    paid_at: datetime.datetime | None = None  # Pending until then (control ``payment_ms``)
+    payment_fails: bool = False  # then Failed instead of Scheduled (control ``fail_payment``)
 
     @property
     def instance_type(self) -> str:
@@ -443,14 +517,20 @@ class Plan:
         if self.forced is not None:
             return self.forced
         now = now or utcnow()
-        if now < self.start:
-            return "Scheduled"
-        if now < self.end:
-            return "Active"
-        return "Expired"
+        if self.paid_at is not None and now < self.paid_at:
+            return "Pending"
+        if self.payment_fails:
+            return "Failed"
+        if now >= self.end:
+            return "Expired"
+        # Active during a block, Scheduled before it and between blocks ([DG-plans]).
+        for start, hours in self.offering.blocks():
+            if start <= now < start + datetime.timedelta(hours=hours):
+                return "Active"
+        return "Scheduled"
 
-    def reserved_capacity_arn(self) -> str:
-        return f"arn:{self.partition}:sagemaker:{self.region}:{self.account_id}:reserved-capacity/{self.name}-rc1"
+    def reserved_capacity_arn(self, block: int = 1) -> str:
+        return f"arn:{self.partition}:sagemaker:{self.region}:{self.account_id}:reserved-capacity/{self.name}-rc{block}"
 
     def shape(self, in_use: int, now: datetime.datetime, summary: bool = False) -> dict[str, Any]:
         """``DescribeTrainingPlanResponse`` (``summary``: ``TrainingPlanSummary``)."""
@@ -471,18 +551,19 @@ class Plan:
             "TargetResources": self.target_resources,
             "ReservedCapacitySummaries": [
                 {
-                    "ReservedCapacityArn": self.reserved_capacity_arn(),
+                    "ReservedCapacityArn": self.reserved_capacity_arn(i + 1),
                     "ReservedCapacityType": "Instance",
                     "InstanceType": self.instance_type,
                     "TotalInstanceCount": self.total,
                     "Status": status,
                     "AvailabilityZone": self.zone_name,
                     "AvailabilityZoneId": self.offering.zone_id,
-                    "DurationHours": self.offering.hours,
+                    "DurationHours": hours,
                     "DurationMinutes": 0,
-                    "StartTime": self.start,
-                    "EndTime": self.end,
+                    "StartTime": start,
+                    "EndTime": start + datetime.timedelta(hours=hours),
                 }
+                for i, (start, hours) in enumerate(self.offering.blocks())
             ],
         }
         if not summary:
@@ -562,9 +643,12 @@ def _create_plan(self: SageMakerResponse) -> ActionResult:
             upfront_fee=fee,
             tags=tags,
             created=now,
+            paid_at=now + datetime.timedelta(milliseconds=_consistency["payment_ms"]),
+            payment_fails=bool(_consistency["fail_payment"]),
         )
         plans[name] = plan
-        _purchased(backend).add(oid)
+        if not plan.payment_fails:  # a failed purchase leaves the capacity on sale
+            _purchased(backend).update((oid, offering.content))
         _purchases.append(
             {
                 "name": name,
@@ -614,6 +698,7 @@ def _list_plans(self: SageMakerResponse) -> ActionResult:
             if (after is None or p.start > after)
             and (before is None or p.start < before)
             and all(p.status(now) in values for name, values in wanted.items() if name == "Status")
+            and p.created + datetime.timedelta(milliseconds=_consistency["list_lag_ms"]) <= now
         ]
         plans.sort(key=lambda p: (SORT_KEYS[sort_by](p, now), p.name), reverse=descending)
         chunk, token = page(plans, self._get_param("MaxResults"), self._get_param("NextToken"))
@@ -650,6 +735,8 @@ def _control_state() -> dict[str, Any]:
         "price_multiplier": float(_control["price_multiplier"]),
         "removed": sorted(_control["removed"]),
         "none": _control["none"],
+        "split": _control["split"],
+        "per_search_ids": _control["per_search_ids"],
     }
 
 
@@ -672,6 +759,8 @@ def _control_offerings(query: dict[str, str]) -> tuple[int, Any]:
         if multiplier <= 0:
             raise capacity_control.ControlError("price_multiplier must be positive")
     none = capacity_control.flag_arg(query, "none") if "none" in query else None
+    split = capacity_control.flag_arg(query, "split") if "split" in query else None
+    per_search = capacity_control.flag_arg(query, "per_search_ids") if "per_search_ids" in query else None
     remove = query.get("remove")
     if remove is not None and not OFFERING_ID.fullmatch(remove):
         raise capacity_control.ControlError(f"remove must be an offering id (tpo-...), not {remove!r}")
@@ -682,9 +771,20 @@ def _control_offerings(query: dict[str, str]) -> tuple[int, Any]:
             _control["price_multiplier"] = Decimal(str(multiplier))
         if none is not None:
             _control["none"] = none
+        if split is not None:
+            _control["split"] = split
+        if per_search is not None:
+            _control["per_search_ids"] = per_search
         if remove is not None:
             _control["removed"].add(remove)
         return 200, _control_state()
+
+
+def _control_consistency(query: dict[str, str]) -> tuple[int, Any]:
+    changes = int_settings(query, _consistency)
+    with LOCK:
+        _consistency.update(changes)
+        return 200, dict(_consistency)
 
 
 def _plan_row(plan: Plan) -> dict[str, Any]:
@@ -732,3 +832,4 @@ def install() -> None:
     capacity_control.route("POST", "/_gpustack/sagemaker/offerings")(_control_offerings)
     capacity_control.route("GET", "/_gpustack/sagemaker/plans")(_control_plans_get)
     capacity_control.route("POST", "/_gpustack/sagemaker/plans")(_control_plans)
+    capacity_control.route("POST", "/_gpustack/sagemaker/consistency")(_control_consistency)
