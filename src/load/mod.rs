@@ -28,10 +28,11 @@ pub fn check(source: Source, vars: &VarSources) -> Result<Stack, Box<Diagnostics
     resources::add_implicit_edges(&mut stack.resources);
     diags.extend(graph::cycle_diagnostics(&stack.resources, &stack.source));
     resources::check_stack(&stack, &mut diags);
-    // The GPU rules read values across resources: they run on a stack the language accepted.
-    if !diags.iter().any(Diagnostic::is_error) {
-        diags.extend(rules::offline(&stack));
-    }
+    // The GPU rules read values across resources. They run whatever else is wrong, so a
+    // file's independent mistakes show in one run; what they say about a resource with
+    // errors of its own is left out (one mistake, one error).
+    let broken = broken_sections(&stack);
+    diags.extend(rules::offline(&stack).into_iter().filter(|d| !about_broken(d, &broken)));
     let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(Diagnostic::is_error);
     if errors.is_empty() {
         stack.warnings = warnings;
@@ -41,4 +42,34 @@ pub fn check(source: Source, vars: &VarSources) -> Result<Stack, Box<Diagnostics
     items.extend(warnings);
     items.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
     Err(Box::new(Diagnostics { source: stack.source, items }))
+}
+
+/// A resource whose values or attributes have errors of their own: its address, and the
+/// byte range of its section (from its header to the next resource's).
+struct Broken {
+    address: String,
+    section: std::ops::Range<usize>,
+}
+
+fn broken_sections(stack: &Stack) -> Vec<Broken> {
+    let mut starts: Vec<usize> = stack.resources.iter().filter_map(|r| r.span.as_ref().map(|s| s.start)).collect();
+    starts.sort_unstable();
+    let end_of = |start: usize| starts.iter().copied().find(|s| *s > start).unwrap_or(usize::MAX);
+    stack
+        .resources
+        .iter()
+        .filter(|r| !r.schema_ok)
+        .map(|r| {
+            let start = r.span.as_ref().map_or(usize::MAX, |s| s.start);
+            Broken { address: r.address.clone(), section: start..end_of(start) }
+        })
+        .collect()
+}
+
+/// A rule's diagnostic names a broken resource (rules name resources as `kind.name`), or
+/// points into its section.
+fn about_broken(d: &Diagnostic, broken: &[Broken]) -> bool {
+    broken.iter().any(|b| {
+        d.message.contains(&format!("`{}`", b.address)) || d.span.as_ref().is_some_and(|s| b.section.contains(&s.start))
+    })
 }

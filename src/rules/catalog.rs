@@ -160,17 +160,12 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
             notes.insert(lt.address.clone(), note);
         }
         // A GPU pool on the AMI's small default data volume runs out of disk on CUDA images
-        // (10–20 GB each): say so (audit 2026-11 #21).
+        // (10–20 GB each): say so (audit 2026-11 #21). Only Bottlerocket uses a data volume;
+        // AL2023 keeps images on its root volume (`al2023_data_volume` in the offline rules).
         if !lt.attrs.contains_key("data_volume")
             && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
         {
-            d.push(
-                Diagnostic::warning(
-                    format!("`{}` runs {t} ({}) with no `data_volume`: container images share the AMI's small default data volume", lt.address, i.summary()),
-                    lt.span.clone(),
-                )
-                .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot"),
-            );
+            d.push(no_data_volume(stack, lt, t, &i));
         }
         if let Some(sharing) = sharing(lt) {
             for t in &types {
@@ -242,6 +237,32 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         notes.insert(c.address.clone(), super::hyperpod::chart_note(c));
     }
     Preflight { diags: d, notes }
+}
+
+/// The warning for a GPU template without `data_volume`. Its help offers only what the
+/// template's node groups can use: when every one of them runs AL2023, a data volume would
+/// never be mounted, so the help says what AL2023 does instead.
+fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Diagnostic {
+    let users: Vec<String> = node_groups(stack)
+        .filter(|ng| {
+            referenced(stack, ng, "launch_template", "launch_template").is_some_and(|x| x.address == lt.address)
+        })
+        .map(|ng| lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into()))
+        .collect();
+    let al2023 = !users.is_empty() && users.iter().all(|a| a.starts_with("AL2023_"));
+    let summary = i.summary();
+    if al2023 {
+        return Diagnostic::warning(
+            format!("`{}` runs {t} ({summary}) on AL2023, which keeps container images on the root volume", lt.address),
+            lt.span.clone(),
+        )
+        .help("AL2023 mounts no data volume (data_volume would bill unused); for a dedicated image volume use a BOTTLEROCKET_* ami_type (or \"auto\") with data_volume = { size_gib = 200 }");
+    }
+    Diagnostic::warning(
+        format!("`{}` runs {t} ({summary}) with no `data_volume`: container images share the AMI's small default data volume", lt.address),
+        lt.span.clone(),
+    )
+    .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot")
 }
 
 pub(super) struct Sharing {

@@ -114,7 +114,7 @@ vpc = "${{vpc.main.id}}"
 efa = true
 
 [eks_cluster.main]
-version             = "1.31"
+version             = "1.33"
 role                = "arn:aws:iam::123456789012:role/cluster"
 subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
 public_access_cidrs = ["203.0.113.0/24"]
@@ -343,7 +343,7 @@ fn bottlerocket_settings_need_a_bottlerocket_ami() {
     let bottlerocket = "instance_types = [\"g6.xlarge\"]\nami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"";
     no_errors(&offline(&stack(lt, bottlerocket, "")));
     no_errors(&offline(&stack(lt, "instance_types = [\"g6.xlarge\"]", "")));
-    no_errors(&offline(&stack("data_volume = { size_gib = 100 }", al2023, "")));
+    no_errors(&offline(&stack("imds_hop_limit = 1", al2023, "")));
 }
 
 #[test]
@@ -777,4 +777,27 @@ fn a_type_the_embedded_catalog_lacks_is_left_to_a_refreshing_plan() {
     assert!(f.is_empty(), "{f:#?}");
     let n = notes(&stack("instance_type = \"p5.49xlarge\"", "", ""));
     assert!(!n.contains_key("launch_template.t"), "{n:?}");
+}
+
+#[test]
+fn an_al2023_template_is_not_told_to_add_a_data_volume() {
+    // AL2023 keeps images on its root volume and never mounts /dev/xvdb: the warning for a GPU
+    // template without a data volume offers only what that AMI family can use.
+    let al2023 = "instance_types = [\"g6.xlarge\"]\nami_type = \"AL2023_x86_64_NVIDIA\"";
+    let f = catalog(&stack("imds_hop_limit = 1", al2023, ""));
+    let d = the(
+        &f,
+        "`launch_template.t` runs g6.xlarge (1× L4 22 GiB, 4 vCPUs) on AL2023, which keeps container images on the root volume",
+    );
+    assert!(!d.error);
+    assert!(!d.help.starts_with("add data_volume"), "{d:?}");
+    assert!(d.help.contains("AL2023 mounts no data volume"), "{d:?}");
+    // The data volume itself is an error there.
+    let f = offline(&stack("data_volume = { size_gib = 100 }", al2023, ""));
+    let d = the(&f, "sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb");
+    assert!(d.error);
+    assert_eq!(d.at, "data_volume = { size_gib = 100 }");
+    // Bottlerocket (auto) is still told to add one.
+    let f = catalog(&stack("imds_hop_limit = 1", "instance_types = [\"g6.xlarge\"]", ""));
+    assert!(the(&f, "with no `data_volume`").help.starts_with("add data_volume = { size_gib = 200 }"));
 }
