@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{efa_table, lit, lit_str, node_groups, referenced, span, strings};
 use crate::aws::catalog::InstanceInfo;
 use crate::aws::{AwsError, Ctx};
-use crate::resources::node_group::auto_ami_type;
+use crate::resources::node_group::{auto_ami_type, nvidia_ami, plain_ami_type};
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 
@@ -184,9 +184,12 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
                 if ng.attrs.contains_key("instance_types") {
                     unknown(ng, "instance_types", t, &mut d);
                 }
+                if !live {
+                    d.extend(nvidia_ami_on_a_standard_type(ng, ami, t));
+                }
                 continue;
             };
-            let nvidia_ami = ami.contains("NVIDIA") || ami.contains("GPU");
+            let nvidia_ami = nvidia_ami(ami);
             if ami != "auto" && i.is_nvidia() && !nvidia_ami {
                 d.push(
                     Diagnostic::error(
@@ -263,6 +266,22 @@ fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Di
         lt.span.clone(),
     )
     .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot")
+}
+
+/// Offline, a type the embedded catalog lacks is of a family without accelerators (the
+/// catalog carries every accelerated family): an NVIDIA AMI there is refused as a refreshing
+/// plan refuses it, and the help offers the same AMI family without the driver.
+fn nvidia_ami_on_a_standard_type(ng: &Resource, ami: &str, t: &str) -> Option<Diagnostic> {
+    if !nvidia_ami(ami) || crate::aws::catalog::embedded().accelerated_family(t) {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            format!("`{}`: {ami} is an NVIDIA AMI, but {t} has no NVIDIA GPU", ng.address),
+            span(ng, "ami_type"),
+        )
+        .help(format!("use ami_type = \"{}\" or \"auto\"", plain_ami_type(ami))),
+    )
 }
 
 pub(super) struct Sharing {

@@ -801,3 +801,25 @@ fn an_al2023_template_is_not_told_to_add_a_data_volume() {
     let f = catalog(&stack("imds_hop_limit = 1", "instance_types = [\"g6.xlarge\"]", ""));
     assert!(the(&f, "with no `data_volume`").help.starts_with("add data_volume = { size_gib = 200 }"));
 }
+
+#[test]
+fn a_standard_type_is_not_offered_a_gpu_ami_offline() {
+    // m6i.large is in no accelerated family: offline, an NVIDIA AMI on it is refused as a
+    // refreshing plan refuses it, and the help keeps the AMI family, without the driver.
+    for (ami, plain) in [
+        ("AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"),
+        ("BOTTLEROCKET_ARM_64_NVIDIA", "BOTTLEROCKET_ARM_64"),
+        ("AL2_x86_64_GPU", "AL2023_x86_64_STANDARD"),
+    ] {
+        let ng = format!("instance_types = [\"m6i.large\"]\nami_type = \"{ami}\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        let d = the(&f, &format!("`node_group.n`: {ami} is an NVIDIA AMI, but m6i.large has no NVIDIA GPU"));
+        assert!(d.error);
+        assert_eq!(d.help, format!("use ami_type = \"{plain}\" or \"auto\""));
+    }
+    for ok in ["auto", "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64"] {
+        let ng = format!("instance_types = [\"m6i.large\"]\nami_type = \"{ok}\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        assert!(f.iter().all(|x| !x.error), "{ok}: {f:#?}");
+    }
+}
