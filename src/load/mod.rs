@@ -1,7 +1,7 @@
 //! The load step every command runs on a stack file: the language (`stack`), the edges AWS
 //! needs that the file does not write, the cycle check (`graph`), each kind's offline checks
-//! and the offline GPU rules (`rules`), all in one pass, so a file's problems are reported
-//! together. No network.
+//! and the offline GPU rules (`rules`; for a file with errors, the instance-catalog rules
+//! too), all in one pass, so a file's problems are reported together. No network.
 
 #[cfg(test)]
 mod mutations;
@@ -33,6 +33,13 @@ pub fn check(source: Source, vars: &VarSources) -> Result<Stack, Box<Diagnostics
     // errors of its own is left out (one mistake, one error).
     let broken = broken_sections(&stack);
     diags.extend(rules::offline(&stack).into_iter().filter(|d| !about_broken(d, &broken)));
+    if diags.iter().any(Diagnostic::is_error) {
+        // The file is refused: the instance-catalog rules (EFA on a type without it, MIG on an
+        // L4…) come in the same report, from the embedded catalog as `validate` runs them,
+        // instead of after the other errors are fixed. An accepted stack gets them from the
+        // command (`validate` offline, `plan` from EC2).
+        diags.extend(rules::preflight_offline(&stack).diags.into_iter().filter(|d| !about_broken(d, &broken)));
+    }
     let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(Diagnostic::is_error);
     if errors.is_empty() {
         stack.warnings = warnings;

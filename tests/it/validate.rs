@@ -570,15 +570,17 @@ scaling         = {{ min = 0, max = 2 }}
 #[test]
 fn independent_mistakes_across_layers_are_reported_in_one_run() {
     // A variable without a value (language), a kind's own check (hop limit), a GPU rule
-    // across resources (a CAPACITY_BLOCK group whose template is not a block's) and the
-    // Kubernetes version: before, the rule waited until the others were fixed.
-    let text = gpu_group("1.33", "imds_hop_limit = 99")
+    // across resources (a CAPACITY_BLOCK group whose template is not a block's) and an
+    // instance-catalog rule (EFA on g6.xlarge): before, the rules waited until the others
+    // were fixed.
+    let text = gpu_group("1.33", "imds_hop_limit = 99\nefa = {}")
         .replace("internet_gateway = true", "internet_gateway = true\ntags = { team = \"${var.nope}\" }");
     let err = invalid(&text);
     for m in [
         "variable `nope` has no value",
         "`imds_hop_limit` = 99 is outside 1–64",
         "`node_group.gpu` is CAPACITY_BLOCK, but its launch template `launch_template.gpu` does not set market",
+        "`launch_template.gpu`: g6.xlarge does not support EFA",
     ] {
         assert!(err.contains(m), "missing `{m}` in:\n{err}");
     }
