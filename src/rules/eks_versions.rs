@@ -53,20 +53,23 @@ enum Offer {
 }
 
 fn offer(version: (u32, u32), today: Date) -> Offer {
-    let newest = &CALENDAR[CALENDAR.len() - 1];
-    if version.0 != 1 {
-        return Offer::NotYet;
+    // CALENDAR is a non-empty constant, oldest first.
+    let (oldest, newest) = (&CALENDAR[0], &CALENDAR[CALENDAR.len() - 1]);
+    match version.0 {
+        0 => return Offer::Ended(None),
+        1 => {}
+        _ => return Offer::NotYet,
     }
     if let Some(r) = CALENDAR.iter().find(|r| r.minor == version.1) {
         return if today >= r.end_of_extended { Offer::Ended(Some(r.end_of_extended)) } else { Offer::Offered };
     }
-    if version.1 < CALENDAR[0].minor {
+    if version.1 < oldest.minor {
         return Offer::Ended(None);
     }
-    let months = (today.year() as i32 - newest.released.year() as i32) * 12 + today.month() as i32
-        - newest.released.month() as i32;
-    let possible = newest.minor as i32 + months.max(0) / FASTEST_CADENCE_MONTHS;
-    if version.1 as i32 > possible { Offer::NotYet } else { Offer::Offered }
+    let months = (i32::from(today.year()) - i32::from(newest.released.year())) * 12 + i32::from(today.month())
+        - i32::from(newest.released.month());
+    let possible = i64::from(newest.minor) + i64::from(months.max(0) / FASTEST_CADENCE_MONTHS);
+    if i64::from(version.1) > possible { Offer::NotYet } else { Offer::Offered }
 }
 
 /// "1.32, 1.33, 1.34, 1.35": the table's versions EKS still offers on `today`.
@@ -142,5 +145,6 @@ mod tests {
         assert_eq!(offer((1, 39), today), Offer::NotYet);
         assert_eq!(offer((1, 36), date(2026, 2, 1)), Offer::NotYet);
         assert_eq!(offer((2, 0), today), Offer::NotYet);
+        assert_eq!(offer((0, 9), today), Offer::Ended(None));
     }
 }
