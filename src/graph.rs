@@ -39,29 +39,47 @@ pub fn cycle_diagnostics(resources: &[Resource], source: &Source) -> Vec<Diagnos
             m
         };
         let path = if self_loop { vec![start] } else { loop_through(resources, start, &members) };
-        let mut edges = vec![];
-        for (k, &from) in path.iter().enumerate() {
-            let to = path[(k + 1) % path.len()];
-            edges.push(format!(
-                "  {} → {} (at {})",
-                resources[from].address,
-                resources[to].address,
-                reference_site(&resources[from], &resources[to].address)
-                    .map_or_else(|| source.location(&resources[from].span), |s| source.location(&Some(s)))
-            ));
-        }
-        let first = &resources[path[0]];
-        let span = reference_site(first, &resources[path[1 % path.len()]].address).or(first.span.clone());
-        let names: Vec<&str> = path.iter().map(|&i| resources[i].address.as_str()).collect();
-        out.push(
-            Diagnostic::error(
-                format!("reference cycle: {} → {}\n{}", names.join(" → "), names[0], edges.join("\n")),
-                span,
-            )
-            .help("a resource cannot depend on itself through references; remove one of these references or depends_on entries"),
-        );
+        out.push(cycle_diagnostic(resources, source, &path));
     }
     out
+}
+
+/// The diagnostic for one loop. Each edge says where it is written; an edge the file does
+/// not write (gpustack adds it: a node group waits for its cluster's `vpc-cni` add-on,
+/// `resources::add_implicit_edges`) says so, and the help offers only the edges the user
+/// can remove.
+fn cycle_diagnostic(resources: &[Resource], source: &Source, path: &[usize]) -> Diagnostic {
+    let mut edges = vec![];
+    let mut removable = vec![];
+    for (k, &from) in path.iter().enumerate() {
+        let (from, to) = (&resources[from], &resources[path[(k + 1) % path.len()]]);
+        let edge = format!("{} → {}", from.address, to.address);
+        match reference_site(from, &to.address) {
+            Some(at) => {
+                edges.push(format!("  {edge} (at {})", source.location(&Some(at))));
+                removable.push(edge);
+            }
+            None => edges.push(format!(
+                "  {edge} (not written: gpustack adds it, a node group waits for its cluster's vpc-cni add-on)"
+            )),
+        }
+    }
+    let first = &resources[path[0]];
+    let span = reference_site(first, &resources[path[1 % path.len()]].address).or(first.span.clone());
+    let names: Vec<&str> = path.iter().map(|&i| resources[i].address.as_str()).collect();
+    let help = match removable.as_slice() {
+        _ if removable.len() == path.len() => {
+            "a resource cannot depend on itself through references; remove one of these references or depends_on entries"
+                .to_string()
+        }
+        [one] => format!("a resource cannot depend on itself; remove the reference or depends_on entry {one}"),
+        _ => format!(
+            "a resource cannot depend on itself; remove one of the references or depends_on entries {}",
+            removable.join(", ")
+        ),
+    };
+    Diagnostic::error(format!("reference cycle: {} → {}\n{}", names.join(" → "), names[0], edges.join("\n")), span)
+        .help(help)
 }
 
 /// The shortest loop from `start` back to itself, staying inside the cycle's members.
@@ -203,6 +221,32 @@ mod tests {
         assert!(cycle.message.contains("  security_group.a → security_group.b (at g.toml:8:"), "{}", cycle.message);
         assert!(cycle.message.contains("  security_group.b → security_group.a (at g.toml:11:"), "{}", cycle.message);
         assert_eq!(d.items.iter().filter(|i| i.message.starts_with("reference cycle")).count(), 1);
+    }
+
+    #[test]
+    fn a_cycle_through_an_edge_gpustack_adds_offers_only_the_written_edge() {
+        // A node group waits for its cluster's vpc-cni add-on: that edge is in no line of
+        // the file, so it cannot be the one to remove.
+        let text = format!(
+            "{HEAD}[iam_role.c]\nservice = \"eks.amazonaws.com\"\n\
+             [eks_cluster.main]\nversion = \"1.33\"\nrole = \"${{iam_role.c.arn}}\"\nsubnets = [\"subnet-1\"]\n\
+             [eks_addon.cni]\ncluster = \"${{eks_cluster.main.name}}\"\naddon = \"vpc-cni\"\ndepends_on = [\"node_group.n\"]\n\
+             [node_group.n]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"${{iam_role.c.arn}}\"\nsubnets = [\"subnet-1\"]\n"
+        );
+        let d = load(&text).err().expect("a cycle is an error");
+        let cycle = d.items.iter().find(|i| i.message.starts_with("reference cycle")).expect("a cycle diagnostic");
+        assert!(cycle.message.contains("  eks_addon.cni → node_group.n (at g.toml:13:"), "{}", cycle.message);
+        assert!(
+            cycle.message.contains("  node_group.n → eks_addon.cni (not written: gpustack adds it, a node group waits for its cluster's vpc-cni add-on)"),
+            "{}",
+            cycle.message
+        );
+        assert_eq!(
+            cycle.help.as_deref(),
+            Some(
+                "a resource cannot depend on itself; remove the reference or depends_on entry eks_addon.cni → node_group.n"
+            )
+        );
     }
 
     #[test]

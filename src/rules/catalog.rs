@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{efa_table, lit, lit_str, node_groups, referenced, span, strings};
 use crate::aws::catalog::InstanceInfo;
 use crate::aws::{AwsError, Ctx};
-use crate::resources::node_group::auto_ami_type;
+use crate::resources::node_group::{auto_ami_type, nvidia_ami, plain_ami_type};
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 
@@ -160,17 +160,12 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
             notes.insert(lt.address.clone(), note);
         }
         // A GPU pool on the AMI's small default data volume runs out of disk on CUDA images
-        // (10–20 GB each): say so (audit 2026-11 #21).
+        // (10–20 GB each): say so (audit 2026-11 #21). Only Bottlerocket uses a data volume;
+        // AL2023 keeps images on its root volume (`al2023_data_volume` in the offline rules).
         if !lt.attrs.contains_key("data_volume")
             && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
         {
-            d.push(
-                Diagnostic::warning(
-                    format!("`{}` runs {t} ({}) with no `data_volume`: container images share the AMI's small default data volume", lt.address, i.summary()),
-                    lt.span.clone(),
-                )
-                .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot"),
-            );
+            d.push(no_data_volume(stack, lt, t, &i));
         }
         if let Some(sharing) = sharing(lt) {
             for t in &types {
@@ -189,9 +184,12 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
                 if ng.attrs.contains_key("instance_types") {
                     unknown(ng, "instance_types", t, &mut d);
                 }
+                if !live {
+                    d.extend(nvidia_ami_on_a_standard_type(ng, ami, t));
+                }
                 continue;
             };
-            let nvidia_ami = ami.contains("NVIDIA") || ami.contains("GPU");
+            let nvidia_ami = nvidia_ami(ami);
             if ami != "auto" && i.is_nvidia() && !nvidia_ami {
                 d.push(
                     Diagnostic::error(
@@ -242,6 +240,48 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         notes.insert(c.address.clone(), super::hyperpod::chart_note(c));
     }
     Preflight { diags: d, notes }
+}
+
+/// The warning for a GPU template without `data_volume`. Its help offers only what the
+/// template's node groups can use: when every one of them runs AL2023, a data volume would
+/// never be mounted, so the help says what AL2023 does instead.
+fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Diagnostic {
+    let users: Vec<String> = node_groups(stack)
+        .filter(|ng| {
+            referenced(stack, ng, "launch_template", "launch_template").is_some_and(|x| x.address == lt.address)
+        })
+        .map(|ng| lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into()))
+        .collect();
+    let al2023 = !users.is_empty() && users.iter().all(|a| a.starts_with("AL2023_"));
+    let summary = i.summary();
+    if al2023 {
+        return Diagnostic::warning(
+            format!("`{}` runs {t} ({summary}) on AL2023, which keeps container images on the root volume", lt.address),
+            lt.span.clone(),
+        )
+        .help("AL2023 mounts no data volume (data_volume would bill unused); for a dedicated image volume use a BOTTLEROCKET_* ami_type (or \"auto\") with data_volume = { size_gib = 200 }");
+    }
+    Diagnostic::warning(
+        format!("`{}` runs {t} ({summary}) with no `data_volume`: container images share the AMI's small default data volume", lt.address),
+        lt.span.clone(),
+    )
+    .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot")
+}
+
+/// Offline, a type the embedded catalog lacks is of a family without accelerators (the
+/// catalog carries every accelerated family): an NVIDIA AMI there is refused as a refreshing
+/// plan refuses it, and the help offers the same AMI family without the driver.
+fn nvidia_ami_on_a_standard_type(ng: &Resource, ami: &str, t: &str) -> Option<Diagnostic> {
+    if !nvidia_ami(ami) || crate::aws::catalog::embedded().accelerated_family(t) {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            format!("`{}`: {ami} is an NVIDIA AMI, but {t} has no NVIDIA GPU", ng.address),
+            span(ng, "ami_type"),
+        )
+        .help(format!("use ami_type = \"{}\" or \"auto\"", plain_ami_type(ami))),
+    )
 }
 
 pub(super) struct Sharing {

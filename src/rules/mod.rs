@@ -8,6 +8,7 @@
 mod access;
 mod catalog;
 mod egress;
+mod eks_versions;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
 #[cfg(test)]
@@ -112,6 +113,23 @@ fn shared_blocks(stack: &Stack) -> Vec<Diagnostic> {
     d
 }
 
+/// `data_volume` is Bottlerocket's `/dev/xvdb`, where it keeps container images. The EKS
+/// AL2023 AMI keeps them on the root volume and leaves a second volume unformatted and
+/// unmounted unless a NodeConfig says otherwise (awslabs/amazon-eks-ami#2122: "We do not do
+/// this by default for managed nodegroups"; mounting one needs nodeadm's
+/// `spec.instance.storage.volumes`, amazon-eks-ami PR #2759, which gpustack does not write):
+/// the volume would bill and hold nothing.
+fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
+    Diagnostic::error(
+        format!(
+            "`{}` runs {ami}, but `{}` sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb",
+            ng.address, lt.address
+        ),
+        span(lt, "data_volume"),
+    )
+    .help("remove data_volume for AL2023, or use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb")
+}
+
 /// The attribute is written with content: an empty list or table (`taints = []`) says nothing.
 pub(crate) fn written(r: &Resource, k: &str) -> bool {
     r.attrs.get(k).is_some_and(|e| match (&e.kind, e.as_literal()) {
@@ -185,6 +203,9 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
                     )
                     .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), or move labels and taints to the node group"),
                 );
+            }
+            if ami.starts_with("AL2023_") && lt.attrs.contains_key("data_volume") {
+                d.push(al2023_data_volume(ng, lt, &ami));
             }
             if capacity == "SPOT" && !ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type")
             {
@@ -264,6 +285,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
     d.extend(hyperpod::offline(stack));
+    d.extend(eks_versions::check(stack, eks_versions::today()));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

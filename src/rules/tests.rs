@@ -114,7 +114,7 @@ vpc = "${{vpc.main.id}}"
 efa = true
 
 [eks_cluster.main]
-version             = "1.31"
+version             = "1.33"
 role                = "arn:aws:iam::123456789012:role/cluster"
 subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
 public_access_cidrs = ["203.0.113.0/24"]
@@ -343,7 +343,7 @@ fn bottlerocket_settings_need_a_bottlerocket_ami() {
     let bottlerocket = "instance_types = [\"g6.xlarge\"]\nami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"";
     no_errors(&offline(&stack(lt, bottlerocket, "")));
     no_errors(&offline(&stack(lt, "instance_types = [\"g6.xlarge\"]", "")));
-    no_errors(&offline(&stack("data_volume = { size_gib = 100 }", al2023, "")));
+    no_errors(&offline(&stack("imds_hop_limit = 1", al2023, "")));
 }
 
 #[test]
@@ -890,4 +890,47 @@ fn the_nvidia_device_plugin_from_nvcr_io_warns_on_endpoint_only_subnets() {
     );
     assert!(!d.error);
     absent(&offline(&stack(lt, al2023, "")), "nvcr.io");
+#[test]
+fn an_al2023_template_is_not_told_to_add_a_data_volume() {
+    // AL2023 keeps images on its root volume and never mounts /dev/xvdb: the warning for a GPU
+    // template without a data volume offers only what that AMI family can use.
+    let al2023 = "instance_types = [\"g6.xlarge\"]\nami_type = \"AL2023_x86_64_NVIDIA\"";
+    let f = catalog(&stack("imds_hop_limit = 1", al2023, ""));
+    let d = the(
+        &f,
+        "`launch_template.t` runs g6.xlarge (1× L4 22 GiB, 4 vCPUs) on AL2023, which keeps container images on the root volume",
+    );
+    assert!(!d.error);
+    assert!(!d.help.starts_with("add data_volume"), "{d:?}");
+    assert!(d.help.contains("AL2023 mounts no data volume"), "{d:?}");
+    // The data volume itself is an error there.
+    let f = offline(&stack("data_volume = { size_gib = 100 }", al2023, ""));
+    let d = the(&f, "sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb");
+    assert!(d.error);
+    assert_eq!(d.at, "data_volume = { size_gib = 100 }");
+    // Bottlerocket (auto) is still told to add one.
+    let f = catalog(&stack("imds_hop_limit = 1", "instance_types = [\"g6.xlarge\"]", ""));
+    assert!(the(&f, "with no `data_volume`").help.starts_with("add data_volume = { size_gib = 200 }"));
+}
+
+#[test]
+fn a_standard_type_is_not_offered_a_gpu_ami_offline() {
+    // m6i.large is in no accelerated family: offline, an NVIDIA AMI on it is refused as a
+    // refreshing plan refuses it, and the help keeps the AMI family, without the driver.
+    for (ami, plain) in [
+        ("AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"),
+        ("BOTTLEROCKET_ARM_64_NVIDIA", "BOTTLEROCKET_ARM_64"),
+        ("AL2_x86_64_GPU", "AL2023_x86_64_STANDARD"),
+    ] {
+        let ng = format!("instance_types = [\"m6i.large\"]\nami_type = \"{ami}\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        let d = the(&f, &format!("`node_group.n`: {ami} is an NVIDIA AMI, but m6i.large has no NVIDIA GPU"));
+        assert!(d.error);
+        assert_eq!(d.help, format!("use ami_type = \"{plain}\" or \"auto\""));
+    }
+    for ok in ["auto", "AL2023_x86_64_STANDARD", "BOTTLEROCKET_x86_64"] {
+        let ng = format!("instance_types = [\"m6i.large\"]\nami_type = \"{ok}\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        assert!(f.iter().all(|x| !x.error), "{ok}: {f:#?}");
+    }
 }

@@ -1358,6 +1358,17 @@ def instance_types(env: Env) -> None:
         == ("InvalidInstanceType", 400),
         "unknown type -> InvalidInstanceType",
     )
+    # type_overrides.install: AWS's accelerated types moto's copy lacks, from the embedded
+    # catalog's Karpenter-sourced records (p3 and dl1 left Karpenter's reference in 2026).
+    older = ["p3.2xlarge", "g4ad.xlarge", "dl1.24xlarge"]
+    got = {t["InstanceType"]: t for t in ec2.describe_instance_types(InstanceTypes=older)["InstanceTypes"]}
+    check(
+        sorted(got) == sorted(older)
+        and got["p3.2xlarge"]["GpuInfo"]["Gpus"][0]["Name"] == "V100"
+        and got["g4ad.xlarge"]["GpuInfo"]["Gpus"][0]["Manufacturer"] == "AMD"
+        and got["dl1.24xlarge"]["NetworkInfo"]["EfaInfo"]["MaximumEfaInterfaces"] == 4,
+        "p3, g4ad and dl1 are known (V100, AMD, 4 EFA)",
+    )
 
 
 def reset(env: Env) -> None:

@@ -279,7 +279,7 @@ name   = "quota"
 region = "us-west-2"
 
 [eks_cluster.main]
-version             = "1.31"
+version             = "1.33"
 role                = "arn:aws:iam::123456789012:role/cluster"
 subnets             = ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
 public_access_cidrs = ["203.0.113.0/24"]
@@ -347,7 +347,7 @@ fn capacity_settings_are_checked_offline() {
 
     // A CAPACITY_BLOCK node group must fit its block.
     let stack = format!(
-        "{}\n[launch_template.p5]\ninstance_type = \"p5.48xlarge\"\ncapacity_reservation = \"${{capacity_block.train.id}}\"\nmarket = \"capacity-block\"\n\n[eks_cluster.main]\nversion = \"1.31\"\nrole = \"arn:aws:iam::1:role/c\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\npublic_access_cidrs = [\"203.0.113.0/24\"]\n\n[node_group.train]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"arn:aws:iam::1:role/n\"\nsubnets = [\"subnet-1\"]\nlaunch_template = \"${{launch_template.p5.id}}\"\ncapacity_type = \"CAPACITY_BLOCK\"\nscaling = {{ min = 0, max = 4 }}\n",
+        "{}\n[launch_template.p5]\ninstance_type = \"p5.48xlarge\"\ncapacity_reservation = \"${{capacity_block.train.id}}\"\nmarket = \"capacity-block\"\n\n[eks_cluster.main]\nversion = \"1.33\"\nrole = \"arn:aws:iam::1:role/c\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\npublic_access_cidrs = [\"203.0.113.0/24\"]\n\n[node_group.train]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"arn:aws:iam::1:role/n\"\nsubnets = [\"subnet-1\"]\nlaunch_template = \"${{launch_template.p5.id}}\"\ncapacity_type = \"CAPACITY_BLOCK\"\nscaling = {{ min = 0, max = 4 }}\n",
         block_stack("off", 2, 40000).split("[output]").next().unwrap()
     );
     env.write("fit.toml", &stack);

@@ -85,7 +85,7 @@ fn user_data(env: &Env, id: &str) -> (i64, String) {
 #[test]
 fn a_gpu_cluster_applies_reads_back_updates_in_place_and_destroys() {
     let env = Env::new();
-    env.write("s.toml", &eks_stack("gpu", "1.31", LABELS, ""));
+    env.write("s.toml", &eks_stack("gpu", "1.33", LABELS, ""));
     let apply = env.ok(&["apply", "s.toml", "--auto-approve"]);
     assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
     let st = env.state("gpu");
@@ -187,7 +187,7 @@ fn a_gpu_cluster_applies_reads_back_updates_in_place_and_destroys() {
     // A node-group label change is an in-place update, not a replace.
     env.write(
         "s.toml",
-        &eks_stack("gpu", "1.31", LABELS, "")
+        &eks_stack("gpu", "1.33", LABELS, "")
             .replace("labels          = { pool = \"inference\" }", "labels          = { pool = \"serving\" }"),
     );
     let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
@@ -209,7 +209,7 @@ fn a_gpu_cluster_applies_reads_back_updates_in_place_and_destroys() {
     );
 
     // A user-data change makes template version 2, shown as a TOML diff, and moves the node group to it.
-    let relabeled = eks_stack("gpu", "1.31", r#"{ "gpustack.io/pool" = "batch" }"#, "")
+    let relabeled = eks_stack("gpu", "1.33", r#"{ "gpustack.io/pool" = "batch" }"#, "")
         .replace("labels          = { pool = \"inference\" }", "labels          = { pool = \"serving\" }");
     env.write("s.toml", &relabeled);
     let plan = env.run(&["plan", "s.toml"]);
@@ -256,25 +256,25 @@ fn a_gpu_cluster_applies_reads_back_updates_in_place_and_destroys() {
 #[test]
 fn kubernetes_upgrades_one_minor_version_at_a_time_in_place() {
     let env = Env::new();
-    env.write("s.toml", &eks_stack("upg", "1.30", LABELS, ""));
+    env.write("s.toml", &eks_stack("upg", "1.32", LABELS, ""));
     env.ok(&["apply", "s.toml", "--auto-approve"]);
 
-    env.write("s.toml", &eks_stack("upg", "1.32", LABELS, ""));
+    env.write("s.toml", &eks_stack("upg", "1.34", LABELS, ""));
     let skip = env.run(&["plan", "s.toml"]);
     assert_eq!(skip.code, 1, "{skip:?}");
-    assert!(skip.stderr.contains("EKS upgrades one minor version at a time; 1.30 → 1.32 skips a version"), "{skip:?}");
-    assert!(skip.stderr.contains("apply version = \"1.31\" first"), "{skip:?}");
+    assert!(skip.stderr.contains("EKS upgrades one minor version at a time; 1.32 → 1.34 skips a version"), "{skip:?}");
+    assert!(skip.stderr.contains("apply version = \"1.33\" first"), "{skip:?}");
     assert!(skip.stderr.contains("s.toml:"), "names the file and line: {skip:?}");
 
-    env.write("s.toml", &eks_stack("upg", "1.31", LABELS, ""));
+    env.write("s.toml", &eks_stack("upg", "1.33", LABELS, ""));
     let plan = env.ok(&["plan", "s.toml"]);
     assert!(plan.stdout.contains("~ eks_cluster.main"), "{plan:?}");
-    assert!(plan.stdout.contains("version: \"1.30\" → \"1.31\""), "{plan:?}");
+    assert!(plan.stdout.contains("version: \"1.32\" → \"1.33\""), "{plan:?}");
     env.ok(&["apply", "s.toml", "--auto-approve"]);
     let eks = env.emu.eks();
     block_on(async move {
         let c = eks.describe_cluster().name("upg-main").send().await.unwrap();
-        assert_eq!(c.cluster().unwrap().version(), Some("1.31"));
+        assert_eq!(c.cluster().unwrap().version(), Some("1.33"));
     });
     env.ok(&["destroy", "s.toml", "--auto-approve"]);
 }

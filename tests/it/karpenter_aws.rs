@@ -32,7 +32,7 @@ managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"]
 service = "ec2.amazonaws.com"
 
 [eks_cluster.main]
-version             = "1.31"
+version             = "1.33"
 role                = "${{iam_role.cluster.arn}}"
 subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
 public_access_cidrs = ["203.0.113.0/24"]

@@ -532,3 +532,113 @@ fn deeper_checks_come_in_one_pass_with_the_others() {
     assert!(err.contains("s.toml has 6 errors"), "{err}");
     insta::assert_snapshot!(err);
 }
+
+/// A cluster, a CAPACITY_BLOCK node group and its launch template, around `lt` lines.
+fn gpu_group(version: &str, lt: &str) -> String {
+    format!(
+        r#"{HEAD}[vpc.main]
+cidr_block       = "10.0.0.0/16"
+internet_gateway = true
+
+[subnet.a]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.0.0.0/24"
+availability_zone = "us-west-2a"
+public            = true
+
+[eks_cluster.main]
+version             = "{version}"
+role                = "arn:aws:iam::123456789012:role/cluster"
+subnets             = ["${{subnet.a.id}}"]
+public_access_cidrs = ["203.0.113.0/24"]
+
+[launch_template.gpu]
+instance_type = "g6.xlarge"
+{lt}
+
+[node_group.gpu]
+cluster         = "${{eks_cluster.main.name}}"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["${{subnet.a.id}}"]
+launch_template = "${{launch_template.gpu.id}}"
+capacity_type   = "CAPACITY_BLOCK"
+scaling         = {{ min = 0, max = 2 }}
+"#
+    )
+}
+
+#[test]
+fn independent_mistakes_across_layers_are_reported_in_one_run() {
+    // A variable without a value (language), a kind's own check (hop limit), a GPU rule
+    // across resources (a CAPACITY_BLOCK group whose template is not a block's) and an
+    // instance-catalog rule (EFA on g6.xlarge): before, the rules waited until the others
+    // were fixed.
+    let text = gpu_group("1.33", "imds_hop_limit = 99\nefa = {}")
+        .replace("internet_gateway = true", "internet_gateway = true\ntags = { team = \"${var.nope}\" }");
+    let err = invalid(&text);
+    for m in [
+        "variable `nope` has no value",
+        "`imds_hop_limit` = 99 is outside 1–64",
+        "`node_group.gpu` is CAPACITY_BLOCK, but its launch template `launch_template.gpu` does not set market",
+        "`launch_template.gpu`: g6.xlarge does not support EFA",
+    ] {
+        assert!(err.contains(m), "missing `{m}` in:\n{err}");
+    }
+    insta::assert_snapshot!(err);
+}
+
+#[test]
+fn a_kubernetes_version_eks_no_longer_offers_fails_offline() {
+    // EKS's calendar: 1.31's extended support ended 2026-11-26, after which no new cluster
+    // runs it; 1.29 ended 2026-03-23.
+    let ok = gpu_group("1.33", "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"");
+    assert_eq!(validate(&ok).code, 0, "{}", validate(&ok).stderr);
+    let err = invalid(&ok.replace("\"1.33\"", "\"1.29\""));
+    located(
+        &err,
+        "`eks_cluster.main`: EKS no longer offers Kubernetes 1.29: its extended support ended on 2026-03-23",
+        "16:23",
+        "EKS creates clusters on",
+    );
+    // The list of versions offered moves with the calendar: the unit tests pin a date.
+    assert!(err.contains("its release calendar); set version to one of them"), "{err}");
+    let err = invalid(&ok.replace("\"1.33\"", "\"1.99\""));
+    assert!(err.contains("error: `eks_cluster.main`: EKS does not offer Kubernetes 1.99 yet"), "{err}");
+    assert!(err.contains("--> s.toml:16:23"), "{err}");
+}
+
+#[test]
+fn a_settings_table_inside_bottlerocket_settings_is_refused() {
+    let lt = "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"\n\
+              bottlerocket_settings = { settings = { kernel = { lockdown = \"integrity\" } } }";
+    let err = invalid(&gpu_group("1.33", lt));
+    located(
+        &err,
+        "`bottlerocket_settings` holds the contents of Bottlerocket's [settings]",
+        "25:27",
+        "drop the outer `settings`",
+    );
+    insta::assert_snapshot!(err);
+    let fixed = lt.replace(
+        "{ settings = { kernel = { lockdown = \"integrity\" } } }",
+        "{ kernel = { lockdown = \"integrity\" } }",
+    );
+    assert_eq!(validate(&gpu_group("1.33", &fixed)).code, 0);
+}
+
+#[test]
+fn a_data_volume_on_an_al2023_group_is_refused() {
+    let lt = "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"\ndata_volume = { size_gib = 200 }";
+    let al2023 = gpu_group("1.33", lt)
+        .replace("scaling         =", "ami_type        = \"AL2023_x86_64_NVIDIA\"\nscaling         =");
+    let err = invalid(&al2023);
+    located(
+        &err,
+        "`node_group.gpu` runs AL2023_x86_64_NVIDIA, but `launch_template.gpu` sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb",
+        "25:15",
+        "remove data_volume for AL2023, or use a BOTTLEROCKET_* ami_type",
+    );
+    insta::assert_snapshot!(err);
+    // Bottlerocket (auto here) mounts it as its data volume.
+    assert_eq!(validate(&gpu_group("1.33", lt)).code, 0);
+}

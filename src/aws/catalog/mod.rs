@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 use aws_sdk_ec2::types::{InstanceType, InstanceTypeInfo, NetworkCardInterfaceType};
 use tokio::sync::Mutex;
 
+#[cfg(test)]
+mod coverage;
 mod efa;
 
 pub use efa::{EfaLayout, EfaRefusal, InterfaceKind, NetworkInterface};
@@ -258,11 +260,18 @@ impl Catalog {
 }
 
 /// The catalog gpustack ships: GPU, EFA and accelerator types in `DescribeInstanceTypes`
-/// shape. The file also says where the data was read (`source`).
+/// shape, from EC2's own answers (getmoto/moto's copy of `DescribeInstanceTypes`, and
+/// Karpenter's generated instance-type reference for the accelerated types moto lacks; the
+/// file's `source` and `sources` name them, with commits). It covers every current
+/// accelerated family (P, G, Trn, Inf, DL): a unit test fails when one is missing, or when
+/// a GPU type gpustack's rules, stacks or examples name is.
 pub struct Embedded {
     /// "2026-11-23": when the data was read.
     pub generated: String,
     types: HashMap<String, InstanceInfo>,
+    /// Families with GPUs or other accelerators (GpuInfo, NeuronInfo,
+    /// InferenceAcceleratorInfo): "p5", "trn1", "dl2q".
+    accelerated: BTreeSet<String>,
 }
 
 impl Embedded {
@@ -270,6 +279,13 @@ impl Embedded {
     /// a standard type (m6i.large) or newer than the file; a refreshing plan asks EC2.
     pub fn get(&self, name: &str) -> Option<&InstanceInfo> {
         self.types.get(name)
+    }
+
+    /// Whether `name` ("m6i.large", or a family "g6") belongs to a family with GPUs or other
+    /// accelerators. The catalog carries every accelerated family, so a type of any other
+    /// family (m6i.large, never embedded) has none: it needs no GPU AMI, even offline.
+    pub fn accelerated_family(&self, name: &str) -> bool {
+        self.accelerated.contains(name.split('.').next().unwrap_or(name))
     }
 
     /// "the embedded instance catalog of 2026-11-23" for messages.
@@ -295,10 +311,15 @@ fn parse_embedded(text: &str) -> Result<Embedded, String> {
     let list = doc.get("instance_types").and_then(|v| v.as_array()).ok_or("no instance_types")?;
     let types =
         list.iter().map(sdk_from_json).map(|t| InstanceInfo::from_sdk(&t)).map(|i| (i.name.clone(), i)).collect();
+    let accelerated = list
+        .iter()
+        .filter(|t| ["GpuInfo", "NeuronInfo", "InferenceAcceleratorInfo"].iter().any(|k| t.get(*k).is_some()))
+        .filter_map(|t| t.get("InstanceType")?.as_str()?.split('.').next().map(str::to_string))
+        .collect();
     if !field("source").contains("DescribeInstanceTypes") {
         return Err("the source must say where the data was read".into());
     }
-    Ok(Embedded { generated: field("generated"), types })
+    Ok(Embedded { generated: field("generated"), types, accelerated })
 }
 
 /// A `DescribeInstanceTypes` entry (JSON, as the API and the AWS CLI spell it) as the SDK's

@@ -183,7 +183,7 @@ public            = true
 subnet = "${{subnet.b.id}}"
 
 [eks_cluster.main]
-version             = "1.31"
+version             = "1.33"
 role                = "arn:aws:iam::123456789012:role/cluster"
 subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
 public_access_cidrs = ["203.0.113.0/24"]

@@ -58,14 +58,16 @@ fn role_name(role: &Value) -> Json {
 
 /// The pool's architecture and whether its instances have NVIDIA GPUs, from the embedded
 /// catalog (the first listed type it knows): which Bottlerocket variant to pin the AMI from.
-/// Families are assumed x86_64 NVIDIA (the GPU families this kind is for).
+/// Families are assumed x86_64 NVIDIA (the GPU families this kind is for); types the
+/// catalog lacks are of families without accelerators (it carries every accelerated one),
+/// so a CPU pool (m6i.large) gets the plain variant, not the NVIDIA one.
 pub fn arch_and_gpu(inputs: &Attrs) -> (&'static str, bool) {
     let embedded = catalog::embedded();
-    let known: Vec<&catalog::InstanceInfo> =
-        strs(inputs, "instance_types").iter().filter_map(|t| embedded.get(t)).collect();
+    let types = strs(inputs, "instance_types");
+    let known: Vec<&catalog::InstanceInfo> = types.iter().filter_map(|t| embedded.get(t)).collect();
     match known.first() {
         Some(i) => (i.arch(), known.iter().any(|i| i.is_nvidia())),
-        None => ("x86_64", true),
+        None => ("x86_64", types.is_empty() || types.iter().any(|t| embedded.accelerated_family(t))),
     }
 }
 

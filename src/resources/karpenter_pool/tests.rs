@@ -460,4 +460,13 @@ fn reserved_pools_have_distinct_default_weights() {
     inference.remove("weight");
     KarpenterPool.normalize(&mut inference);
     assert_eq!(inference["weight"], Value::Int(50));
+#[test]
+fn a_cpu_pool_pins_the_plain_bottlerocket_variant() {
+    // m6i is in no accelerated family (the embedded catalog carries all of them): its pool
+    // needs no NVIDIA variant. An unknown size of a GPU family still gets it.
+    let pool = |types: &[&str]| Attrs::from([("instance_types".to_string(), strs(types))]);
+    assert_eq!(render::arch_and_gpu(&pool(&["m6i.large", "m6i.xlarge"])), ("x86_64", false));
+    assert_eq!(render::arch_and_gpu(&pool(&["p5.49xlarge"])), ("x86_64", true));
+    assert_eq!(render::arch_and_gpu(&pool(&["g6.xlarge"])), ("x86_64", true));
+    assert_eq!(render::arch_and_gpu(&Attrs::new()), ("x86_64", true));
 }

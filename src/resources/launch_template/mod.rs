@@ -118,6 +118,9 @@ impl Kind for LaunchTemplateKind {
                 .help("for example bottlerocket_settings = { kernel = { lockdown = \"integrity\" } }"),
             );
         }
+        if let Some(e) = r.attrs.get("bottlerocket_settings") {
+            nested_settings(e, diags);
+        }
         if let Some(e) = r.attrs.get("efa") {
             if !r.attrs.contains_key("instance_type") {
                 diags.push(
@@ -326,6 +329,25 @@ impl Kind for LaunchTemplateKind {
         let request = ctx.ec2.delete_launch_template().launch_template_id(id);
         ctx.call(Service::Ec2, "DeleteLaunchTemplate", request.send()).await.absent_ok()?;
         Ok(())
+    }
+}
+
+/// `bottlerocket_settings` is already the contents of `[settings]`: a `settings` key inside
+/// it would render `[settings.settings…]`, which Bottlerocket does not know.
+fn nested_settings(e: &crate::stack::Expr, diags: &mut Vec<Diagnostic>) {
+    let at = match &e.kind {
+        ExprKind::Table(t) => t.get("settings").map(|s| s.key_span.clone().or(s.span.clone())),
+        ExprKind::Value(Value::Table(t)) if t.contains_key("settings") => Some(e.span.clone()),
+        _ => None,
+    };
+    if let Some(at) = at {
+        diags.push(
+            Diagnostic::error(
+                "`bottlerocket_settings` holds the contents of Bottlerocket's [settings]: a `settings` key inside it would render [settings.settings…]",
+                at,
+            )
+            .help("drop the outer `settings`: write bottlerocket_settings = { kernel = { … } } for [settings.kernel]"),
+        );
     }
 }
 

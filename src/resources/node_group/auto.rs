@@ -61,3 +61,41 @@ pub fn auto_ami_type(info: Option<&InstanceInfo>) -> String {
     let nvidia = if info.is_some_and(|i| i.is_nvidia()) { "_NVIDIA" } else { "" };
     format!("BOTTLEROCKET_{arch}{nvidia}")
 }
+
+/// The AMI type of `ami`'s family without the GPU driver, for a type without a GPU (EKS `AMITypes`, aws-sdk-eks `types/_ami_types.rs`): BOTTLEROCKET_x86_64_NVIDIA_FIPS →
+/// BOTTLEROCKET_x86_64_FIPS, AL2023_ARM_64_NVIDIA → AL2023_ARM_64_STANDARD. AL2_x86_64_GPU →
+/// AL2023_x86_64_STANDARD: EKS publishes no AL2 AMIs after Kubernetes 1.32. The architecture
+/// is kept as written.
+pub fn plain_ami_type(ami: &str) -> String {
+    let arch = if ami.contains("ARM_64") { "ARM_64" } else { "x86_64" };
+    if ami.starts_with("BOTTLEROCKET_") {
+        let fips = if ami.ends_with("_FIPS") { "_FIPS" } else { "" };
+        format!("BOTTLEROCKET_{arch}{fips}")
+    } else {
+        format!("AL2023_{arch}_STANDARD")
+    }
+}
+
+/// Whether `ami` carries NVIDIA's driver (the NVIDIA AMI types, and AL2's GPU AMI).
+pub fn nvidia_ami(ami: &str) -> bool {
+    ami.contains("NVIDIA") || ami.contains("GPU")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_ami_keeps_the_family_and_the_architecture() {
+        for (gpu, plain) in [
+            ("BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_x86_64"),
+            ("BOTTLEROCKET_ARM_64_NVIDIA_FIPS", "BOTTLEROCKET_ARM_64_FIPS"),
+            ("AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"),
+            ("AL2023_ARM_64_NVIDIA", "AL2023_ARM_64_STANDARD"),
+            ("AL2_x86_64_GPU", "AL2023_x86_64_STANDARD"),
+        ] {
+            assert_eq!(plain_ami_type(gpu), plain, "{gpu}");
+            assert!(nvidia_ami(gpu) && !nvidia_ami(plain), "{gpu}");
+        }
+    }
+}

@@ -8,6 +8,13 @@ changed since gpustack's embedded copy was generated (a refreshing plan warns ab
 
 Settings are global for the process; moto's reset does not clear them. The module name sorts
 after ``request_log`` so its wrapper sees ``/_gpustack/instance-types`` before that module's 404.
+
+``install()`` adds the accelerated types AWS has and moto's copy of ``DescribeInstanceTypes``
+lacks (p3, g4ad, dl1): gpustack's embedded catalog takes them from Karpenter's generated
+instance-type reference (``from_karpenter`` in ``src/aws/instance_catalog.json``, written by
+``tests/emulator/gen_instance_catalog.py``), and the emulator answers for them as AWS does,
+with those records. Without it a refreshing plan would call them unknown while ``validate``
+knows them.
 """
 
 from __future__ import annotations
@@ -18,7 +25,12 @@ import threading
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs
 
-from moto.ec2.models.instance_types import InstanceTypeBackend
+from pathlib import Path
+
+from moto.ec2.models import instance_types as moto_types
+from moto.ec2.models.instance_types import InstanceType, InstanceTypeBackend
+
+CATALOG = Path(__file__).resolve().parents[3] / "src" / "aws" / "instance_catalog.json"
 
 _lock = threading.Lock()
 # name -> the fields as moto had them, to restore.
@@ -70,6 +82,16 @@ def _reset() -> int:
 def _int(query: dict[str, list[str]], key: str) -> int | None:
     value = (query.get(key) or [None])[0]
     return None if value is None else int(value)
+
+
+def install() -> None:
+    doc = json.loads(CATALOG.read_text())
+    supplied = doc.get("from_karpenter", {})
+    for record in doc["instance_types"]:
+        name = record["InstanceType"]
+        if name in supplied and name not in moto_types.INSTANCE_TYPES:
+            moto_types.INSTANCE_TYPES[name] = record
+            InstanceTypeBackend.instance_types.append(InstanceType(name))
 
 
 class TypeOverrides:

@@ -84,7 +84,7 @@ principal_arn = "${{iam_role.node.arn}}"
 type          = "EC2_LINUX"
 
 [eks_cluster.main]
-version             = "1.31"
+version             = "1.33"
 role                = "${{iam_role.cluster.arn}}"
 subnets             = ["${{subnet.a.id}}", "${{subnet.b.id}}"]
 public_access_cidrs = ["203.0.113.0/24"]
