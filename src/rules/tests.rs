@@ -890,6 +890,8 @@ fn the_nvidia_device_plugin_from_nvcr_io_warns_on_endpoint_only_subnets() {
     );
     assert!(!d.error);
     absent(&offline(&stack(lt, al2023, "")), "nvcr.io");
+}
+
 #[test]
 fn an_al2023_template_is_not_told_to_add_a_data_volume() {
     // AL2023 keeps images on its root volume and never mounts /dev/xvdb: the warning for a GPU

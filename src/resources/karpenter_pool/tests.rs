@@ -460,6 +460,8 @@ fn reserved_pools_have_distinct_default_weights() {
     inference.remove("weight");
     KarpenterPool.normalize(&mut inference);
     assert_eq!(inference["weight"], Value::Int(50));
+}
+
 #[test]
 fn a_cpu_pool_pins_the_plain_bottlerocket_variant() {
     // m6i is in no accelerated family (the embedded catalog carries all of them): its pool
