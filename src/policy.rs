@@ -436,7 +436,7 @@ mod tests {
     #[test]
     fn create_cluster_is_allowed_on_any_resource_with_the_stack_tag() {
         let doc = policy(
-            "[eks_cluster.c]\nversion = \"1.31\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\n",
+            "[eks_cluster.c]\nversion = \"1.33\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\n",
         );
         let s = statement(&doc, "EksCreateClusterTagged").expect("a statement of its own");
         assert_eq!(s["Action"], json!(["eks:CreateCluster"]));

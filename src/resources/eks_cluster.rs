@@ -95,7 +95,7 @@ impl Kind for EksCluster {
                     format!("`version` must be a Kubernetes minor version like \"1.31\", found \"{ver}\""),
                     v.span.clone(),
                 )
-                .help("write the version as MAJOR.MINOR, for example version = \"1.31\""),
+                .help("write the version as MAJOR.MINOR, for example version = \"1.33\""),
             );
         }
         let public = r.attrs.get("endpoint_public_access").and_then(|e| e.as_literal()).and_then(|v| v.as_bool());
