@@ -738,3 +738,33 @@ fn s3_plan_interrupted_mid_refresh_releases_the_lock() {
     env.emu.set_latency(0);
     assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0, "no force-unlock needed");
 }
+
+/// Review r18 m6: `state migrate` holds two S3 locks; a second signal releases both within one
+/// 2 s budget (GitHub kills 2.5 s after its SIGTERM), not 2 s each.
+#[test]
+fn s3_migrate_releases_both_locks_within_one_budget() {
+    let key = "envs/from.json";
+    let env = s3_env("budget", key);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let to = format!("s3://{BUCKET}/envs/to.json");
+    // Every S3 call now takes 1.8 s: two lock deletes one after the other would take 3.6 s.
+    env.emu.set_latency(1800);
+    let mut child = spawn(&env, env.dir.path(), &["state", "migrate", "--stack", "s.toml", "--to", &to]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.emu.s3_get(BUCKET, "envs/to.json.lock").is_none() {
+        assert!(child.try_wait().unwrap().is_none(), "the migrate finished before it held both locks");
+        assert!(Instant::now() < deadline, "the migrate never took the second lock");
+    }
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(50));
+    let (out, took) = timed_after_signal(child, libc::SIGTERM);
+    env.emu.set_latency(0);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(took < Duration::from_millis(2500), "both locks within 2 s, not 2 s each: {took:?}\n{}", text(&out));
+}
+
+/// Sends `sig` and times the exit from then.
+fn timed_after_signal(child: Child, sig: libc::c_int) -> (Output, Duration) {
+    signal(&child, sig);
+    timed(child).join().unwrap()
+}
