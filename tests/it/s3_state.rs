@@ -516,6 +516,7 @@ fn pipeline_example_serialises_pull_request_jobs_and_keeps_rescue_files() {
         preview.iter().position(|r| r.contains("gh pr view") && r.contains("--json state") && r.contains("OPEN"));
     let apply = preview.iter().position(|r| r.contains("gpustack apply"));
     assert!(check.is_some() && check < apply, "the preview checks the PR is open before applying: {preview:?}");
+    assert_eq!(flow["permissions"]["pull-requests"].as_str(), Some("read"), "gh pr view needs it");
     let destroy = jobs.get("destroy-preview").unwrap()["steps"].as_sequence().unwrap();
     assert!(
         destroy
