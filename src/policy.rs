@@ -368,15 +368,19 @@ pub fn document(stack: &Stack) -> Json {
         push("EndpointPrivateDns", vec!["route53:AssociateVPCWithHostedZone"], json!("*"), None);
     }
     if has("ec2:ModifyVpcEndpoint") {
-        // An s3 gateway endpoint goes on the VPC's main route table for subnets without one of
-        // their own, and AWS makes that table without the stack's tag. ModifyVpcEndpoint
-        // authorises every resource of the request (vpc-endpoint, route-table, subnet,
-        // security-group: Service Authorization Reference, EC2), so route tables get their own
-        // statement; the endpoint itself stays scoped by Ec2ManageStackResources.
+        // ModifyVpcEndpoint authorises every resource the request names: vpc-endpoint (required),
+        // route-table, subnet and security-group (Service Authorization Reference, "Actions
+        // defined by Amazon EC2", ModifyVpcEndpoint:
+        // https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html).
+        // Those the endpoint is pointed at need not carry the stack's tag: the VPC's main route
+        // table (where an s3 gateway endpoint goes for subnets without a table of their own) is
+        // made by AWS, a subnet or security group may be a literal id, and the EKS cluster
+        // security group is made by EKS. So they get their own statement, without a condition;
+        // the endpoint itself stays scoped by Ec2ManageStackResources.
         push(
-            "Ec2EndpointRouteTables",
+            "Ec2EndpointTargets",
             vec!["ec2:ModifyVpcEndpoint"],
-            json!(format!("arn:aws:ec2:{region}:*:route-table/*")),
+            json!(["route-table", "subnet", "security-group"].map(|t| format!("arn:aws:ec2:{region}:*:{t}/*"))),
             None,
         );
     }
@@ -447,13 +451,23 @@ mod tests {
         assert!(!tagged.to_string().contains("eks:CreateCluster"), "{tagged}");
     }
 
-    /// Audit N7: ModifyVpcEndpoint may touch the VPC's untagged main route table.
+    /// Audit N7, review r18 m2: ModifyVpcEndpoint may touch the VPC's untagged main route table,
+    /// and subnets and security groups that are not the stack's (literal ids, the EKS cluster
+    /// security group).
     #[test]
-    fn modify_vpc_endpoint_reaches_untagged_route_tables() {
+    fn modify_vpc_endpoint_reaches_untagged_route_tables_subnets_and_security_groups() {
         let doc = policy("[vpc_endpoint.s3]\nvpc = \"${vpc.main.id}\"\nservice = \"s3\"\nsubnets = [\"subnet-1\"]\n");
-        let s = statement(&doc, "Ec2EndpointRouteTables").expect("a statement for route tables");
+        let s = statement(&doc, "Ec2EndpointTargets").expect("a statement for the endpoint's targets");
         assert_eq!(s["Action"], json!(["ec2:ModifyVpcEndpoint"]));
-        assert_eq!(s["Resource"], json!("arn:aws:ec2:us-west-2:*:route-table/*"));
+        assert_eq!(
+            s["Resource"],
+            json!([
+                "arn:aws:ec2:us-west-2:*:route-table/*",
+                "arn:aws:ec2:us-west-2:*:subnet/*",
+                "arn:aws:ec2:us-west-2:*:security-group/*"
+            ])
+        );
         assert!(s.get("Condition").is_none(), "{s}");
+        assert!(!s["Resource"].to_string().contains("vpc-endpoint"), "the endpoint stays tag-scoped: {s}");
     }
 }

@@ -143,6 +143,10 @@ impl AwsError {
                         | "ParameterNotFound"
                         | "AWS.SimpleQueueService.NonExistentQueue"
                         | "QueueDoesNotExist"
+                        // EC2's code for an unknown NAT gateway, no dot: botocore's waiter model
+                        // (ec2/2016-11-15/waiters-2.json) retries on it in NatGatewayAvailable,
+                        // right after a create, and counts it as gone in NatGatewayDeleted.
+                        | "NatGatewayNotFound"
                 )
         })
     }
@@ -182,6 +186,7 @@ mod tests {
             "ParameterNotFound",
             "AWS.SimpleQueueService.NonExistentQueue",
             "QueueDoesNotExist",
+            "NatGatewayNotFound",
         ] {
             assert!(coded(code).is_not_found(), "{code}");
         }

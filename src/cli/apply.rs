@@ -10,6 +10,7 @@ use clap::{ArgAction, Args};
 use serde_json::Map;
 use tokio::sync::watch;
 
+use super::interrupt::{First, on_interrupt};
 use super::plan::{Prep, PrepareOpts, Prepared, header, prepare};
 use super::{Global, VarArgs, confirm, load_stack, stdin_is_terminal};
 use crate::engine::journal::Journal;
@@ -62,7 +63,7 @@ pub struct DestroyArgs {
 }
 
 pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
-    let cancel = on_interrupt();
+    let cancel = on_interrupt(First::Cancel);
     if plan::file::is_plan_file(&a.file) {
         return apply_saved(g, &a, cancel).await;
     }
@@ -153,7 +154,7 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
 }
 
 pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
-    let cancel = on_interrupt();
+    let cancel = on_interrupt(First::Cancel);
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
     let command = format!("gpustack destroy {}", a.stack.display());
     let opts = PrepareOpts {
@@ -250,45 +251,6 @@ fn approved(g: &Global, auto: bool, question: &str, verb: &str) -> Result<bool> 
         eprintln!("Cancelled: nothing was changed.");
     }
     Ok(false)
-}
-
-/// Ctrl-C or SIGTERM once: start nothing new, let in-flight calls finish and be recorded,
-/// release the lock, exit non-zero. A second signal of either kind: release the S3 lock
-/// (a few seconds at most) and exit at once; the state on disk is consistent either way.
-/// SIGTERM is what a CI cancel sends after SIGINT ("If the process doesn't exit within
-/// 7500 ms, the runner will send SIGTERM ... then wait for 2500 ms" before killing it:
-/// GitHub docs, workflow-cancellation-reference), and what `kill` and Kubernetes send.
-/// Installed before planning so an early signal means "change nothing" rather than the
-/// default kill.
-fn on_interrupt() -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        // Without a SIGTERM handler (it cannot be installed) SIGTERM keeps its default.
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        if stop_signal(&mut term).await {
-            let _ = tx.send(true);
-            if stop_signal(&mut term).await {
-                eprintln!(
-                    "Second interrupt: exiting now. The state on disk is consistent; run the same command again to resolve pending operations."
-                );
-                // Within GitHub's 2.5 s between SIGTERM and the kill.
-                crate::state::s3::lock::release_held(std::time::Duration::from_secs(2)).await;
-                std::process::exit(130);
-            }
-        }
-    });
-    rx
-}
-
-/// Waits for SIGINT (Ctrl-C) or SIGTERM; false when no signal can arrive any more.
-async fn stop_signal(term: &mut Option<tokio::signal::unix::Signal>) -> bool {
-    match term {
-        Some(t) => tokio::select! {
-            r = tokio::signal::ctrl_c() => r.is_ok(),
-            s = t.recv() => s.is_some(),
-        },
-        None => tokio::signal::ctrl_c().await.is_ok(),
-    }
 }
 
 /// Executes the plan, saves outputs, prints the summary.

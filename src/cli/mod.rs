@@ -2,6 +2,7 @@
 //! (loading a stack, finding and locking state, asking for approval).
 
 mod apply;
+mod interrupt;
 mod kubeconfig;
 mod manifests;
 mod plan;

@@ -305,6 +305,9 @@ pub fn header(verb: &str, p: &Prepared) -> String {
 }
 
 pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
+    // Planning holds the state lock (through a refresh that can take minutes): a signal
+    // releases it and exits, rather than the default kill that leaves an S3 lock behind.
+    super::interrupt::on_interrupt(super::interrupt::First::Exit);
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
     let command = format!("gpustack plan {}", a.stack.display());
     let opts = PrepareOpts {

@@ -195,6 +195,7 @@ async fn push(g: &Global, w: &Which, file: &std::path::Path, force: bool) -> Res
     let text = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let mut new = local::decode(&text, &file.display().to_string())?;
     let Some((b, which)) = open(g, w).await? else { return Ok(1) };
+    super::interrupt::on_interrupt(super::interrupt::First::Finish("the state write"));
     let unlock = format!("gpustack force-unlock {{id}} {which}");
     let lock = b.lock(g.lock_timeout, &format!("gpustack state push {}", file.display()), &unlock).await?;
     let mut bytes = text;
@@ -238,6 +239,7 @@ async fn migrate(g: &Global, w: &Which, to: &str, force: bool) -> Result<i32> {
     }
     let (from, dest) = (Backend::open(from_loc).await, Backend::open(to_loc).await);
     let command = format!("gpustack state migrate --to {to}");
+    super::interrupt::on_interrupt(super::interrupt::First::Finish("copying the state"));
     let unlock = format!("gpustack force-unlock {{id}} {which}");
     let from_lock = from.lock(g.lock_timeout, &command, &unlock).await?;
     let dest_unlock = format!("gpustack force-unlock {{id}} --state {}", dest.location());

@@ -210,6 +210,7 @@ pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
             }
         }
     }
+    d.extend(endpoint_groups(stack));
     d.extend(public_registries(stack, &endpoint_only));
     d.extend(endpoint_access(stack, &endpoint_only));
     d
@@ -296,4 +297,120 @@ fn endpoint_access(stack: &Stack, endpoint_only: &[(String, String)]) -> Vec<Dia
         );
     }
     d
+}
+
+/// Interface endpoints answer on HTTPS, so their security groups must admit TCP 443 from the
+/// nodes: "the security group associated with the endpoint network interface must allow
+/// communication between the endpoint network interface and the resources in your VPC that
+/// communicate with the service" (PrivateLink guide, `create-interface-endpoint`, prerequisites;
+/// paraphrased), and for managed node groups "the VPC interface endpoint security group must
+/// allow the CIDR for the subnets, or you must add the created node security group to the VPC
+/// interface endpoint security group" (EKS UG `private-clusters`; wording UNVERIFIED). With
+/// private DNS every subnet of the VPC resolves the service to the endpoint, so every node
+/// subnet of the endpoint's VPC counts, whatever its route out. Judged only when every group
+/// is a stack `security_group` with literal rules; a warning, as a node security group named
+/// by id cannot be seen offline.
+fn endpoint_groups(stack: &Stack) -> Vec<Diagnostic> {
+    let vpc_of = |r: &Resource| r.attrs.get("vpc").and_then(|e| e.as_single_ref()).map(|x| x.address.clone());
+    let mut node_subnets: Vec<&Resource> = vec![];
+    for r in stack.resources.iter() {
+        let subnets: Vec<&Resource> = match r.kind.name() {
+            "node_group" | "karpenter_pool" | "hyperpod_cluster" => subnet_resources(stack, r),
+            "image_cache" => referenced(stack, r, "subnet", "subnet").into_iter().collect(),
+            _ => continue,
+        };
+        for sn in subnets {
+            if !node_subnets.iter().any(|x| x.address == sn.address) {
+                node_subnets.push(sn);
+            }
+        }
+    }
+    let mut d = vec![];
+    for e in stack.resources.iter().filter(|r| r.kind.name() == "vpc_endpoint") {
+        if lit_str(e, "service").is_none_or(|s| s == "s3") {
+            continue;
+        }
+        let Some(crate::stack::expr::ExprKind::List(items)) = e.attrs.get("security_groups").map(|x| &x.kind) else {
+            continue;
+        };
+        let groups: Vec<&Resource> = items
+            .iter()
+            .filter_map(|x| x.as_single_ref())
+            .filter_map(|x| stack.get(&x.address))
+            .filter(|g| g.kind.name() == "security_group")
+            .collect();
+        if groups.is_empty() || groups.len() != items.len() {
+            continue;
+        }
+        let vpc = vpc_of(e);
+        let shut: Vec<&Resource> = node_subnets
+            .iter()
+            .copied()
+            .filter(|sn| vpc.is_some() && vpc_of(sn) == vpc)
+            .filter(|sn| !groups.iter().any(|g| admits_https(stack, g, sn)))
+            .collect();
+        let Some(first) = shut.first() else { continue };
+        let names: Vec<String> = shut.iter().map(|sn| format!("`{}`", sn.address)).collect();
+        let group = &groups[0].address;
+        let cidr = lit_str(first, "cidr_block").unwrap_or_else(|| "NODE_SUBNET_CIDR".into());
+        d.push(
+            Diagnostic::warning(
+                format!(
+                    "the security groups of `{}` admit no HTTPS (TCP 443) from {}: nodes there resolve the service to the endpoint, time out, and never join",
+                    e.address,
+                    names.join(", ")
+                ),
+                span(e, "security_groups"),
+            )
+            .help(format!(
+                "in [{group}] admit the node subnets (or the node security group, as `security_group`):\n        ingress = [{{ protocol = \"tcp\", from_port = 443, to_port = 443, cidr = \"{cidr}\" }}]"
+            )),
+        );
+    }
+    d
+}
+
+/// Whether security group `g` admits TCP 443 from the nodes of `subnet`. Rules that cannot be
+/// judged offline (not literal, a CIDR from an output, a source security group) count as
+/// admitting; `self` (and `efa = true`, all traffic from the group itself) only when the group
+/// is also on something other than VPC endpoints, which is where the nodes would be.
+fn admits_https(stack: &Stack, g: &Resource, subnet: &Resource) -> bool {
+    let on_nodes = || {
+        stack.resources.iter().filter(|r| r.kind.name() != "vpc_endpoint" && r.address != g.address).any(|r| {
+            r.attrs.values().any(|x| {
+                let mut refs = vec![];
+                x.refs(&mut refs);
+                refs.iter().any(|o| o.address == g.address)
+            })
+        })
+    };
+    if lit(g, "efa").and_then(|v| v.as_bool()) == Some(true) && on_nodes() {
+        return true;
+    }
+    let Some(attr) = g.attrs.get("ingress") else { return false };
+    let Some(rules) = lit(g, "ingress") else { return attr.as_literal().is_none() };
+    let subnet_net = lit_str(subnet, "cidr_block").and_then(|c| c.parse::<ipnet::IpNet>().ok());
+    rules.as_list().unwrap_or_default().iter().filter_map(Value::as_table).any(|rule| {
+        let proto = rule.get("protocol").and_then(Value::as_str).unwrap_or("-1");
+        let port_ok = match proto {
+            "-1" => true,
+            "tcp" | "6" => {
+                let from = rule.get("from_port").and_then(Value::as_int);
+                let to = rule.get("to_port").and_then(Value::as_int).or(from);
+                matches!((from, to), (Some(f), Some(t)) if f <= 443 && 443 <= t)
+            }
+            _ => false,
+        };
+        let source_ok = if let Some(c) = rule.get("cidr").and_then(Value::as_str) {
+            match (c.parse::<ipnet::IpNet>(), subnet_net) {
+                (Ok(net), Some(sub)) => net.contains(&sub),
+                _ => true,
+            }
+        } else if rule.contains_key("security_group") {
+            true
+        } else {
+            rule.get("self").and_then(Value::as_bool) == Some(true) && on_nodes()
+        };
+        port_ok && source_ok
+    })
 }

@@ -936,3 +936,42 @@ fn a_standard_type_is_not_offered_a_gpu_ami_offline() {
         assert!(f.iter().all(|x| !x.error), "{ok}: {f:#?}");
     }
 }
+
+/// Review r18 m5: an interface endpoint whose (stack) security groups admit no HTTPS from the
+/// node subnets is a warning; a rule that admits them, a source security group, or a group
+/// named by id is not.
+#[test]
+fn interface_endpoint_groups_must_admit_https_from_the_node_subnets() {
+    let with = |ingress: &str| {
+        let eps = endpoints("a").replace("security_group.efa", "security_group.vpce");
+        let sg = format!("\n[security_group.vpce]\nvpc = \"${{vpc.main.id}}\"\n{ingress}\n");
+        offline(&no_nat(GPU_LT, "", &format!("{sg}{eps}")))
+    };
+    let message = "the security groups of `vpc_endpoint.ecr_api` admit no HTTPS (TCP 443) from `subnet.a`";
+    let f = with("");
+    let d = the(&f, message);
+    assert!(!d.error, "a warning: {d:?}");
+    assert_eq!(
+        d.message,
+        format!("{message}: nodes there resolve the service to the endpoint, time out, and never join")
+    );
+    assert_eq!(d.at, "security_groups = [\"${security_group.vpce.id}\"]");
+    let all = f.iter().filter(|x| x.message.starts_with("the security groups of `vpc_endpoint.")).count();
+    assert_eq!(all, 4, "one per interface endpoint, none for the s3 gateway: {f:#?}");
+    no_errors(&f);
+    // Wrong port, or a block that does not hold the node subnet: still shut.
+    the(&with("ingress = [{ protocol = \"tcp\", from_port = 22, to_port = 22, cidr = \"10.9.0.0/16\" }]"), message);
+    the(&with("ingress = [{ protocol = \"tcp\", from_port = 443, to_port = 443, cidr = \"10.8.0.0/16\" }]"), message);
+    // The VPC's block, all traffic, a port range, or a source security group: admitted.
+    for ok in [
+        "ingress = [{ protocol = \"tcp\", from_port = 443, to_port = 443, cidr = \"10.9.0.0/16\" }]",
+        "ingress = [{ protocol = \"-1\", cidr = \"10.9.0.0/20\" }]",
+        "ingress = [{ protocol = \"tcp\", from_port = 0, to_port = 65535, cidr = \"0.0.0.0/0\" }]",
+        "ingress = [{ protocol = \"tcp\", from_port = 443, to_port = 443, security_group = \"sg-0123456789abcdef0\" }]",
+    ] {
+        absent(&with(ok), "admit no HTTPS");
+    }
+    // A group named by id cannot be judged offline.
+    let by_id = no_nat(GPU_LT, "", &endpoints("a").replace("${security_group.efa.id}", "sg-0123456789abcdef0"));
+    absent(&offline(&by_id), "admit no HTTPS");
+}

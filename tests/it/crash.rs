@@ -304,3 +304,18 @@ fn an_instance_profile_let_go_of_by_an_interrupted_destroy_is_deleted() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(env.tagged("profiles").total(), 0, "the profile is gone too: {r:?}");
 }
+
+/// Review r18 m1: right after CreateNatGateway, DescribeNatGateways by id may answer
+/// NatGatewayNotFound (botocore's waiter model, ec2/2016-11-15/waiters-2.json: NatGatewayAvailable
+/// retries on that error): the create waits on instead of failing the apply.
+#[test]
+fn a_nat_gateway_ec2_does_not_list_yet_is_waited_for() {
+    let env = Env::new();
+    env.write("n.toml", &nat_stack("natunseen"));
+    env.emu.control("POST", "/_gpustack/nat?unseen_next=2");
+    let first = env.run(&["apply", "n.toml", "--auto-approve"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(env.emu.control("POST", "/_gpustack/nat")["unseen_next"], 0, "the emulator answered NatGatewayNotFound");
+    assert_eq!(nat_leftovers(&env, "natunseen"), (1, 1));
+    assert_eq!(env.run(&["plan", "n.toml", "--detailed-exitcode"]).code, 0, "converged");
+}

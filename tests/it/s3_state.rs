@@ -499,6 +499,24 @@ fn pipeline_example_serialises_pull_request_jobs_and_keeps_rescue_files() {
             assert_eq!(job["concurrency"]["cancel-in-progress"].as_bool(), Some(false), "{name}");
         }
     }
+    // Review r18 B1: a cancel signals only the step's entry process, so gpustack must be it.
+    for (name, job) in jobs {
+        for step in job["steps"].as_sequence().unwrap() {
+            let Some(run) = step["run"].as_str() else { continue };
+            let calls: Vec<&str> = run.lines().map(str::trim).filter(|l| l.contains("gpustack ")).collect();
+            if let Some(last) = calls.iter().rev().find(|l| !l.starts_with("run=") && !l.contains("gh ")) {
+                assert!(last.starts_with("exec gpustack "), "{name:?}: `{last}` must be exec'd");
+            }
+        }
+    }
+    // Review r18 M1: the preview checks the pull request is still open before applying.
+    let preview: Vec<&str> =
+        jobs.get("preview").unwrap()["steps"].as_sequence().unwrap().iter().filter_map(|s| s["run"].as_str()).collect();
+    let check =
+        preview.iter().position(|r| r.contains("gh pr view") && r.contains("--json state") && r.contains("OPEN"));
+    let apply = preview.iter().position(|r| r.contains("gpustack apply"));
+    assert!(check.is_some() && check < apply, "the preview checks the PR is open before applying: {preview:?}");
+    assert_eq!(flow["permissions"]["pull-requests"].as_str(), Some("read"), "gh pr view needs it");
     let destroy = jobs.get("destroy-preview").unwrap()["steps"].as_sequence().unwrap();
     assert!(
         destroy
@@ -595,4 +613,159 @@ fn s3_endless_lock_conflicts_end_in_an_error() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("ConditionalRequestConflict"), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
+}
+
+/// The `run:` text of the first step of `job` in the example workflow that runs `gpustack <verb>`.
+fn workflow_step(job: &str, verb: &str) -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/pipeline/github-actions.yml");
+    let flow: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let steps = flow["jobs"][job]["steps"].as_sequence().unwrap();
+    let run = steps.iter().filter_map(|s| s["run"].as_str()).find(|r| r.contains(&format!("gpustack {verb}"))).unwrap();
+    run.replace("${{ github.event.number }}", "42")
+}
+
+/// Runs `script` as a GitHub `run:` step does (`bash -e <file>`, shell: bash; its own process
+/// group standing in for the job's process tree), with gpustack on PATH and `$STACK=s.toml`.
+fn spawn_step(env: &Env, script: &str) -> Child {
+    let file = env.write("step.sh", script);
+    let gp = env.command(&[]);
+    let mut c = std::process::Command::new("bash");
+    for (k, v) in gp.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let bin_dir = Path::new(crate::harness::bin()).parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    use std::os::unix::process::CommandExt;
+    c.arg("-e")
+        .arg(&file)
+        .env("PATH", path)
+        .env("STACK", "s.toml")
+        .current_dir(env.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    c.spawn().unwrap()
+}
+
+/// GitHub's cancel as the runner sends it (actions/runner ProcessInvoker.cs: `kill(_proc.Id, …)`
+/// on the entry process only): SIGINT, SIGTERM a little later (7.5 s on GitHub), then 2.5 s
+/// for the process to go before the whole tree is killed (SIGKILL to the process group).
+fn cancel_like_github(mut step: Child) -> Output {
+    signal(&step, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&step, libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_millis(2500);
+    while step.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: killing the process group the test made for the step.
+    unsafe { libc::killpg(step.id() as libc::pid_t, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(200)); // the killed orphan's sockets close
+    step.wait_with_output().unwrap()
+}
+
+/// Review r18 B1: the example workflow's apply step, cancelled the way GitHub cancels it,
+/// releases the S3 lock because it `exec`s gpustack; the same step without `exec` (bash
+/// forks gpustack, waits through the SIGINT, dies on the SIGTERM, and the orphan is killed)
+/// leaves the lock behind.
+#[test]
+fn s3_a_github_cancel_of_the_workflow_step_reaches_gpustack_and_frees_the_lock() {
+    let key = "envs/cancel.json";
+    let lock = format!("{key}.lock");
+    let script = workflow_step("preview", "apply");
+    assert!(script.starts_with("exec gpustack apply"), "{script}");
+
+    let env = s3_env("cancel", key);
+    env.emu.set_latency(100);
+    let mut step = spawn_step(&env, &script);
+    wait_for_state(&env, key, &mut step, |s| pending(s) > 0);
+    let out = cancel_like_github(step);
+    assert!(matches!(out.status.code(), Some(1 | 130)), "gpustack exits non-zero itself: {}", text(&out));
+    assert!(env.emu.s3_get(BUCKET, &lock).is_none(), "the lock is released: {}", text(&out));
+    env.emu.set_latency(0);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    converged_once(&env, "cancel", key);
+
+    // For contrast, the step as it was: bash is the entry process, gpustack its child.
+    let plain = script.replacen("exec gpustack", "gpustack", 1);
+    let env = s3_env("cancel", key);
+    env.emu.set_latency(100);
+    let mut step = spawn_step(&env, &plain);
+    wait_for_state(&env, key, &mut step, |s| pending(s) > 0);
+    let out = cancel_like_github(step);
+    assert_eq!(out.status.code(), None, "bash died of the SIGTERM: {}", text(&out));
+    assert!(env.emu.s3_get(BUCKET, &lock).is_some(), "without exec the killed gpustack orphans the lock");
+}
+
+/// Review r18 B2: `plan` holds the S3 lock through its refresh; SIGTERM (and, through the
+/// workflow's exec'd plan step, GitHub's SIGINT) releases it and exits non-zero instead of the
+/// default kill, which left the lock behind.
+#[test]
+fn s3_plan_interrupted_mid_refresh_releases_the_lock() {
+    let key = "envs/planterm.json";
+    let lock = format!("{key}.lock");
+    let env = s3_env("planterm", key);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let wait_for_lock = |child: &mut Child| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while env.emu.s3_get(BUCKET, &lock).is_none() {
+            assert!(child.try_wait().unwrap().is_none(), "the plan finished before it was interrupted");
+            assert!(Instant::now() < deadline, "the plan never took the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(300)); // into the refresh
+    };
+    env.emu.set_latency(200);
+    let mut child = spawn(&env, env.dir.path(), &["plan", "s.toml"]);
+    wait_for_lock(&mut child);
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Interrupted: nothing was changed"), "{}", text(&out));
+    assert!(env.emu.s3_get(BUCKET, &lock).is_none(), "the lock is released: {}", text(&out));
+
+    let mut step = spawn_step(&env, &workflow_step("plan-production", "plan"));
+    wait_for_lock(&mut step);
+    let out = cancel_like_github(step);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(env.emu.s3_get(BUCKET, &lock).is_none(), "the lock is released: {}", text(&out));
+    env.emu.set_latency(0);
+    assert_eq!(env.run(&["plan", "s.toml", "--detailed-exitcode"]).code, 0, "no force-unlock needed");
+}
+
+/// Review r18 m6: `state migrate` holds two S3 locks; a second signal releases both within one
+/// 2 s budget (GitHub kills 2.5 s after its SIGTERM), not 2 s each.
+#[test]
+fn s3_migrate_releases_both_locks_within_one_budget() {
+    let key = "envs/from.json";
+    let env = s3_env("budget", key);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let to = format!("s3://{BUCKET}/envs/to.json");
+    // Every S3 call now takes 1.8 s: two lock deletes one after the other would take 3.6 s.
+    env.emu.set_latency(1800);
+    let mut child = spawn(&env, env.dir.path(), &["state", "migrate", "--stack", "s.toml", "--to", &to]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.emu.s3_get(BUCKET, "envs/to.json.lock").is_none() {
+        assert!(child.try_wait().unwrap().is_none(), "the migrate finished before it held both locks");
+        assert!(Instant::now() < deadline, "the migrate never took the second lock");
+    }
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(50));
+    let (out, took) = timed_after_signal(child, libc::SIGTERM);
+    env.emu.set_latency(0);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(took < Duration::from_millis(2500), "both locks within 2 s, not 2 s each: {took:?}\n{}", text(&out));
+}
+
+/// Sends `sig` and times the exit from then.
+fn timed_after_signal(child: Child, sig: libc::c_int) -> (Output, Duration) {
+    signal(&child, sig);
+    timed(child).join().unwrap()
 }

@@ -172,12 +172,14 @@ fn forget(id: &str) {
     }
 }
 
-/// Releases every lock this process still holds, each within `timeout`, before an exit
-/// that skips `Drop`; a lock that stays gets the `force-unlock` line.
+/// Releases every lock this process still holds before an exit that skips `Drop`, all of
+/// them within one `timeout` (`state migrate` holds two: each with its own 2 s would exceed
+/// GitHub's 2.5 s before the kill); a lock that stays gets the `force-unlock` line.
 pub async fn release_held(timeout: Duration) {
     let all: Vec<Held> = HELD.lock().map(|mut all| std::mem::take(&mut *all)).unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + timeout;
     for h in all {
-        let result = match tokio::time::timeout(timeout, delete(&h.client, &h.location, &h.etag)).await {
+        let result = match tokio::time::timeout_at(deadline, delete(&h.client, &h.location, &h.etag)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(f)) if f.no_such_key() || f.precondition_failed() => Ok(()),
             Ok(Err(f)) => Err(f.into_error("unlocking", &h.location).to_string()),

@@ -114,7 +114,10 @@ def _release_address(self: EC2Response) -> Any:
 
 # --- NAT gateway lifecycle ----------------------------------------------------------------------
 
-_nat = {"delete_ms": 0, "fail_next": 0}
+# unseen_next: that many DescribeNatGateways calls naming gateway ids answer NatGatewayNotFound,
+# as EC2 may right after CreateNatGateway (eventual consistency): botocore's waiter model
+# ec2/2016-11-15/waiters-2.json, NatGatewayAvailable, retries on the error NatGatewayNotFound.
+_nat = {"delete_ms": 0, "fail_next": 0, "unseen_next": 0}
 _deleting: dict[str, float] = {}  # NAT gateway id -> monotonic time it becomes deleted
 
 # The message EC2's API reference gives for failure code InternalError (NatGateway.FailureMessage).
@@ -138,7 +141,7 @@ def _set_nat(query: dict[str, str]) -> tuple[int, Any]:
 
 def _reset_nat() -> None:
     with LOCK:
-        _nat.update(delete_ms=0, fail_next=0)
+        _nat.update(delete_ms=0, fail_next=0, unseen_next=0)
         _deleting.clear()
 
 
@@ -198,6 +201,11 @@ _moto_describe_nat_gateways = EC2Response.describe_nat_gateways
 
 def _describe_nat_gateways(self: EC2Response) -> Any:
     _sweep_nat(backend_for(self))
+    ids = self._get_param("NatGatewayIds", [])
+    with LOCK:
+        if ids and _nat["unseen_next"] > 0:
+            _nat["unseen_next"] -= 1
+            raise ec2_error("NatGatewayNotFound", f"The Nat Gateway {ids[0]} was not found")
     return _moto_describe_nat_gateways(self)
 
 
