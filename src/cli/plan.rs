@@ -221,6 +221,11 @@ async fn checks(
             pf
         }
     };
+    let mut pf = pf;
+    // A cluster this plan creates (or replaces) must be on a version EKS still creates; one
+    // that exists is left alone, as EKS upgrades it itself.
+    let creates = |a: &str| plan.changes.iter().any(|c| c.address == a && c.action.creates());
+    pf.diags.extend(crate::rules::cluster_versions(stack, &creates));
     let errors = pf.diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
         refuse(g, stack, &pf.diags);

@@ -6,6 +6,13 @@
 //! EKS could have released by today does not exist yet. A version newer than the table
 //! but possibly released since is left to EKS (the table ages; `DescribeClusterVersions`
 //! is the live answer).
+//!
+//! The refusal is about creating a cluster only: "Existing control planes are automatically
+//! updated by Amazon EKS to the earliest supported version" (same page), so a cluster that
+//! already runs keeps running and billing, and must stay plannable and destroyable. The
+//! check therefore runs where the cluster is known to be created: `validate` (a file read as
+//! a new stack) and `plan`/`apply` for a cluster the plan creates; never in the load step
+//! every command shares, so `destroy` never sees it.
 
 use jiff::civil::{Date, date};
 
@@ -82,10 +89,11 @@ fn offered(today: Date) -> String {
         .join(", ")
 }
 
-/// Each `eks_cluster` whose `version` EKS does not offer today.
-pub(super) fn check(stack: &Stack, today: Date) -> Vec<Diagnostic> {
+/// Each `eks_cluster` to be created (`creates` its address) whose `version` EKS does not
+/// offer for a new cluster on `today`.
+pub(super) fn check(stack: &Stack, today: Date, creates: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
     let mut d = vec![];
-    for c in stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster") {
+    for c in stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster" && creates(&r.address)) {
         let Some(v) = lit_str(c, "version") else { continue };
         let Some(parsed) = minor(&v) else { continue };
         let at = super::span(c, "version");

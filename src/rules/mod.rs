@@ -141,6 +141,13 @@ pub(crate) fn written(r: &Resource, k: &str) -> bool {
     })
 }
 
+/// The Kubernetes version of each EKS cluster `creates` says is created, against EKS's
+/// release calendar today. Not part of `offline`: a cluster that already exists is never
+/// refused for its version (see `eks_versions`), and `destroy` loads through `offline`.
+pub fn cluster_versions(stack: &Stack, creates: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
+    eks_versions::check(stack, eks_versions::today(), creates)
+}
+
 /// Rules that need only the stack.
 pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
@@ -285,7 +292,6 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
     d.extend(hyperpod::offline(stack));
-    d.extend(eks_versions::check(stack, eks_versions::today()));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.
