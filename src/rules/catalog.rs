@@ -268,12 +268,29 @@ fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Di
     .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot")
 }
 
-/// Offline, a type the embedded catalog lacks is of a family without accelerators (the
-/// catalog carries every accelerated family): an NVIDIA AMI there is refused as a refreshing
-/// plan refuses it, and the help offers the same AMI family without the driver.
+/// Offline, a type the embedded catalog lacks. Of a family known to be CPU-only (m6i.large)
+/// an NVIDIA AMI is refused as a refreshing plan refuses it, and the help offers the same AMI
+/// family without the driver. Of any other family (p6e-gb200.36xlarge: EKS UG
+/// `ml-eks-optimized-ami` runs it on AL2023_ARM_64_NVIDIA only, and the catalog has no
+/// record of it; or a GPU family newer than the file) nothing is known: a warning that the
+/// AMI is not checked offline, never an error.
 fn nvidia_ami_on_a_standard_type(ng: &Resource, ami: &str, t: &str) -> Option<Diagnostic> {
-    if !nvidia_ami(ami) || crate::aws::catalog::embedded().accelerated_family(t) {
+    let catalog = crate::aws::catalog::embedded();
+    if !nvidia_ami(ami) || catalog.accelerated_family(t) {
         return None;
+    }
+    if !catalog.cpu_only_family(t) {
+        return Some(
+            Diagnostic::warning(
+                format!(
+                    "`{}`: {t} is not in {}, so {ami} is not checked against it offline",
+                    ng.address,
+                    catalog.label()
+                ),
+                span(ng, "ami_type"),
+            )
+            .help("a refreshing plan reads the type from EC2 and checks the AMI then"),
+        );
     }
     Some(
         Diagnostic::error(

@@ -823,3 +823,24 @@ fn a_standard_type_is_not_offered_a_gpu_ami_offline() {
         assert!(f.iter().all(|x| !x.error), "{ok}: {f:#?}");
     }
 }
+
+#[test]
+fn a_type_the_catalog_lacks_is_not_a_standard_type_offline() {
+    // p6e-gb200/gb300 are not embedded (no DescribeInstanceTypes record to ship), and EKS UG
+    // `ml-eks-optimized-ami` runs them on AL2023_ARM_64_NVIDIA only: offline that is a
+    // warning that the AMI is unchecked, never "no NVIDIA GPU".
+    for t in ["p6e-gb200.36xlarge", "p6e-gb300.36xlarge", "p9.48xlarge"] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"AL2023_ARM_64_NVIDIA\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        no_errors(&f);
+        absent(&f, "has no NVIDIA GPU");
+        let d = the(&f, &format!("{t} is not in gpustack's embedded instance catalog"));
+        assert!(d.help.contains("refreshing plan"), "{d:?}");
+    }
+    // Known CPU-only families stay refused, embedded (c5n, EFA) or not (t3, hpc7g, u7i).
+    for t in ["c5n.18xlarge", "t3.large", "hpc7g.16xlarge", "u7i-12tb.224xlarge", "r8g.large"] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"AL2023_x86_64_NVIDIA\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        assert!(the(&f, &format!("AL2023_x86_64_NVIDIA is an NVIDIA AMI, but {t} has no NVIDIA GPU")).error, "{t}");
+    }
+}

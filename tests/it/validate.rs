@@ -608,6 +608,22 @@ fn a_kubernetes_version_eks_no_longer_offers_fails_offline() {
 }
 
 #[test]
+fn a_gpu_type_newer_than_the_catalog_validates_on_its_nvidia_ami() {
+    // p6e-gb200 is not in the embedded catalog; EKS UG ml-eks-optimized-ami runs it on
+    // AL2023_ARM_64_NVIDIA only. Offline that is a warning, not "no NVIDIA GPU".
+    let text = gpu_group("1.33", "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"")
+        .replace("instance_type = \"g6.xlarge\"", "instance_type = \"p6e-gb200.36xlarge\"")
+        .replace(
+            "capacity_type   = \"CAPACITY_BLOCK\"",
+            "capacity_type   = \"CAPACITY_BLOCK\"\nami_type        = \"AL2023_ARM_64_NVIDIA\"",
+        );
+    let c = validate(&text);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(!c.stderr.contains("has no NVIDIA GPU"), "{}", c.stderr);
+    assert!(c.stderr.contains("p6e-gb200.36xlarge is not in gpustack's embedded instance catalog"), "{}", c.stderr);
+}
+
+#[test]
 fn a_settings_table_inside_bottlerocket_settings_is_refused() {
     let lt = "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"\n\
               bottlerocket_settings = { settings = { kernel = { lockdown = \"integrity\" } } }";

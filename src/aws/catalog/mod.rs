@@ -282,10 +282,24 @@ impl Embedded {
     }
 
     /// Whether `name` ("m6i.large", or a family "g6") belongs to a family with GPUs or other
-    /// accelerators. The catalog carries every accelerated family, so a type of any other
-    /// family (m6i.large, never embedded) has none: it needs no GPU AMI, even offline.
+    /// accelerators in the catalog. False says nothing of a family the catalog lacks (see
+    /// `cpu_only_family`).
     pub fn accelerated_family(&self, name: &str) -> bool {
         self.accelerated.contains(name.split('.').next().unwrap_or(name))
+    }
+
+    /// Whether `name` ("m6i.large", "hpc7g.16xlarge") is of a family known to have no
+    /// accelerator: one the catalog does not mark accelerated whose category letters (EC2
+    /// UG `instance-type-names`, "Instance families": C compute optimized, D dense storage,
+    /// Hpc high performance computing, I/Im/Is storage optimized, M general purpose, Mac,
+    /// R memory optimized, T burstable, U high memory, X memory intensive, Z high frequency,
+    /// and A1) name a CPU-only category. A type of another family the catalog lacks
+    /// (p6e-gb200, a GPU family newer than the file) is unknown, not CPU-only.
+    pub fn cpu_only_family(&self, name: &str) -> bool {
+        const CPU_ONLY: &[&str] = &["a", "c", "d", "h", "hpc", "i", "im", "is", "m", "mac", "r", "t", "u", "x", "z"];
+        let family = name.split('.').next().unwrap_or(name);
+        let letters: String = family.chars().take_while(char::is_ascii_alphabetic).collect();
+        !self.accelerated_family(family) && CPU_ONLY.contains(&letters.as_str())
     }
 
     /// "the embedded instance catalog of 2026-11-23" for messages.
