@@ -142,10 +142,18 @@ pub(crate) fn written(r: &Resource, k: &str) -> bool {
 }
 
 /// The Kubernetes version of each EKS cluster `creates` says is created, against EKS's
-/// release calendar today. Not part of `offline`: a cluster that already exists is never
-/// refused for its version (see `eks_versions`), and `destroy` loads through `offline`.
-pub fn cluster_versions(stack: &Stack, creates: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
-    eks_versions::check(stack, eks_versions::today(), creates)
+/// release calendar today, and the AMI of each node group `changes` says is created or
+/// changed against its cluster's version (no AL2 after 1.32). Not part of `offline`: what
+/// already runs is never refused for its version (see `eks_versions`), and `destroy` loads
+/// through `offline`.
+pub fn cluster_versions(
+    stack: &Stack,
+    creates: &dyn Fn(&str) -> bool,
+    changes: &dyn Fn(&str) -> bool,
+) -> Vec<Diagnostic> {
+    let mut d = eks_versions::check(stack, eks_versions::today(), creates);
+    d.extend(eks_versions::al2_node_groups(stack, changes));
+    d
 }
 
 /// Rules that need only the stack.

@@ -844,3 +844,23 @@ fn a_type_the_catalog_lacks_is_not_a_standard_type_offline() {
         assert!(the(&f, &format!("AL2023_x86_64_NVIDIA is an NVIDIA AMI, but {t} has no NVIDIA GPU")).error, "{t}");
     }
 }
+
+#[test]
+fn an_al2_ami_on_a_cluster_past_1_32_is_refused_where_the_group_is_made() {
+    // awslabs/amazon-eks-ami#2545: no AL2 AMIs after 1.32, so CreateNodegroup would fail
+    // after the cluster is built.
+    let text = stack("imds_hop_limit = 1", "instance_types = [\"g6.xlarge\"]\nami_type = \"AL2_x86_64_GPU\"", "");
+    let s = accepted(&text);
+    let all = |_: &str| true;
+    let f = found(&s.source, &crate::rules::cluster_versions(&s, &all, &all));
+    let d =
+        the(&f, "`node_group.n`: AL2_x86_64_GPU is an Amazon Linux 2 AMI, and EKS publishes none for Kubernetes 1.33");
+    assert!(d.error);
+    assert_eq!(d.at, "ami_type = \"AL2_x86_64_GPU\"");
+    assert!(d.help.contains("AL2023_x86_64_NVIDIA"), "{d:?}");
+    // Not where the plan leaves the group alone (destroy, an untouched group), nor on 1.32.
+    let none = |_: &str| false;
+    assert!(crate::rules::cluster_versions(&s, &none, &none).is_empty());
+    let s = accepted(&text.replace("\"1.33\"", "\"1.32\""));
+    assert!(crate::rules::cluster_versions(&s, &all, &all).is_empty());
+}

@@ -624,6 +624,24 @@ fn a_gpu_type_newer_than_the_catalog_validates_on_its_nvidia_ami() {
 }
 
 #[test]
+fn an_al2_ami_type_on_kubernetes_1_33_fails_offline() {
+    // awslabs/amazon-eks-ami#2545: EKS publishes no AL2 AMIs after 1.32.
+    let text = gpu_group("1.33", "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"")
+        .replace(
+            "capacity_type   = \"CAPACITY_BLOCK\"",
+            "capacity_type   = \"CAPACITY_BLOCK\"\nami_type        = \"AL2_x86_64_GPU\"",
+        );
+    let err = invalid(&text);
+    assert!(
+        err.contains("error: `node_group.gpu`: AL2_x86_64_GPU is an Amazon Linux 2 AMI, and EKS publishes none for Kubernetes 1.33"),
+        "{err}"
+    );
+    assert!(err.contains("use ami_type = \"AL2023_x86_64_NVIDIA\""), "{err}");
+    let ok = validate(&text.replace("\"1.33\"", "\"1.32\""));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+}
+
+#[test]
 fn a_settings_table_inside_bottlerocket_settings_is_refused() {
     let lt = "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"\n\
               bottlerocket_settings = { settings = { kernel = { lockdown = \"integrity\" } } }";

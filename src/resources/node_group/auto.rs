@@ -82,6 +82,14 @@ pub fn plain_ami_type(ami: &str) -> String {
     }
 }
 
+/// The AL2023 AMI type for an `AL2_*` one, keeping the driver and the architecture:
+/// AL2_x86_64_GPU → AL2023_x86_64_NVIDIA, AL2_ARM_64 → AL2023_ARM_64_STANDARD.
+pub fn al2023_ami_type(ami: &str) -> String {
+    let arch = if ami.contains("ARM_64") { "ARM_64" } else { "x86_64" };
+    let kind = if nvidia_ami(ami) { "NVIDIA" } else { "STANDARD" };
+    format!("AL2023_{arch}_{kind}")
+}
+
 /// Whether `ami` carries NVIDIA's driver (the NVIDIA AMI types, and AL2's GPU AMI).
 pub fn nvidia_ami(ami: &str) -> bool {
     ami.contains("NVIDIA") || ami.contains("GPU")
