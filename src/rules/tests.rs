@@ -864,3 +864,26 @@ fn an_al2_ami_on_a_cluster_past_1_32_is_refused_where_the_group_is_made() {
     let s = accepted(&text.replace("\"1.33\"", "\"1.32\""));
     assert!(crate::rules::cluster_versions(&s, &all, &all).is_empty());
 }
+
+#[test]
+fn an_accelerator_no_eks_ami_drives_is_warned_about() {
+    // EKS UG ml-eks-optimized-ami: accelerated AMIs for NVIDIA and Neuron only.
+    for (t, what) in [
+        ("g4ad.xlarge", "1× Radeon Pro V520"),
+        ("dl1.24xlarge", "8× Gaudi HL-205"),
+        ("dl2q.24xlarge", "its accelerators"),
+    ] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"auto\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        let d = the(
+            &f,
+            &format!("no EKS AMI drives {t}'s accelerators ({what}): its nodes join the cluster without them exposed"),
+        );
+        assert!(!d.error, "{t}");
+        assert!(d.help.contains("NVIDIA GPUs and AWS Neuron"), "{d:?}");
+    }
+    for t in ["g6.xlarge", "inf2.xlarge", "trn1.32xlarge", "m6i.large"] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"auto\"");
+        absent(&catalog(&stack("imds_hop_limit = 1", &ng, "")), "no EKS AMI drives");
+    }
+}
