@@ -118,7 +118,10 @@ fn shared_blocks(stack: &Stack) -> Vec<Diagnostic> {
 /// unmounted unless a NodeConfig says otherwise (awslabs/amazon-eks-ami#2122: "We do not do
 /// this by default for managed nodegroups"; mounting one needs nodeadm's
 /// `spec.instance.storage.volumes`, amazon-eks-ami PR #2759, which gpustack does not write):
-/// the volume would bill and hold nothing.
+/// the volume would bill and hold nothing. Nor can the root volume, where the images go, be
+/// grown today: gpustack's launch template writes no `/dev/xvda` mapping, so EKS uses the
+/// AMI's (AL2023 build default `launch_block_device_mappings_volume_size = "20"`,
+/// amazon-eks-ami `templates/al2023/variables-default.json`); the help says so.
 fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
     Diagnostic::error(
         format!(
@@ -127,7 +130,7 @@ fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
         ),
         span(lt, "data_volume"),
     )
-    .help("remove data_volume for AL2023, or use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb")
+    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb, for room for images; or remove data_volume for AL2023 and keep images on the AMI's root volume (about 20 GiB), which gpustack cannot yet enlarge (no root volume size in launch_template)")
 }
 
 /// The attribute is written with content: an empty list or table (`taints = []`) says nothing.
