@@ -230,8 +230,11 @@ pub fn load_stack(g: &Global, path: &Path, vars: &VarArgs) -> Option<Stack> {
 
 fn validate(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
-    // The GPU rules too, from the embedded instance catalog (no AWS call).
-    let catalog = crate::rules::preflight_offline(&s).diags;
+    // The GPU rules too, from the embedded instance catalog (no AWS call), and the
+    // Kubernetes version EKS creates clusters on (and node AMIs for): validate reads the
+    // file as a new stack.
+    let mut catalog = crate::rules::preflight_offline(&s).diags;
+    catalog.extend(crate::rules::cluster_versions(&s, &|_| true, &|_| true));
     if catalog.iter().any(|d| d.is_error()) {
         plan::refuse(g, &s, &catalog);
         return Ok(1);

@@ -227,6 +227,13 @@ async fn checks(
             pf
         }
     };
+    let mut pf = pf;
+    // A cluster this plan creates (or replaces) must be on a version EKS still creates; one
+    // that exists is left alone, as EKS upgrades it itself. A node group this plan creates or
+    // changes needs an AMI for its cluster's version.
+    let creates = |a: &str| plan.changes.iter().any(|c| c.address == a && c.action.creates());
+    let changes = |a: &str| plan.changes.iter().any(|c| c.address == a && !c.action.is_removal());
+    pf.diags.extend(crate::rules::cluster_versions(stack, &creates, &changes));
     let errors = pf.diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
         refuse(g, stack, &pf.diags);

@@ -75,6 +75,11 @@ impl Action {
         matches!(self, Action::DeleteThenCreate | Action::CreateThenDelete)
     }
 
+    /// True for the actions that make a new object in AWS (a replacement makes one too).
+    pub fn creates(&self) -> bool {
+        matches!(self, Action::Create | Action::Purchase(_) | Action::DeleteThenCreate | Action::CreateThenDelete)
+    }
+
     /// True for the actions that remove an object from gpustack's hands.
     pub fn is_removal(&self) -> bool {
         matches!(self, Action::Delete | Action::Retain)

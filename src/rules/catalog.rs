@@ -219,6 +219,11 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
                 );
             }
         }
+        for t in &types {
+            if let Some(i) = info(t) {
+                d.extend(unsupported_accelerator(ng, t, &i));
+            }
+        }
         let first = types.first().and_then(|t| info(t));
         let mut note = vec![];
         if ami == "auto"
@@ -268,12 +273,56 @@ fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Di
     .help("add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot")
 }
 
-/// Offline, a type the embedded catalog lacks is of a family without accelerators (the
-/// catalog carries every accelerated family): an NVIDIA AMI there is refused as a refreshing
-/// plan refuses it, and the help offers the same AMI family without the driver.
-fn nvidia_ami_on_a_standard_type(ng: &Resource, ami: &str, t: &str) -> Option<Diagnostic> {
-    if !nvidia_ami(ami) || crate::aws::catalog::embedded().accelerated_family(t) {
+/// A type whose accelerators no EKS AMI drives: g4ad (AMD Radeon Pro V520), dl1 (Habana
+/// Gaudi), dl2q (Qualcomm AI 100). EKS UG `ml-eks-optimized-ami` lists accelerated AMIs for
+/// NVIDIA GPUs (AL2023 / Bottlerocket NVIDIA) and AWS Neuron (inf1, inf2, trn1, trn2) only,
+/// so these nodes join the cluster, billed at the accelerated rate, with no driver and no
+/// device plugin: pods cannot request the accelerators. A warning, whatever `ami_type` says.
+fn unsupported_accelerator(ng: &Resource, t: &str, i: &InstanceInfo) -> Option<Diagnostic> {
+    let family = t.split('.').next().unwrap_or(t);
+    let neuron = family.starts_with("inf") || family.starts_with("trn");
+    if i.is_nvidia() || neuron || !crate::aws::catalog::embedded().accelerated_family(family) {
         return None;
+    }
+    let what = match &i.gpu_model {
+        Some(m) if i.gpus > 0 => format!("{}× {m}", i.gpus),
+        _ => "its accelerators".to_string(),
+    };
+    Some(
+        Diagnostic::warning(
+            format!(
+                "`{}`: no EKS AMI drives {t}'s accelerators ({what}): its nodes join the cluster without them exposed to pods",
+                ng.address
+            ),
+            span(ng, if ng.attrs.contains_key("instance_types") { "instance_types" } else { "launch_template" }),
+        )
+        .help("EKS's accelerated AMIs support NVIDIA GPUs and AWS Neuron (Inferentia, Trainium) only; use such a type, or a custom AMI with the vendor's driver and device plugin, which gpustack does not build"),
+    )
+}
+
+/// Offline, a type the embedded catalog lacks. Of a family known to be CPU-only (m6i.large)
+/// an NVIDIA AMI is refused as a refreshing plan refuses it, and the help offers the same AMI
+/// family without the driver. Of any other family (p6e-gb200.36xlarge: EKS UG
+/// `ml-eks-optimized-ami` runs it on AL2023_ARM_64_NVIDIA only, and the catalog has no
+/// record of it; or a GPU family newer than the file) nothing is known: a warning that the
+/// AMI is not checked offline, never an error.
+fn nvidia_ami_on_a_standard_type(ng: &Resource, ami: &str, t: &str) -> Option<Diagnostic> {
+    let catalog = crate::aws::catalog::embedded();
+    if !nvidia_ami(ami) || catalog.accelerated_family(t) {
+        return None;
+    }
+    if !catalog.cpu_only_family(t) {
+        return Some(
+            Diagnostic::warning(
+                format!(
+                    "`{}`: {t} is not in {}, so {ami} is not checked against it offline",
+                    ng.address,
+                    catalog.label()
+                ),
+                span(ng, "ami_type"),
+            )
+            .help("a refreshing plan reads the type from EC2 and checks the AMI then"),
+        );
     }
     Some(
         Diagnostic::error(

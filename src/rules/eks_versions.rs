@@ -6,6 +6,13 @@
 //! EKS could have released by today does not exist yet. A version newer than the table
 //! but possibly released since is left to EKS (the table ages; `DescribeClusterVersions`
 //! is the live answer).
+//!
+//! The refusal is about creating a cluster only: "Existing control planes are automatically
+//! updated by Amazon EKS to the earliest supported version" (same page), so a cluster that
+//! already runs keeps running and billing, and must stay plannable and destroyable. The
+//! check therefore runs where the cluster is known to be created: `validate` (a file read as
+//! a new stack) and `plan`/`apply` for a cluster the plan creates; never in the load step
+//! every command shares, so `destroy` never sees it.
 
 use jiff::civil::{Date, date};
 
@@ -82,10 +89,11 @@ fn offered(today: Date) -> String {
         .join(", ")
 }
 
-/// Each `eks_cluster` whose `version` EKS does not offer today.
-pub(super) fn check(stack: &Stack, today: Date) -> Vec<Diagnostic> {
+/// Each `eks_cluster` to be created (`creates` its address) whose `version` EKS does not
+/// offer for a new cluster on `today`.
+pub(super) fn check(stack: &Stack, today: Date, creates: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
     let mut d = vec![];
-    for c in stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster") {
+    for c in stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster" && creates(&r.address)) {
         let Some(v) = lit_str(c, "version") else { continue };
         let Some(parsed) = minor(&v) else { continue };
         let at = super::span(c, "version");
@@ -110,6 +118,43 @@ pub(super) fn check(stack: &Stack, today: Date) -> Vec<Diagnostic> {
                     format!("EKS creates clusters on {list} (its release calendar), and on newer versions once released"),
                 ),
             ),
+        }
+    }
+    d
+}
+
+/// The last Kubernetes minor version EKS publishes Amazon Linux 2 AMIs for:
+/// awslabs/amazon-eks-ami#2545, "As of November 26, 2025, the Amazon Linux 2 (AL2)
+/// EKS-optimized Amazon Machine Images (AMIs) have reached end of support. We will release
+/// the final official AL2-based AMIs in the week starting 12/8/2025" (it points to the EKS
+/// UG "EKS AMI Deprecation FAQs"); 1.32 is the last minor with AL2 AMIs (the emulator's
+/// catalog, `AL2_LAST_VERSION = "1.32"`, and docs/research-issue18-accepted-silently.md).
+const AL2_LAST_MINOR: u32 = 32;
+
+/// Each node group `changes` says is created or changed whose `AL2_*` ami_type has no AMI
+/// for its cluster's Kubernetes version: EKS would reject CreateNodegroup (or the version
+/// update) after the cluster is built.
+pub(super) fn al2_node_groups(stack: &Stack, changes: &dyn Fn(&str) -> bool) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for ng in super::node_groups(stack).filter(|ng| changes(&ng.address)) {
+        let Some(ami) = lit_str(ng, "ami_type").filter(|a| a.starts_with("AL2_")) else { continue };
+        let Some(cluster) = super::target(stack, ng, "cluster") else { continue };
+        let Some(v) = lit_str(cluster, "version") else { continue };
+        let Some((1, m)) = minor(&v) else { continue };
+        if m > AL2_LAST_MINOR {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: {ami} is an Amazon Linux 2 AMI, and EKS publishes none for Kubernetes {v} (`{}`): AL2 AMIs stop at 1.{AL2_LAST_MINOR}",
+                        ng.address, cluster.address
+                    ),
+                    super::span(ng, "ami_type"),
+                )
+                .help(format!(
+                    "use ami_type = \"{}\" (AL2023) or \"auto\" (Bottlerocket)",
+                    crate::resources::node_group::al2023_ami_type(&ami)
+                )),
+            );
         }
     }
     d

@@ -118,7 +118,10 @@ fn shared_blocks(stack: &Stack) -> Vec<Diagnostic> {
 /// unmounted unless a NodeConfig says otherwise (awslabs/amazon-eks-ami#2122: "We do not do
 /// this by default for managed nodegroups"; mounting one needs nodeadm's
 /// `spec.instance.storage.volumes`, amazon-eks-ami PR #2759, which gpustack does not write):
-/// the volume would bill and hold nothing.
+/// the volume would bill and hold nothing. Nor can the root volume, where the images go, be
+/// grown today: gpustack's launch template writes no `/dev/xvda` mapping, so EKS uses the
+/// AMI's (AL2023 build default `launch_block_device_mappings_volume_size = "20"`,
+/// amazon-eks-ami `templates/al2023/variables-default.json`); the help says so.
 fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
     Diagnostic::error(
         format!(
@@ -127,7 +130,7 @@ fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
         ),
         span(lt, "data_volume"),
     )
-    .help("remove data_volume for AL2023, or use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb")
+    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb, for room for images; or remove data_volume for AL2023 and keep images on the AMI's root volume (about 20 GiB), which gpustack cannot yet enlarge (no root volume size in launch_template)")
 }
 
 /// The attribute is written with content: an empty list or table (`taints = []`) says nothing.
@@ -139,6 +142,21 @@ pub(crate) fn written(r: &Resource, k: &str) -> bool {
         (_, Some(Value::Table(t))) => !t.is_empty(),
         _ => true,
     })
+}
+
+/// The Kubernetes version of each EKS cluster `creates` says is created, against EKS's
+/// release calendar today, and the AMI of each node group `changes` says is created or
+/// changed against its cluster's version (no AL2 after 1.32). Not part of `offline`: what
+/// already runs is never refused for its version (see `eks_versions`), and `destroy` loads
+/// through `offline`.
+pub fn cluster_versions(
+    stack: &Stack,
+    creates: &dyn Fn(&str) -> bool,
+    changes: &dyn Fn(&str) -> bool,
+) -> Vec<Diagnostic> {
+    let mut d = eks_versions::check(stack, eks_versions::today(), creates);
+    d.extend(eks_versions::al2_node_groups(stack, changes));
+    d
 }
 
 /// Rules that need only the stack.
@@ -285,7 +303,6 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
     d.extend(hyperpod::offline(stack));
-    d.extend(eks_versions::check(stack, eks_versions::today()));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

@@ -975,3 +975,67 @@ fn interface_endpoint_groups_must_admit_https_from_the_node_subnets() {
     let by_id = no_nat(GPU_LT, "", &endpoints("a").replace("${security_group.efa.id}", "sg-0123456789abcdef0"));
     absent(&offline(&by_id), "admit no HTTPS");
 }
+
+#[test]
+fn a_type_the_catalog_lacks_is_not_a_standard_type_offline() {
+    // p6e-gb200/gb300 are not embedded (no DescribeInstanceTypes record to ship), and EKS UG
+    // `ml-eks-optimized-ami` runs them on AL2023_ARM_64_NVIDIA only: offline that is a
+    // warning that the AMI is unchecked, never "no NVIDIA GPU".
+    for t in ["p6e-gb200.36xlarge", "p6e-gb300.36xlarge", "p9.48xlarge"] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"AL2023_ARM_64_NVIDIA\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        no_errors(&f);
+        absent(&f, "has no NVIDIA GPU");
+        let d = the(&f, &format!("{t} is not in gpustack's embedded instance catalog"));
+        assert!(d.help.contains("refreshing plan"), "{d:?}");
+    }
+    // Known CPU-only families stay refused, embedded (c5n, EFA) or not (t3, hpc7g, u7i).
+    for t in ["c5n.18xlarge", "t3.large", "hpc7g.16xlarge", "u7i-12tb.224xlarge", "r8g.large"] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"AL2023_x86_64_NVIDIA\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        assert!(the(&f, &format!("AL2023_x86_64_NVIDIA is an NVIDIA AMI, but {t} has no NVIDIA GPU")).error, "{t}");
+    }
+}
+
+#[test]
+fn an_al2_ami_on_a_cluster_past_1_32_is_refused_where_the_group_is_made() {
+    // awslabs/amazon-eks-ami#2545: no AL2 AMIs after 1.32, so CreateNodegroup would fail
+    // after the cluster is built.
+    let text = stack("imds_hop_limit = 1", "instance_types = [\"g6.xlarge\"]\nami_type = \"AL2_x86_64_GPU\"", "");
+    let s = accepted(&text);
+    let all = |_: &str| true;
+    let f = found(&s.source, &crate::rules::cluster_versions(&s, &all, &all));
+    let d =
+        the(&f, "`node_group.n`: AL2_x86_64_GPU is an Amazon Linux 2 AMI, and EKS publishes none for Kubernetes 1.33");
+    assert!(d.error);
+    assert_eq!(d.at, "ami_type = \"AL2_x86_64_GPU\"");
+    assert!(d.help.contains("AL2023_x86_64_NVIDIA"), "{d:?}");
+    // Not where the plan leaves the group alone (destroy, an untouched group), nor on 1.32.
+    let none = |_: &str| false;
+    assert!(crate::rules::cluster_versions(&s, &none, &none).is_empty());
+    let s = accepted(&text.replace("\"1.33\"", "\"1.32\""));
+    assert!(crate::rules::cluster_versions(&s, &all, &all).is_empty());
+}
+
+#[test]
+fn an_accelerator_no_eks_ami_drives_is_warned_about() {
+    // EKS UG ml-eks-optimized-ami: accelerated AMIs for NVIDIA and Neuron only.
+    for (t, what) in [
+        ("g4ad.xlarge", "1× Radeon Pro V520"),
+        ("dl1.24xlarge", "8× Gaudi HL-205"),
+        ("dl2q.24xlarge", "its accelerators"),
+    ] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"auto\"");
+        let f = catalog(&stack("imds_hop_limit = 1", &ng, ""));
+        let d = the(
+            &f,
+            &format!("no EKS AMI drives {t}'s accelerators ({what}): its nodes join the cluster without them exposed"),
+        );
+        assert!(!d.error, "{t}");
+        assert!(d.help.contains("NVIDIA GPUs and AWS Neuron"), "{d:?}");
+    }
+    for t in ["g6.xlarge", "inf2.xlarge", "trn1.32xlarge", "m6i.large"] {
+        let ng = format!("instance_types = [\"{t}\"]\nami_type = \"auto\"");
+        absent(&catalog(&stack("imds_hop_limit = 1", &ng, "")), "no EKS AMI drives");
+    }
+}

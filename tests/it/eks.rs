@@ -280,6 +280,28 @@ fn kubernetes_upgrades_one_minor_version_at_a_time_in_place() {
 }
 
 #[test]
+fn a_cluster_on_a_version_eks_no_longer_creates_is_still_planned_and_destroyed() {
+    // EKS UG kubernetes-versions: past its end of extended support a version can no longer be
+    // *created*; an existing control plane keeps running (EKS upgrades it). 1.31's ended on
+    // 2026-11-26, 1.29's on 2026-03-23. The cluster exists (made on 1.33, standing in for one
+    // created back then); the file still names the old version.
+    let env = Env::new();
+    env.write("s.toml", &eks_stack("old", "1.33", LABELS, ""));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    env.write("s.toml", &eks_stack("old", "1.29", LABELS, ""));
+    let plan = env.run(&["plan", "s.toml", "--destroy"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    let destroy = env.ok(&["destroy", "s.toml", "--auto-approve"]);
+    assert!(destroy.stdout.contains("Destroy complete"), "{destroy:?}");
+    assert!(!destroy.stderr.contains("Kubernetes 1.29"), "no version diagnostic on destroy: {destroy:?}");
+    // With the cluster gone, planning it again is a create, and that is refused.
+    let create = env.run(&["plan", "s.toml"]);
+    assert_eq!(create.code, 1, "{create:?}");
+    assert!(create.stderr.contains("EKS no longer offers Kubernetes 1.29"), "{create:?}");
+    assert!(create.stderr.contains("s.toml:"), "{create:?}");
+}
+
+#[test]
 fn the_shipped_examples_apply_and_destroy() {
     let env = Env::new();
     let day = |d: i64| {

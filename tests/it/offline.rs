@@ -285,3 +285,20 @@ fn a_refreshing_plan_says_where_ec2_differs_from_the_embedded_catalog() {
     assert!(offline.stdout.contains("32 EFA interfaces"), "{offline:?}");
     env.emu.control("POST", "/_gpustack/instance-types?reset=1");
 }
+
+#[test]
+fn an_offline_plan_of_a_new_cluster_refuses_a_version_eks_no_longer_creates() {
+    // No state: the cluster is a create. EKS UG kubernetes-versions: no new cluster past the
+    // end of extended support (1.29's ended 2026-03-23). The plan raises it, not the load step
+    // (review r18 M1).
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo().join("examples/inference.toml")).unwrap();
+    let old = dir.path().join("old.toml");
+    assert!(text.contains("k8s_version = \"1.33\""), "the example's version variable moved");
+    std::fs::write(&old, text.replace("k8s_version = \"1.33\"", "k8s_version = \"1.29\"")).unwrap();
+    let r =
+        bare(dir.path(), &["plan", &old.to_string_lossy(), "--refresh=false", "--var", "admin_cidr=198.51.100.7/32"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("EKS no longer offers Kubernetes 1.29"), "{r:?}");
+    assert!(r.stderr.contains("nothing was changed or bought"), "{r:?}");
+}

@@ -608,6 +608,40 @@ fn a_kubernetes_version_eks_no_longer_offers_fails_offline() {
 }
 
 #[test]
+fn a_gpu_type_newer_than_the_catalog_validates_on_its_nvidia_ami() {
+    // p6e-gb200 is not in the embedded catalog; EKS UG ml-eks-optimized-ami runs it on
+    // AL2023_ARM_64_NVIDIA only. Offline that is a warning, not "no NVIDIA GPU".
+    let text = gpu_group("1.33", "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"")
+        .replace("instance_type = \"g6.xlarge\"", "instance_type = \"p6e-gb200.36xlarge\"")
+        .replace(
+            "capacity_type   = \"CAPACITY_BLOCK\"",
+            "capacity_type   = \"CAPACITY_BLOCK\"\nami_type        = \"AL2023_ARM_64_NVIDIA\"",
+        );
+    let c = validate(&text);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(!c.stderr.contains("has no NVIDIA GPU"), "{}", c.stderr);
+    assert!(c.stderr.contains("p6e-gb200.36xlarge is not in gpustack's embedded instance catalog"), "{}", c.stderr);
+}
+
+#[test]
+fn an_al2_ami_type_on_kubernetes_1_33_fails_offline() {
+    // awslabs/amazon-eks-ami#2545: EKS publishes no AL2 AMIs after 1.32.
+    let text = gpu_group("1.33", "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"")
+        .replace(
+            "capacity_type   = \"CAPACITY_BLOCK\"",
+            "capacity_type   = \"CAPACITY_BLOCK\"\nami_type        = \"AL2_x86_64_GPU\"",
+        );
+    let err = invalid(&text);
+    assert!(
+        err.contains("error: `node_group.gpu`: AL2_x86_64_GPU is an Amazon Linux 2 AMI, and EKS publishes none for Kubernetes 1.33"),
+        "{err}"
+    );
+    assert!(err.contains("use ami_type = \"AL2023_x86_64_NVIDIA\""), "{err}");
+    let ok = validate(&text.replace("\"1.33\"", "\"1.32\""));
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+}
+
+#[test]
 fn a_settings_table_inside_bottlerocket_settings_is_refused() {
     let lt = "market = \"capacity-block\"\ncapacity_reservation = \"cr-0123456789abcdef0\"\n\
               bottlerocket_settings = { settings = { kernel = { lockdown = \"integrity\" } } }";
@@ -636,8 +670,10 @@ fn a_data_volume_on_an_al2023_group_is_refused() {
         &err,
         "`node_group.gpu` runs AL2023_x86_64_NVIDIA, but `launch_template.gpu` sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb",
         "25:15",
-        "remove data_volume for AL2023, or use a BOTTLEROCKET_* ami_type",
+        "use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb, for room for images; or remove data_volume",
     );
+    // The limitation is named: the AL2023 root volume cannot be grown yet (review r18 M4).
+    assert!(err.contains("which gpustack cannot yet enlarge (no root volume size in launch_template)"), "{err}");
     insta::assert_snapshot!(err);
     // Bottlerocket (auto here) mounts it as its data volume.
     assert_eq!(validate(&gpu_group("1.33", lt)).code, 0);

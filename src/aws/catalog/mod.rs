@@ -29,6 +29,11 @@ const GPU_OVERRIDES: &[(&str, u32)] = &[
     ("gr6f.4xlarge", 1),
 ];
 
+/// Accelerated families whose shipped record carries no `NeuronInfo` (moto's trn2u.48xlarge
+/// has EFA but no accelerator block): AWS Neuron docs, trn2 architecture page, "trn2.48xlarge
+/// / trn2u.48xlarge … 16 Trainium2 chips". Counted as accelerated all the same.
+const NEURON_FAMILIES_WITHOUT_INFO: &[&str] = &["trn2u"];
+
 /// GPUs that can be partitioned with MIG (NVIDIA's list; Bottlerocket 1.34+ exposes it).
 const MIG_GPUS: &[&str] = &["A100", "A30", "H100", "H200", "H20", "B200", "B300", "GB200", "GB300"];
 
@@ -38,7 +43,9 @@ const MIG_GPUS: &[&str] = &["A100", "A30", "H100", "H200", "H20", "B200", "B300"
 pub struct MigModel {
     /// `GpuInfo.Gpus[].Name` as DescribeInstanceTypes reports it.
     pub gpu: &'static str,
-    /// `MemoryInfo.SizeInMiB` of one GPU (p4de's A100 80 GB reports 76294, not 81920).
+    /// `MemoryInfo.SizeInMiB` of one GPU, as a range: p4de's A100 80 GB reports 81920 (the
+    /// embedded record, and Karpenter's `instance-gpu-memory`), and a decimal 80 GB (76294 MiB)
+    /// must land on the same key.
     pub memory_mib: std::ops::Range<u64>,
     /// The key in `settings.kubelet-device-plugins.nvidia.mig.profile`.
     pub key: &'static str,
@@ -282,10 +289,24 @@ impl Embedded {
     }
 
     /// Whether `name` ("m6i.large", or a family "g6") belongs to a family with GPUs or other
-    /// accelerators. The catalog carries every accelerated family, so a type of any other
-    /// family (m6i.large, never embedded) has none: it needs no GPU AMI, even offline.
+    /// accelerators in the catalog. False says nothing of a family the catalog lacks (see
+    /// `cpu_only_family`).
     pub fn accelerated_family(&self, name: &str) -> bool {
         self.accelerated.contains(name.split('.').next().unwrap_or(name))
+    }
+
+    /// Whether `name` ("m6i.large", "hpc7g.16xlarge") is of a family known to have no
+    /// accelerator: one the catalog does not mark accelerated whose category letters (EC2
+    /// UG `instance-type-names`, "Instance families": C compute optimized, D dense storage,
+    /// Hpc high performance computing, I/Im/Is storage optimized, M general purpose, Mac,
+    /// R memory optimized, T burstable, U high memory, X memory intensive, Z high frequency,
+    /// and A1) name a CPU-only category. A type of another family the catalog lacks
+    /// (p6e-gb200, a GPU family newer than the file) is unknown, not CPU-only.
+    pub fn cpu_only_family(&self, name: &str) -> bool {
+        const CPU_ONLY: &[&str] = &["a", "c", "d", "h", "hpc", "i", "im", "is", "m", "mac", "r", "t", "u", "x", "z"];
+        let family = name.split('.').next().unwrap_or(name);
+        let letters: String = family.chars().take_while(char::is_ascii_alphabetic).collect();
+        !self.accelerated_family(family) && CPU_ONLY.contains(&letters.as_str())
     }
 
     /// "the embedded instance catalog of 2026-11-23" for messages.
@@ -311,11 +332,12 @@ fn parse_embedded(text: &str) -> Result<Embedded, String> {
     let list = doc.get("instance_types").and_then(|v| v.as_array()).ok_or("no instance_types")?;
     let types =
         list.iter().map(sdk_from_json).map(|t| InstanceInfo::from_sdk(&t)).map(|i| (i.name.clone(), i)).collect();
-    let accelerated = list
+    let mut accelerated: BTreeSet<String> = list
         .iter()
         .filter(|t| ["GpuInfo", "NeuronInfo", "InferenceAcceleratorInfo"].iter().any(|k| t.get(*k).is_some()))
         .filter_map(|t| t.get("InstanceType")?.as_str()?.split('.').next().map(str::to_string))
         .collect();
+    accelerated.extend(NEURON_FAMILIES_WITHOUT_INFO.iter().map(|f| f.to_string()));
     if !field("source").contains("DescribeInstanceTypes") {
         return Err("the source must say where the data was read".into());
     }
@@ -483,7 +505,11 @@ mod tests {
         i.gpu_memory_mib = 81920;
         assert_eq!(key(&i), Some("h100.80gb"));
         assert!(i.mig_capable());
-        // p4de's A100 80 GB reports 76294 MiB: 76294 / 1024 would say "a100.74gb".
+        // p4de's A100 80 GB: 81920 MiB as reported, and a decimal 80 GB (76294 MiB), which
+        // 76294 / 1024 would call "a100.74gb", is the same key.
+        i.gpu_model = Some("A100".into());
+        i.gpu_memory_mib = 81920;
+        assert_eq!(key(&i), Some("a100.80gb"));
         i.gpu_model = Some("A100".into());
         i.gpu_memory_mib = 76294;
         assert_eq!(key(&i), Some("a100.80gb"));

@@ -56,7 +56,13 @@ pub fn update_strategy(inp: &Attrs, info: Option<&InstanceInfo>, reserved: bool)
 }
 
 /// `ami_type = "auto"`: Bottlerocket, NVIDIA for NVIDIA GPU types, for the type's architecture.
+/// Except the Grace Blackwell types (p6e-gb200, p6e-gb300): EKS UG `ml-eks-optimized-ami`
+/// lists them under "AL2023 ARM NVIDIA" only; Bottlerocket's arm64 NVIDIA variant supports
+/// G5g alone ("Bottlerocket aarch64/arm64 aws-k8s-nvidia | G5g").
 pub fn auto_ami_type(info: Option<&InstanceInfo>) -> String {
+    if info.is_some_and(|i| i.name.starts_with("p6e-gb")) {
+        return "AL2023_ARM_64_NVIDIA".into();
+    }
     let arch = if info.is_some_and(|i| i.arch() == "arm64") { "ARM_64" } else { "x86_64" };
     let nvidia = if info.is_some_and(|i| i.is_nvidia()) { "_NVIDIA" } else { "" };
     format!("BOTTLEROCKET_{arch}{nvidia}")
@@ -76,6 +82,14 @@ pub fn plain_ami_type(ami: &str) -> String {
     }
 }
 
+/// The AL2023 AMI type for an `AL2_*` one, keeping the driver and the architecture:
+/// AL2_x86_64_GPU → AL2023_x86_64_NVIDIA, AL2_ARM_64 → AL2023_ARM_64_STANDARD.
+pub fn al2023_ami_type(ami: &str) -> String {
+    let arch = if ami.contains("ARM_64") { "ARM_64" } else { "x86_64" };
+    let kind = if nvidia_ami(ami) { "NVIDIA" } else { "STANDARD" };
+    format!("AL2023_{arch}_{kind}")
+}
+
 /// Whether `ami` carries NVIDIA's driver (the NVIDIA AMI types, and AL2's GPU AMI).
 pub fn nvidia_ami(ami: &str) -> bool {
     ami.contains("NVIDIA") || ami.contains("GPU")
@@ -84,6 +98,27 @@ pub fn nvidia_ami(ami: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grace_blackwell_types_get_al2023_arm_nvidia() {
+        // EKS UG ml-eks-optimized-ami: p6e-gb* on AL2023 ARM NVIDIA only; Bottlerocket arm64
+        // NVIDIA is for G5g.
+        let info = |name: &str| InstanceInfo {
+            name: name.into(),
+            vcpus: 144,
+            gpus: 4,
+            gpu_model: Some("B200".into()),
+            gpu_manufacturer: Some("NVIDIA".into()),
+            gpu_memory_mib: 0,
+            max_efa_interfaces: 0,
+            network_cards: 1,
+            efa_cards: vec![],
+            architectures: vec!["arm64".into()],
+        };
+        assert_eq!(auto_ami_type(Some(&info("p6e-gb200.36xlarge"))), "AL2023_ARM_64_NVIDIA");
+        assert_eq!(auto_ami_type(Some(&info("p6e-gb300.36xlarge"))), "AL2023_ARM_64_NVIDIA");
+        assert_eq!(auto_ami_type(Some(&info("g5g.xlarge"))), "BOTTLEROCKET_ARM_64_NVIDIA");
+    }
 
     #[test]
     fn a_plain_ami_keeps_the_family_and_the_architecture() {

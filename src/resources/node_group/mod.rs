@@ -17,7 +17,7 @@ mod auto;
 mod update;
 
 use self::auto::template_facts;
-pub use self::auto::{auto_ami_type, nvidia_ami, plain_ami_type, update_strategy};
+pub use self::auto::{al2023_ami_type, auto_ami_type, nvidia_ami, plain_ami_type, update_strategy};
 use super::launch_template::TAINT;
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::eks;
