@@ -554,6 +554,24 @@ fn a_training_plan_is_bought_in_the_zone_of_its_clusters_literal_subnets() {
     let plan = env.ok(&["plan", "pinned.toml", "--target", "training_plan.base"]);
     assert!(plan.stdout.contains("$ 2× ml.p5.48xlarge in us-west-2c"), "{plan:?}");
 
+    // Literal subnets in two zones: HyperPod picks one, so no zone is safe to buy in.
+    env.write("two.toml", &existing_vpc_stack(&format!("{c}\", \"{a}"), "", &window));
+    let refused = env.run(&["plan", "two.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("`training_plan.base`: not bought, its cluster `hyperpod_cluster.main` has subnets in us-west-2a and us-west-2c"),
+        "{refused:?}"
+    );
+    // A pin that disagrees with the literal subnet's zone is refused before pricing.
+    env.write("wrong.toml", &existing_vpc_stack(&c, "availability_zone = \"us-west-2a\"\n", &window));
+    let refused = env.run(&["plan", "wrong.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("`training_plan.base`: not bought, it is pinned to us-west-2a but its cluster `hyperpod_cluster.main` has its subnets in us-west-2c"),
+        "{refused:?}"
+    );
+    assert_eq!(env.emu.training_plan_purchases(), 0);
+
     // Bought in 2c: a cluster moved to a subnet of 2a is refused before anything changes.
     env.ok(&["apply", "l.toml", "--target", "training_plan.base", "--auto-approve", "--approve-purchases"]);
     assert_eq!(env.state("lit")["resources"]["training_plan.base"]["outputs"]["availability_zone"], "us-west-2c");
