@@ -174,9 +174,11 @@ fn kill_9_right_after_create_training_plan_never_buys_twice() {
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
 
-/// examples/hybrid-hyperpod.toml as shipped: the plan warns that HyperPod's chart must come
-/// first, apply buys the training plan once and creates the HyperPod cluster on the EKS
-/// cluster with the plan's ARN, a second plan shows no changes, a count change updates in
+/// examples/hybrid-hyperpod.toml as shipped, in the two steps the README describes: a plan
+/// of the whole stack is refused (HyperPod's chart must be installed between the EKS cluster
+/// and the HyperPod cluster, review r18 MAJOR-2) and buys nothing; `apply --target
+/// eks_cluster.main` creates the EKS cluster; then apply buys the training plan once and
+/// creates the HyperPod cluster on the EKS cluster with the plan's ARN, a second plan shows no changes, a count change updates in
 /// place, the manifests validate, destroy leaves only the retained plan, and every call made
 /// is in `gpustack policy`.
 #[test]
@@ -190,11 +192,27 @@ fn the_shipped_hybrid_example_applies_updates_in_place_renders_and_destroys() {
     let run = |cmd: &[&str]| env.ok(&[cmd, &["h.toml"][..], &vars[..]].concat());
     env.emu.reset_requests();
 
+    // One apply for everything: refused at plan and at apply, nothing bought or created.
+    for cmd in [&["plan"][..], &["apply", "--auto-approve", "--approve-purchases"][..]] {
+        let refused = env.run(&[cmd, &["h.toml"][..], &vars[..]].concat());
+        assert_eq!(refused.code, 1, "{refused:?}");
+        assert!(
+            refused.stderr.contains("`hyperpod_cluster.baseline` would be created and `training_plan.baseline` bought by the same apply that creates its EKS cluster `eks_cluster.main`"),
+            "{refused:?}"
+        );
+        assert!(refused.stderr.contains("apply with --target eks_cluster.main first"), "{refused:?}");
+    }
+    assert_eq!(env.emu.training_plan_purchases(), 0);
+    assert!(!env.emu.requests().iter().any(|(_, a)| a == "CreateCluster"));
+
+    // Step 1: the EKS cluster (and what it needs); the chart would be installed now.
+    run(&["apply", "--target", "eks_cluster.main", "--auto-approve"]);
+    assert_eq!(env.emu.training_plan_purchases(), 0);
+    // Step 2: the rest.
     let plan = run(&["plan"]);
     assert!(plan.stdout.contains("+ training_plan.baseline             purchase (non-refundable)"), "{plan:?}");
     assert!(plan.stdout.contains("(searched in us-west-2a, the zone of hyperpod_cluster.baseline)"), "{plan:?}");
     assert!(plan.stdout.contains("HyperPod needs its dependencies Helm chart"), "{plan:?}");
-    assert!(plan.stdout.contains("apply with --target eks_cluster.main first"), "{plan:?}");
 
     let apply = run(&["apply", "--auto-approve", "--approve-purchases"]);
     assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
@@ -414,7 +432,8 @@ fn a_hyperpod_cluster_adds_and_removes_groups_in_place_and_is_never_replaced_sil
     let vars = ["--var", after.as_str(), "--var", before.as_str()];
     let run = |cmd: &[&str]| env.ok(&[cmd, &["h.toml"][..], &vars[..]].concat());
     let code = |cmd: &[&str]| env.run(&[cmd, &["h.toml"][..], &vars[..]].concat());
-    run(&["apply", "--auto-approve", "--approve-purchases"]);
+    // The opt-out: one apply for the EKS cluster, the plan and the HyperPod cluster.
+    run(&["apply", "--auto-approve", "--approve-purchases", "--hyperpod-chart-installed"]);
     let st = env.state("hybrid-dev");
     let name = st["resources"]["hyperpod_cluster.baseline"]["outputs"]["name"].as_str().unwrap().to_string();
     let arn = st["resources"]["hyperpod_cluster.baseline"]["id"].as_str().unwrap().to_string();
