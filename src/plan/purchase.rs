@@ -208,7 +208,7 @@ pub async fn bought_plan_zones(ctx: &Ctx, stack: &Stack, state: Option<&State>) 
         st.resources.get(address).and_then(|e| e.outputs.get(k)).and_then(|v| v.as_str()).map(str::to_string)
     };
     let known = literal_subnet_zones(ctx, stack).await?;
-    let mut d = vec![];
+    let mut d = ended_plan_warnings(stack, &output, jiff::Timestamp::now());
     for c in hyperpod::clusters(stack) {
         let mut subnets: Vec<(String, String)> = crate::rules::subnet_resources(stack, c)
             .into_iter()
@@ -236,6 +236,51 @@ pub async fn bought_plan_zones(ctx: &Ctx, stack: &Stack, state: Option<&State>) 
         }
     }
     Ok(d)
+}
+
+/// A HyperPod cluster on a training plan the state says is bought and has ended: its recorded
+/// `state` is `Expired` or its recorded `end_date` has passed (`output(address, key)` reads
+/// the state's outputs). A warning, since an ended plan must not stop a destroy. The stack
+/// rule (`rules::hyperpod`) warns only after the latest end the window allows
+/// (`start_before + duration_hours`), so this says it from the real end until then. A plan
+/// HyperPod uses "must have a status of Scheduled or Active" (SageMaker DG
+/// `training-plan-utilization-for-hyperpod`), and every UpdateCluster names each group's plan.
+pub(crate) fn ended_plan_warnings(
+    stack: &Stack,
+    output: &dyn Fn(&str, &str) -> Option<String>,
+    now: jiff::Timestamp,
+) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for c in hyperpod::clusters(stack) {
+        for p in hyperpod::plans_of(stack, c) {
+            let end = output(&p.address, "end_date").and_then(|e| e.parse::<jiff::Timestamp>().ok());
+            let expired = output(&p.address, "state").is_some_and(|s| s == "Expired");
+            if !(expired || end.is_some_and(|e| e <= now)) {
+                continue;
+            }
+            let latest = crate::rules::lit_str(p, "start_before")
+                .and_then(|v| v.parse::<jiff::Timestamp>().ok())
+                .zip(lit(p, "duration_hours").and_then(|v| v.as_int()))
+                .map(|(b, h)| b + jiff::SignedDuration::from_hours(h));
+            if latest.is_some_and(|l| l < now) {
+                continue; // the stack rule says it
+            }
+            let when = match end {
+                Some(e) => format!("ended {e}"),
+                None => "is Expired".into(),
+            };
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` runs on `{}`, which {when} (recorded in state)", c.address, p.address),
+                    span(c, "instance_groups").or(c.span.clone()),
+                )
+                .help(
+                    "a bought plan cannot change: scale its groups to instance_count = 0, or remove their training_plan to run On-Demand (billed per hour), and add a new training_plan for more reserved capacity",
+                ),
+            );
+        }
+    }
+    d
 }
 
 /// Offering searches already made, by what they asked ([`search_key`]).

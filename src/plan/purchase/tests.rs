@@ -6,7 +6,7 @@
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::CapacityBlockOffering;
 
-use super::{plan_zone_errors, price_offline, search_scope};
+use super::{ended_plan_warnings, plan_zone_errors, price_offline, search_scope};
 use crate::plan::{Action, Offer, Options, Refreshed};
 use crate::resources::capacity_block::{purchase_of, valid_duration};
 use crate::resources::offering::choose;
@@ -446,4 +446,27 @@ fn a_plan_is_not_bought_when_its_clusters_subnets_span_zones_or_differ_from_the_
     assert!(
         e[0].contains("it is pinned to us-west-2c but its cluster `hyperpod_cluster.hp` has its subnets in us-west-2a")
     );
+}
+
+/// Review r18 minor-5: the plan-ended warning uses the bought plan's recorded `end_date` and
+/// `state`, not only the latest end its window allows.
+#[test]
+fn a_bought_plan_that_ended_by_its_recorded_end_date_or_state_is_warned_about() {
+    let s = hyperpod_stack("", r#"["${subnet.a.id}"]"#);
+    let now: jiff::Timestamp = "2026-12-03T00:00:00Z".parse().unwrap();
+    let warn = |end: &str, state: &str| {
+        let (end, state) = (end.to_string(), state.to_string());
+        let out = move |a: &str, k: &str| match (a, k) {
+            ("training_plan.tp", "end_date") if !end.is_empty() => Some(end.clone()),
+            ("training_plan.tp", "state") => Some(state.clone()),
+            _ => None,
+        };
+        ended_plan_warnings(&s, &out, now).into_iter().map(|d| d.message).collect::<Vec<_>>()
+    };
+    // The window allows an end up to 2026-12-09: the recorded end decides.
+    let ended = warn("2026-12-02T11:30:00Z", "Active");
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert!(ended[0].contains("`hyperpod_cluster.hp` runs on `training_plan.tp`, which ended 2026-12-02T11:30:00Z"));
+    assert!(warn("2026-12-04T11:30:00Z", "Active").is_empty());
+    assert_eq!(warn("", "Expired").len(), 1);
 }
