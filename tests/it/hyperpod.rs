@@ -504,6 +504,11 @@ fn a_hyperpod_cluster_adds_and_removes_groups_in_place_and_is_never_replaced_sil
         "{refused:?}"
     );
     assert!(refused.stderr.contains("write prevent_destroy = false under [hyperpod_cluster.baseline]"), "{refused:?}");
+    // Review r18 minor-7: the in-place route for a group's immutable field.
+    assert!(
+        refused.stderr.contains("revert instance group train and add a group under a new name with the new value (added in place), then remove train in a later apply (deleted in place with InstanceGroupsToDelete)"),
+        "{refused:?}"
+    );
     env.write(
         "h.toml",
         &other_role.replace("[hyperpod_cluster.baseline]\n", "[hyperpod_cluster.baseline]\nprevent_destroy = false\n"),
