@@ -297,6 +297,8 @@ fn search_key(kind: &str, inputs: &Attrs) -> String {
         "start_before",
         "availability_zone",
         "target",
+        // `allow_split` widens a training plan search's `EndTimeBefore`.
+        "allow_split",
     ] {
         key.push('|');
         key.push_str(&inputs.get(k).map(Value::interpolate).unwrap_or_default());

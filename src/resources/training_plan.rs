@@ -409,7 +409,17 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
     let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?.max(soon);
     let before = parse_time(str_attr(inp, "start_before")).map_err(bad)?;
     let hours = int_attr(inp, "duration_hours").unwrap_or(24);
-    let latest_end = before + jiff::SignedDuration::from_hours(hours);
+    let mut latest_end = before + jiff::SignedDuration::from_hours(hours);
+    // A two-block offering spans its hours plus the gap between its blocks, so a bound of
+    // `start_before + duration_hours` leaves out most of them. With `allow_split`, bound the
+    // end only by what SageMaker sells at all: "You can reserve a training plan up to 8 weeks
+    // (56 days) in advance of the start date" (SageMaker DG
+    // `reserve-capacity-with-training-plans`), so no block starts after now + 56 days and
+    // none ends later than that plus the asked hours. Starts are still kept to the window below.
+    if inp.get("allow_split").and_then(Value::as_bool) == Some(true) {
+        let furthest = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(56 * 24 + hours);
+        latest_end = latest_end.max(furthest);
+    }
     let target = match inp.get("target").and_then(Value::as_str) {
         Some(t) => t,
         None => "hyperpod-cluster",

@@ -694,6 +694,31 @@ fn split_offerings_are_refused_unless_allowed_and_then_every_block_is_shown() {
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
 
+/// Review r18 minor-6: a split offering spans its hours plus the gap between its blocks, so
+/// with `allow_split = true` the search's `EndTimeBefore` is not `start_before +
+/// duration_hours` (which leaves out every split offering of a one-day window here) but the
+/// furthest end SageMaker sells (56 days ahead plus the hours).
+#[test]
+fn allow_split_searches_past_the_window_end_so_split_offerings_are_found() {
+    let env = Env::new();
+    env.emu.control("POST", "/_gpustack/sagemaker/offerings?split=1");
+    // A one-day window: start_after in 1 day, start_before in 2.
+    let text: String = plan_stack("wide", 40000)
+        .lines()
+        .map(|l| {
+            if l.starts_with("start_before") {
+                format!("start_before    = \"{}\"\n", in_days(2))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect::<String>()
+        .replace("max_upfront_usd = 40000", "max_upfront_usd = 40000\nallow_split     = true");
+    env.write("t.toml", &text);
+    let plan = env.ok(&["plan", "t.toml"]);
+    assert!(plan.stdout.contains("block 1 of 2: ") && plan.stdout.contains("block 2 of 2: "), "{plan:?}");
+}
+
 /// Item 13 (issue 18): whether an offering id survives between two searches is not
 /// documented (SageMaker DG `search-training-plan-offerings-api-cli-sdk` shows only
 /// `tpo-SHA-256-hash-value`). With ids made afresh by every search, apply still buys the
