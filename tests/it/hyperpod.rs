@@ -762,4 +762,21 @@ fn a_plan_is_recorded_once_paid_and_a_failed_payment_is_an_error() {
         let st = env.state("fail");
         assert!(st["resources"].get("training_plan.base").is_none(), "a failed plan is not recorded: {st}");
     }
+    assert!(
+        env.run(&["apply", "f.toml", "--auto-approve", "--approve-purchases"])
+            .stderr
+            .contains("set purchase_attempt on the resource to a number not used before")
+    );
+    // Review r18 minor-3: the same offering again, under a new name (purchase_attempt).
+    env.emu.control("POST", "/_gpustack/sagemaker/consistency?fail_payment=0");
+    let bought = env.emu.training_plan_purchases();
+    env.write(
+        "f.toml",
+        &plan_stack("fail", 40000).replace("max_upfront_usd = 40000", "max_upfront_usd = 40000\npurchase_attempt = 1"),
+    );
+    env.ok(&["apply", "f.toml", "--auto-approve", "--approve-purchases"]);
+    let st = env.state("fail");
+    assert_eq!(st["resources"]["training_plan.base"]["outputs"]["state"], "Scheduled", "{st}");
+    assert_eq!(env.emu.training_plan_purchases(), bought + 1);
+    assert_eq!(env.run(&["plan", "f.toml", "--detailed-exitcode"]).code, 0);
 }
