@@ -38,6 +38,11 @@ pub struct ApplyArgs {
     /// Skip the EC2 quota check (for accounts that deny the Service Quotas API)
     #[arg(long)]
     skip_quota_check: bool,
+    /// Allow an apply that creates a HyperPod cluster (or buys its training plan) together
+    /// with its EKS cluster; without it that is an error, since HyperPod's dependencies chart
+    /// must be installed in between (apply --target eks_cluster.NAME first)
+    #[arg(long)]
+    hyperpod_chart_installed: bool,
     /// Apply only this resource and what it depends on (repeatable)
     #[arg(long = "target", value_name = "ADDRESS")]
     targets: Vec<String>,
@@ -78,6 +83,7 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
         resolve_pending: true,
         skip_quota_check: a.skip_quota_check,
         offline: false,
+        hyperpod_chart_installed: a.hyperpod_chart_installed,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
@@ -121,6 +127,7 @@ async fn apply_saved(g: &Global, a: &ApplyArgs, cancel: watch::Receiver<bool>) -
         resolve_pending: true,
         skip_quota_check: a.skip_quota_check,
         offline: false,
+        hyperpod_chart_installed: a.hyperpod_chart_installed,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,
@@ -166,6 +173,7 @@ pub async fn destroy(g: &Global, a: DestroyArgs) -> Result<i32> {
         resolve_pending: true,
         skip_quota_check: true,
         offline: false,
+        hyperpod_chart_installed: false,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,

@@ -43,6 +43,11 @@ pub struct PlanArgs {
     /// Skip the EC2 quota check (for accounts that deny the Service Quotas API)
     #[arg(long)]
     skip_quota_check: bool,
+    /// Allow a plan that creates a HyperPod cluster (or buys its training plan) in the same
+    /// apply as its EKS cluster; without it that is an error, since HyperPod's dependencies
+    /// chart must be installed in between
+    #[arg(long)]
+    hyperpod_chart_installed: bool,
     #[command(flatten)]
     vars: VarArgs,
 }
@@ -79,6 +84,9 @@ pub struct PrepareOpts<'a> {
     /// `plan --refresh=false`: no AWS call at all (embedded catalog, no offering or quota
     /// reads). apply needs the offerings it buys, so it never plans offline.
     pub offline: bool,
+    /// `--hyperpod-chart-installed`: a HyperPod cluster (or its training plan's purchase) may
+    /// be planned in the same apply as its EKS cluster.
+    pub hyperpod_chart_installed: bool,
 }
 
 pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Prep> {
@@ -134,7 +142,9 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
         Ok(mut plan) => {
-            if !o.destroy && !checks(g, &ctx, &stack, &mut plan, reads, o.skip_quota_check).await? {
+            if !o.destroy
+                && !checks(g, &ctx, &stack, &mut plan, reads, o.skip_quota_check, o.hyperpod_chart_installed).await?
+            {
                 return Ok(Prep::Exit(1));
             }
             Ok(Prep::Ready(Box::new(Prepared {
@@ -199,8 +209,9 @@ async fn checks(
     plan: &mut Plan,
     reads: Option<LiveReads>,
     skip_quota: bool,
+    chart_installed: bool,
 ) -> Result<bool> {
-    let pf = match reads {
+    let mut pf = match reads {
         Some(r) => {
             let mut pf = r.preflight;
             if !pf.diags.iter().any(|d| d.is_error()) {
@@ -234,6 +245,9 @@ async fn checks(
     let creates = |a: &str| plan.changes.iter().any(|c| c.address == a && c.action.creates());
     let changes = |a: &str| plan.changes.iter().any(|c| c.address == a && !c.action.is_removal());
     pf.diags.extend(crate::rules::cluster_versions(stack, &creates, &changes));
+    if !chart_installed {
+        pf.diags.extend(hyperpod_same_apply(stack, plan));
+    }
     let errors = pf.diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
         refuse(g, stack, &pf.diags);
@@ -254,7 +268,6 @@ async fn checks(
         }
         c.note = pf.notes.get(&c.address).cloned();
     }
-    plan.warnings.extend(hyperpod_same_apply(stack, plan));
     plan.warnings.extend(pool_drift(plan));
     Ok(true)
 }
@@ -271,20 +284,50 @@ fn pool_drift(plan: &Plan) -> Vec<String> {
         .collect()
 }
 
-/// A HyperPod cluster created by the same apply as its EKS cluster: its dependencies chart
-/// cannot be installed in between (it must be in the EKS cluster first), so say how to split
-/// the apply.
-fn hyperpod_same_apply(stack: &Stack, plan: &Plan) -> Vec<String> {
-    let created = |a: &str| plan.changes.iter().any(|c| c.address == a && c.action == crate::plan::Action::Create);
+/// A HyperPod cluster created, or its training plan bought, by the same apply that creates
+/// its EKS cluster: an error (unless `--hyperpod-chart-installed`). HyperPod's dependencies
+/// chart must be in the EKS cluster before the HyperPod cluster is created ("This Helm
+/// installation step is required … Failure to configure your Amazon EKS cluster using the
+/// provided Helm chart might result in the SageMaker HyperPod cluster not functioning
+/// correctly or the creation process failing entirely", SageMaker DG
+/// `sagemaker-hyperpod-eks-install-packages-using-helm-chart`), one apply leaves no moment
+/// to install it, and a training plan "cannot be modified once purchased" (DG
+/// `reserve-capacity-with-training-plans`): its window would run while the cluster fails.
+fn hyperpod_same_apply(stack: &Stack, plan: &Plan) -> Vec<crate::stack::Diagnostic> {
+    let action = |a: &str| plan.changes.iter().find(|c| c.address == a).map(|c| &c.action);
+    let created = |a: &str| action(a) == Some(&crate::plan::Action::Create);
     let mut out = vec![];
     for c in crate::rules::hyperpod::clusters(stack) {
         let Some(eks) = c.attrs.get("eks_cluster").and_then(|e| e.as_single_ref()) else { continue };
-        if created(&c.address) && created(&eks.address) {
-            out.push(format!(
-                "`{}` is created by the same apply as its EKS cluster `{}`, so HyperPod's dependencies chart cannot be installed first: apply with --target {} first, install the chart (gpustack manifests --out DIR; see DIR/hyperpod-dependencies/values.yaml), then apply the rest",
-                c.address, eks.address, eks.address
-            ));
+        if !created(&eks.address) {
+            continue;
         }
+        let bought: Vec<String> = crate::rules::hyperpod::plans_of(stack, c)
+            .into_iter()
+            .filter(|p| matches!(action(&p.address), Some(crate::plan::Action::Purchase(_))))
+            .map(|p| format!("`{}`", p.address))
+            .collect();
+        if !created(&c.address) && bought.is_empty() {
+            continue;
+        }
+        let what = match (created(&c.address), bought.is_empty()) {
+            (true, true) => format!("`{}` would be created", c.address),
+            (true, false) => format!("`{}` would be created and {} bought", c.address, bought.join(", ")),
+            _ => format!("{} would be bought for `{}`", bought.join(", "), c.address),
+        };
+        out.push(
+            crate::stack::Diagnostic::error(
+                format!(
+                    "{what} by the same apply that creates its EKS cluster `{}`: HyperPod's dependencies chart must be installed in the EKS cluster before the HyperPod cluster is created, and one apply leaves no moment to install it",
+                    eks.address
+                ),
+                c.span.clone(),
+            )
+            .help(format!(
+                "apply with --target {} first, install the chart (gpustack manifests --out DIR; see DIR/hyperpod-dependencies/values.yaml), then apply the rest; --hyperpod-chart-installed skips this check",
+                eks.address
+            )),
+        );
     }
     out
 }
@@ -326,6 +369,7 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
         resolve_pending: false,
         skip_quota_check: a.skip_quota_check,
         offline: !a.refresh,
+        hyperpod_chart_installed: a.hyperpod_chart_installed,
     };
     let p = match prepare(g, stack, opts).await? {
         Prep::Ready(p) => p,

@@ -363,9 +363,25 @@ fn unconsented_replace(r: &Resource, fields: &[FieldDiff]) -> Diagnostic {
         r.span.clone(),
     )
     .help(format!(
-        "undo that change, or write prevent_destroy = false under [{}] to allow the replacement",
-        r.address
+        "undo that change, or write prevent_destroy = false under [{}] to allow the replacement{}",
+        r.address,
+        group_route(&forcing)
     ))
+}
+
+/// How a group field that forces a replacement changes without one: groups are added and
+/// removed in place (`UpdateCluster` with a new group name, then `InstanceGroupsToDelete`;
+/// SageMaker DG `sagemaker-hyperpod-eks-operate-cli-command-update-cluster` and
+/// `smcluster-scale-down`), so the new value goes on a new group and the old group goes.
+fn group_route(forcing: &[&str]) -> String {
+    let groups: std::collections::BTreeSet<&str> =
+        forcing.iter().filter_map(|p| p.strip_prefix("instance_groups.")?.split('.').next()).collect();
+    match groups.first() {
+        None => String::new(),
+        Some(g) => format!(
+            "; to keep the cluster, revert instance group {g} and add a group under a new name with the new value (added in place), then remove {g} in a later apply (deleted in place with InstanceGroupsToDelete)"
+        ),
+    }
 }
 
 /// Field-level differences; maps (tags and the like) are compared key by key.

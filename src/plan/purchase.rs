@@ -63,6 +63,105 @@ fn search_scope(
     (inputs, zones, zone_note)
 }
 
+/// The zones a HyperPod cluster's subnets are in, as far as they can be known before it
+/// exists: a stack subnet's literal `availability_zone`, a literal subnet id's zone from
+/// `DescribeSubnets` (`known`). Also returns the subnets whose zone is unknown (a variable,
+/// another resource's output, a subnet written without its zone).
+fn cluster_zones(stack: &Stack, c: &Resource, known: &SubnetZones) -> (BTreeSet<String>, Vec<String>) {
+    let mut zones = BTreeSet::new();
+    let mut unknown = vec![];
+    let literal = |id: &str, zones: &mut BTreeSet<String>, unknown: &mut Vec<String>| match known.get(id) {
+        Some(z) => {
+            zones.insert(z.clone());
+        }
+        None => unknown.push(id.to_string()),
+    };
+    match (crate::rules::lit(c, "subnets"), c.attrs.get("subnets").map(|e| &e.kind)) {
+        (Some(v), _) => {
+            for id in crate::rules::strings(Some(v)) {
+                literal(&id, &mut zones, &mut unknown);
+            }
+        }
+        (None, Some(crate::stack::expr::ExprKind::List(items))) => {
+            for e in items {
+                if let Some(x) = e.as_single_ref() {
+                    let zone = stack
+                        .get(&x.address)
+                        .filter(|s| s.kind.name() == "subnet")
+                        .and_then(|s| crate::rules::lit_str(s, "availability_zone"));
+                    match zone {
+                        Some(z) => {
+                            zones.insert(z);
+                        }
+                        None => unknown.push(x.address.clone()),
+                    }
+                } else if let Some(id) = e.as_literal().and_then(Value::as_str) {
+                    literal(id, &mut zones, &mut unknown);
+                } else {
+                    unknown.push("a computed subnet".into());
+                }
+            }
+        }
+        _ => unknown.push("subnets not written as a list".into()),
+    }
+    (zones, unknown)
+}
+
+/// Before a training plan is priced or bought: the zone it would be bought in is the one
+/// zone its HyperPod clusters will run in. HyperPod "selects a subnet from the provided
+/// `VpcConfig`'s subnet list. All instance groups inherit the subnet's AZ" (SageMaker DG
+/// `sagemaker-hyperpod-prerequisites`, multiple AZs), the cluster must match the plan's zone
+/// (DG `training-plan-utilization-for-hyperpod`) and a plan "cannot be modified once
+/// purchased" (DG `reserve-capacity-with-training-plans`). So subnets in several zones, a
+/// pinned `availability_zone` other than the subnets' zone, or no zone known at all (and
+/// none pinned) refuse the purchase: an unknown zone never means "anywhere".
+fn plan_zone_errors(stack: &Stack, r: &Resource, pinned: Option<&str>, known: &SubnetZones) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for c in hyperpod::clusters_on_plan(stack, &r.address) {
+        let (zones, unknown) = cluster_zones(stack, c, known);
+        let listed = zones.iter().cloned().collect::<Vec<_>>().join(" and ");
+        if zones.len() > 1 {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: not bought, its cluster `{}` has subnets in {listed}: HyperPod picks one of them and every group inherits its zone, which may not be the plan's",
+                        r.address, c.address
+                    ),
+                    span(c, "subnets"),
+                )
+                .help("list subnets of one zone only for the cluster, the zone the training plan is bought in"),
+            );
+        } else if let (Some(p), Some(z)) = (pinned, zones.first())
+            && p != z
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: not bought, it is pinned to {p} but its cluster `{}` has its subnets in {z}",
+                        r.address, c.address
+                    ),
+                    span(r, "availability_zone"),
+                )
+                .help(format!("set availability_zone = \"{z}\" on the plan, or use subnets in {p}")),
+            );
+        } else if pinned.is_none() && !unknown.is_empty() {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: not bought, the zone of its cluster `{}` is not known before apply ({}), so the plan could be bought in a zone the cluster does not run in",
+                        r.address,
+                        c.address,
+                        unknown.join(", ")
+                    ),
+                    r.span.clone(),
+                )
+                .help("pin availability_zone on the training plan to the zone of the cluster's subnets"),
+            );
+        }
+    }
+    d
+}
+
 /// Subnet ids written literally in the stack (an existing VPC's), with their zones.
 pub type SubnetZones = HashMap<String, String>;
 
@@ -109,7 +208,7 @@ pub async fn bought_plan_zones(ctx: &Ctx, stack: &Stack, state: Option<&State>) 
         st.resources.get(address).and_then(|e| e.outputs.get(k)).and_then(|v| v.as_str()).map(str::to_string)
     };
     let known = literal_subnet_zones(ctx, stack).await?;
-    let mut d = vec![];
+    let mut d = ended_plan_warnings(stack, &output, jiff::Timestamp::now());
     for c in hyperpod::clusters(stack) {
         let mut subnets: Vec<(String, String)> = crate::rules::subnet_resources(stack, c)
             .into_iter()
@@ -139,6 +238,51 @@ pub async fn bought_plan_zones(ctx: &Ctx, stack: &Stack, state: Option<&State>) 
     Ok(d)
 }
 
+/// A HyperPod cluster on a training plan the state says is bought and has ended: its recorded
+/// `state` is `Expired` or its recorded `end_date` has passed (`output(address, key)` reads
+/// the state's outputs). A warning, since an ended plan must not stop a destroy. The stack
+/// rule (`rules::hyperpod`) warns only after the latest end the window allows
+/// (`start_before + duration_hours`), so this says it from the real end until then. A plan
+/// HyperPod uses "must have a status of Scheduled or Active" (SageMaker DG
+/// `training-plan-utilization-for-hyperpod`), and every UpdateCluster names each group's plan.
+pub(crate) fn ended_plan_warnings(
+    stack: &Stack,
+    output: &dyn Fn(&str, &str) -> Option<String>,
+    now: jiff::Timestamp,
+) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for c in hyperpod::clusters(stack) {
+        for p in hyperpod::plans_of(stack, c) {
+            let end = output(&p.address, "end_date").and_then(|e| e.parse::<jiff::Timestamp>().ok());
+            let expired = output(&p.address, "state").is_some_and(|s| s == "Expired");
+            if !(expired || end.is_some_and(|e| e <= now)) {
+                continue;
+            }
+            let latest = crate::rules::lit_str(p, "start_before")
+                .and_then(|v| v.parse::<jiff::Timestamp>().ok())
+                .zip(lit(p, "duration_hours").and_then(|v| v.as_int()))
+                .map(|(b, h)| b + jiff::SignedDuration::from_hours(h));
+            if latest.is_some_and(|l| l < now) {
+                continue; // the stack rule says it
+            }
+            let when = match end {
+                Some(e) => format!("ended {e}"),
+                None => "is Expired".into(),
+            };
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` runs on `{}`, which {when} (recorded in state)", c.address, p.address),
+                    span(c, "instance_groups").or(c.span.clone()),
+                )
+                .help(
+                    "a bought plan cannot change: scale its groups to instance_count = 0, or remove their training_plan to run On-Demand (billed per hour), and add a new training_plan for more reserved capacity",
+                ),
+            );
+        }
+    }
+    d
+}
+
 /// Offering searches already made, by what they asked ([`search_key`]).
 pub type Offers = HashMap<String, Vec<Purchase>>;
 
@@ -153,6 +297,8 @@ fn search_key(kind: &str, inputs: &Attrs) -> String {
         "start_before",
         "availability_zone",
         "target",
+        // `allow_split` widens a training plan search's `EndTimeBefore`.
+        "allow_split",
     ] {
         key.push('|');
         key.push_str(&inputs.get(k).map(Value::interpolate).unwrap_or_default());
@@ -224,6 +370,14 @@ pub async fn price(ctx: &Ctx, stack: &Stack, plan: &mut Plan, offers: &Offers) -
     for c in plan.changes.iter_mut().filter(|c| matches!(c.action, Action::Purchase(_))) {
         let Some(r) = stack.get(&c.address) else { continue };
         let fields: Attrs = c.fields.iter().filter_map(|f| Some((f.path.clone(), f.new.clone()?))).collect();
+        if r.kind.name() == "training_plan" {
+            let pinned = fields.get("availability_zone").and_then(Value::as_str);
+            let refused = plan_zone_errors(stack, r, pinned, &subnets);
+            if !refused.is_empty() {
+                d.extend(refused);
+                continue;
+            }
+        }
         // Capacity is only useful in the zones its users run in.
         let (inputs, zones, zone_note) = search_scope(stack, r, fields, &subnets);
         let kind = crate::resources::of(r);

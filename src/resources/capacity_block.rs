@@ -295,6 +295,7 @@ pub fn purchase_of(o: &CapacityBlockOffering, inp: &Attrs) -> Purchase {
         upfront_usd: upfront(o),
         currency: o.currency_code().unwrap_or("USD").to_string(),
         max_upfront_usd: 0.0,
+        attempt: 0,
         blocks: vec![],
     }
     .asked(inp)

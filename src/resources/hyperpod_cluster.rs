@@ -192,6 +192,37 @@ impl Kind for HyperpodCluster {
                 "keep one group (at instance_count = 0 if it should run nothing), or remove the cluster".into(),
             ));
         }
+        // Neither can be cleared by UpdateCluster: `OnStartDeepHealthChecks` has `min: 1`
+        // (botocore `sagemaker/2017-07-24/service-2.json`, `OnStartDeepHealthChecks`), so an
+        // empty list is invalid, and what an omitted member (or `InstanceStorageConfigs`) does
+        // to a group's current value is not documented (SageMaker DG
+        // `sagemaker-hyperpod-eks-operate-cli-command-update-cluster`): sending the update
+        // could keep the old value and plan the same change forever.
+        for name in now.intersection(&was) {
+            let (before, after) = (group_field(old, name), group_field(new, name));
+            let checks = |f: &dyn Fn(&str) -> Option<Value>| {
+                f("deep_health_checks").is_some_and(|v| !v.is_known() || v.as_list().is_some_and(|l| !l.is_empty()))
+            };
+            if checks(&before) && !checks(&after) {
+                out.push((
+                    "instance_groups",
+                    format!("clears the deep health checks of instance group {name}, which UpdateCluster cannot do in place"),
+                    format!(
+                        "keep `instance_groups.{name}.deep_health_checks`, or add a group under a new name without them and remove {name} (InstanceGroupsToDelete)"
+                    ),
+                ));
+            }
+            let size = |f: &dyn Fn(&str) -> Option<Value>| f("volume_size_gb").is_some();
+            if size(&before) && !size(&after) {
+                out.push((
+                    "instance_groups",
+                    format!("removes volume_size_gb from instance group {name}, which UpdateCluster cannot do in place"),
+                    format!(
+                        "keep `instance_groups.{name}.volume_size_gb`, or add a group under a new name without it and remove {name} (InstanceGroupsToDelete)"
+                    ),
+                ));
+            }
+        }
         for name in now.difference(&was) {
             if group_count(new, name) == Some(0) {
                 out.push((
@@ -577,6 +608,14 @@ fn group_names(i: &Attrs) -> std::collections::BTreeSet<String> {
     }
 }
 
+/// A group's field reader: `f(key)` is that field of group `name` in `i`, if set.
+fn group_field<'a>(i: &'a Attrs, name: &'a str) -> impl Fn(&str) -> Option<Value> + 'a {
+    move |k: &str| {
+        let Some(Value::Table(t)) = i.get("instance_groups") else { return None };
+        t.get(name)?.as_table()?.get(k).cloned()
+    }
+}
+
 fn group_count(i: &Attrs, name: &str) -> Option<i64> {
     let Some(Value::Table(t)) = i.get("instance_groups") else { return None };
     t.get(name)?.as_table()?.get("instance_count")?.as_int()
@@ -889,5 +928,30 @@ mod tests {
         assert!(last[0].1.contains("keeps at least one"), "{last:?}");
         let empty = HyperpodCluster.check_update(&with(&[("a", 1)]), &with(&[("a", 1), ("b", 0)]));
         assert!(empty[0].1.contains("adds instance group b with instance_count = 0"), "{empty:?}");
+    }
+
+    /// Review r18 minor-4: UpdateCluster cannot clear deep health checks (`min: 1`) nor a
+    /// volume (an omitted member's effect is undocumented), so the plan refuses it.
+    #[test]
+    fn an_update_never_clears_deep_health_checks_nor_the_volume() {
+        let with = |fields: &[(&str, Value)]| {
+            let mut g = vec![("instance_count", Value::Int(1))];
+            g.extend(fields.iter().cloned());
+            Attrs::from([("instance_groups".to_string(), table(&[("a", table(&g))]))])
+        };
+        let checks = Value::List(vec![Value::str("InstanceStress")]);
+        let full = with(&[("deep_health_checks", checks.clone()), ("volume_size_gb", Value::Int(500))]);
+        assert!(HyperpodCluster.check_update(&full, &full).is_empty());
+        assert!(HyperpodCluster.check_update(&with(&[]), &full).is_empty(), "adding both is fine");
+        let cleared = HyperpodCluster.check_update(
+            &full,
+            &with(&[("deep_health_checks", Value::List(vec![])), ("volume_size_gb", Value::Int(500))]),
+        );
+        assert_eq!(cleared.len(), 1, "{cleared:?}");
+        assert!(cleared[0].1.contains("clears the deep health checks of instance group a"), "{cleared:?}");
+        let dropped = HyperpodCluster.check_update(&full, &with(&[("deep_health_checks", checks)]));
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert!(dropped[0].1.contains("removes volume_size_gb from instance group a"), "{dropped:?}");
+        assert!(dropped[0].2.contains("InstanceGroupsToDelete"), "{dropped:?}");
     }
 }

@@ -26,6 +26,14 @@ pub struct Purchase {
     /// start and end, so the plan shows the gap between them; empty for one block.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<Block>,
+    /// A training plan's `purchase_attempt` (0 when not set): salts the plan's name, so a
+    /// purchase whose payment failed can be made again under a new name.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub attempt: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// One reserved-capacity block of an offering.
@@ -41,6 +49,7 @@ impl Purchase {
     pub fn asked(mut self, inputs: &Attrs) -> Purchase {
         self.asked_hours = inputs.get("duration_hours").and_then(Value::as_int).unwrap_or(0);
         self.max_upfront_usd = inputs.get("max_upfront_usd").and_then(Value::as_f64).unwrap_or(0.0);
+        self.attempt = inputs.get("purchase_attempt").and_then(Value::as_int).unwrap_or(0);
         self
     }
 }

@@ -87,6 +87,12 @@ const ATTRS: &[Attr] = &[
     Attr::opt("allow_split", Ty::Bool, Default::Bool(false), OnChange::Update),
     // A guard on the purchase, not a property of the plan: changing it later changes nothing.
     Attr::req("max_upfront_usd", Ty::Number, OnChange::Update),
+    // Salts the plan's name for a new purchase after a `Failed` payment: a failed plan keeps
+    // its name ("If the plan purchase fails, the status is set to `Failed`", SageMaker DG
+    // `training-plan-details-using-api-cli-sdk`; plan names are unique and the same offering
+    // may keep its id), so without it the retry would find that failed plan again. Changing
+    // it after the purchase changes nothing.
+    Attr::opt("purchase_attempt", Ty::Int, Default::None, OnChange::Update),
     TAGS,
 ];
 
@@ -227,7 +233,7 @@ impl Kind for TrainingPlan {
 
     /// The plan's name, journaled before `CreateTrainingPlan` (which has no client token).
     fn pending_token(&self, stack: &str, address: &str, purchase: Option<&Purchase>) -> Option<String> {
-        purchase.map(|p| plan_name(stack, address, &p.offering_id))
+        purchase.map(|p| plan_name(stack, address, &p.offering_id, p.attempt))
     }
 
     /// A purchase journaled by name and not yet recorded: `DescribeTrainingPlan` of exactly
@@ -255,7 +261,7 @@ impl Kind for TrainingPlan {
                 "this training plan has no planned offering; run `gpustack plan` and approve the purchase",
             ));
         };
-        let name = plan_name(&ctx.stack, req.address, &planned.offering_id);
+        let name = plan_name(&ctx.stack, req.address, &planned.offering_id, planned.attempt);
         // A plan of this very name is this purchase, made by a run that died before recording it.
         if describe(ctx, &name).await?.is_some() {
             return Ok(recorded(&paid(ctx, &name).await?));
@@ -384,9 +390,11 @@ fn name_part(s: &str) -> String {
 /// The name of the plan `address` of `stack` buys with `offering`: `<stack>-<name>-<8 hex>`,
 /// the hex from the offering, so a name is never reused for a new purchase (an expired
 /// plan's name may stay taken), and at most 64 characters.
-pub fn plan_name(stack: &str, address: &str, offering: &str) -> String {
+pub fn plan_name(stack: &str, address: &str, offering: &str, attempt: i64) -> String {
     let resource = address.split_once('.').map(|(_, n)| n).unwrap_or(address);
-    let digest = Sha256::digest(offering.as_bytes());
+    // Attempt 0 keeps the names of plans bought before `purchase_attempt` existed.
+    let salted = if attempt == 0 { offering.to_string() } else { format!("{offering}|attempt {attempt}") };
+    let digest = Sha256::digest(salted.as_bytes());
     let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
     let head = format!("{}-{}", name_part(stack), name_part(resource));
     let room = NAME_MAX - hex.len() - 1;
@@ -409,7 +417,17 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
     let after = parse_time(str_attr(inp, "start_after")).map_err(bad)?.max(soon);
     let before = parse_time(str_attr(inp, "start_before")).map_err(bad)?;
     let hours = int_attr(inp, "duration_hours").unwrap_or(24);
-    let latest_end = before + jiff::SignedDuration::from_hours(hours);
+    let mut latest_end = before + jiff::SignedDuration::from_hours(hours);
+    // A two-block offering spans its hours plus the gap between its blocks, so a bound of
+    // `start_before + duration_hours` leaves out most of them. With `allow_split`, bound the
+    // end only by what SageMaker sells at all: "You can reserve a training plan up to 8 weeks
+    // (56 days) in advance of the start date" (SageMaker DG
+    // `reserve-capacity-with-training-plans`), so no block starts after now + 56 days and
+    // none ends later than that plus the asked hours. Starts are still kept to the window below.
+    if inp.get("allow_split").and_then(Value::as_bool) == Some(true) {
+        let furthest = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(56 * 24 + hours);
+        latest_end = latest_end.max(furthest);
+    }
     let target = match inp.get("target").and_then(Value::as_str) {
         Some(t) => t,
         None => "hyperpod-cluster",
@@ -510,6 +528,7 @@ pub fn purchase_of(o: &TrainingPlanOffering, inp: &Attrs) -> Purchase {
         upfront_usd: fee(o.upfront_fee()),
         currency: o.currency_code().unwrap_or("USD").to_string(),
         max_upfront_usd: 0.0,
+        attempt: 0,
         blocks: if blocks.len() > 1 {
             blocks
                 .iter()
@@ -576,7 +595,7 @@ pub(crate) async fn paid(ctx: &Ctx, name: &str) -> Result<DescribeTrainingPlanOu
                     operation: "CreateTrainingPlan",
                     code: Some("Failed".into()),
                     detail: format!(
-                        "training plan {name} failed: {}; nothing was recorded, and a failed plan keeps its name: check `aws sagemaker describe-training-plan --training-plan-name {name}`, then move the window (start_after/start_before) so the plan proposes another offering",
+                        "training plan {name} failed: {}; nothing was recorded, and a failed plan keeps its name: check `aws sagemaker describe-training-plan --training-plan-name {name}`, then set purchase_attempt on the resource to a number not used before (it gives the new purchase another name) or move the window (start_after/start_before)",
                         d.status_message().unwrap_or("no reason given")
                     ),
                 }),
@@ -656,13 +675,17 @@ mod tests {
                 && !n.ends_with('-')
                 && !n.contains("--")
         };
-        let a = plan_name("hybrid", "training_plan.baseline", "tpo-1");
+        let a = plan_name("hybrid", "training_plan.baseline", "tpo-1", 0);
         assert!(a.starts_with("hybrid-baseline-"), "{a}");
         assert!(re(&a), "{a}");
-        assert_ne!(a, plan_name("hybrid", "training_plan.baseline", "tpo-2"), "another offering, another name");
-        assert_eq!(a, plan_name("hybrid", "training_plan.baseline", "tpo-1"), "the same purchase, the same name");
-        let long = plan_name(&"s".repeat(40), &format!("training_plan.{}", "x_".repeat(30)), "tpo-1");
+        assert_ne!(a, plan_name("hybrid", "training_plan.baseline", "tpo-2", 0), "another offering, another name");
+        assert_eq!(a, plan_name("hybrid", "training_plan.baseline", "tpo-1", 0), "the same purchase, the same name");
+        let long = plan_name(&"s".repeat(40), &format!("training_plan.{}", "x_".repeat(30)), "tpo-1", 0);
         assert!(re(&long) && long.len() >= 60, "{long}");
+        // Review r18 minor-3: purchase_attempt gives a retry after a failed payment a new name.
+        let retry = plan_name("hybrid", "training_plan.baseline", "tpo-1", 1);
+        assert!(re(&retry) && retry != a, "{retry}");
+        assert_ne!(retry, plan_name("hybrid", "training_plan.baseline", "tpo-1", 2));
     }
 
     fn offering(id: &str, zone: &str, fee: &str, blocks: &[(i64, i64)]) -> TrainingPlanOffering {

@@ -578,6 +578,8 @@ def cluster_refusals(env: Env, plan_arns: dict[str, str]) -> None:
             **create(InstanceGroups=[env.group("g", kind="ml.p5e.48xlarge", count=1, TrainingPlanArn=p5)]))
     refused(env.sm.create_cluster, "ValidationException", "subnets outside the plan's AZ", "Availability Zone us-west-2a",
             **create(VpcConfig=env.vpc(AZS[1]), InstanceGroups=[env.group("g", kind=P5, count=1, TrainingPlanArn=p5)]))
+    refused(env.sm.create_cluster, "ValidationException", "a plan's AZ matching only one of the subnets", "subnets are in us-west-2a, us-west-2b",
+            **create(VpcConfig=env.vpc(AZS[0], AZS[1]), InstanceGroups=[env.group("g", kind=P5, count=1, TrainingPlanArn=p5)]))
     refused(env.sm.create_cluster, "ValidationException", "more instances than the plan has", "available instances",
             **create(InstanceGroups=[env.group("g", kind=P5, count=3, TrainingPlanArn=p5)]))
     refused(env.sm.create_cluster, "ValidationException", "two groups overflowing one plan together", "are available",

@@ -174,9 +174,11 @@ fn kill_9_right_after_create_training_plan_never_buys_twice() {
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
 
-/// examples/hybrid-hyperpod.toml as shipped: the plan warns that HyperPod's chart must come
-/// first, apply buys the training plan once and creates the HyperPod cluster on the EKS
-/// cluster with the plan's ARN, a second plan shows no changes, a count change updates in
+/// examples/hybrid-hyperpod.toml as shipped, in the two steps the README describes: a plan
+/// of the whole stack is refused (HyperPod's chart must be installed between the EKS cluster
+/// and the HyperPod cluster, review r18 MAJOR-2) and buys nothing; `apply --target
+/// eks_cluster.main` creates the EKS cluster; then apply buys the training plan once and
+/// creates the HyperPod cluster on the EKS cluster with the plan's ARN, a second plan shows no changes, a count change updates in
 /// place, the manifests validate, destroy leaves only the retained plan, and every call made
 /// is in `gpustack policy`.
 #[test]
@@ -190,11 +192,27 @@ fn the_shipped_hybrid_example_applies_updates_in_place_renders_and_destroys() {
     let run = |cmd: &[&str]| env.ok(&[cmd, &["h.toml"][..], &vars[..]].concat());
     env.emu.reset_requests();
 
+    // One apply for everything: refused at plan and at apply, nothing bought or created.
+    for cmd in [&["plan"][..], &["apply", "--auto-approve", "--approve-purchases"][..]] {
+        let refused = env.run(&[cmd, &["h.toml"][..], &vars[..]].concat());
+        assert_eq!(refused.code, 1, "{refused:?}");
+        assert!(
+            refused.stderr.contains("`hyperpod_cluster.baseline` would be created and `training_plan.baseline` bought by the same apply that creates its EKS cluster `eks_cluster.main`"),
+            "{refused:?}"
+        );
+        assert!(refused.stderr.contains("apply with --target eks_cluster.main first"), "{refused:?}");
+    }
+    assert_eq!(env.emu.training_plan_purchases(), 0);
+    assert!(!env.emu.requests().iter().any(|(_, a)| a == "CreateCluster"));
+
+    // Step 1: the EKS cluster (and what it needs); the chart would be installed now.
+    run(&["apply", "--target", "eks_cluster.main", "--auto-approve"]);
+    assert_eq!(env.emu.training_plan_purchases(), 0);
+    // Step 2: the rest.
     let plan = run(&["plan"]);
     assert!(plan.stdout.contains("+ training_plan.baseline             purchase (non-refundable)"), "{plan:?}");
     assert!(plan.stdout.contains("(searched in us-west-2a, the zone of hyperpod_cluster.baseline)"), "{plan:?}");
     assert!(plan.stdout.contains("HyperPod needs its dependencies Helm chart"), "{plan:?}");
-    assert!(plan.stdout.contains("apply with --target eks_cluster.main first"), "{plan:?}");
 
     let apply = run(&["apply", "--auto-approve", "--approve-purchases"]);
     assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
@@ -414,7 +432,8 @@ fn a_hyperpod_cluster_adds_and_removes_groups_in_place_and_is_never_replaced_sil
     let vars = ["--var", after.as_str(), "--var", before.as_str()];
     let run = |cmd: &[&str]| env.ok(&[cmd, &["h.toml"][..], &vars[..]].concat());
     let code = |cmd: &[&str]| env.run(&[cmd, &["h.toml"][..], &vars[..]].concat());
-    run(&["apply", "--auto-approve", "--approve-purchases"]);
+    // The opt-out: one apply for the EKS cluster, the plan and the HyperPod cluster.
+    run(&["apply", "--auto-approve", "--approve-purchases", "--hyperpod-chart-installed"]);
     let st = env.state("hybrid-dev");
     let name = st["resources"]["hyperpod_cluster.baseline"]["outputs"]["name"].as_str().unwrap().to_string();
     let arn = st["resources"]["hyperpod_cluster.baseline"]["id"].as_str().unwrap().to_string();
@@ -485,6 +504,11 @@ fn a_hyperpod_cluster_adds_and_removes_groups_in_place_and_is_never_replaced_sil
         "{refused:?}"
     );
     assert!(refused.stderr.contains("write prevent_destroy = false under [hyperpod_cluster.baseline]"), "{refused:?}");
+    // Review r18 minor-7: the in-place route for a group's immutable field.
+    assert!(
+        refused.stderr.contains("revert instance group train and add a group under a new name with the new value (added in place), then remove train in a later apply (deleted in place with InstanceGroupsToDelete)"),
+        "{refused:?}"
+    );
     env.write(
         "h.toml",
         &other_role.replace("[hyperpod_cluster.baseline]\n", "[hyperpod_cluster.baseline]\nprevent_destroy = false\n"),
@@ -553,6 +577,24 @@ fn a_training_plan_is_bought_in_the_zone_of_its_clusters_literal_subnets() {
     env.write("pinned.toml", &existing_vpc_stack(&c, "availability_zone = \"us-west-2c\"\n", &window));
     let plan = env.ok(&["plan", "pinned.toml", "--target", "training_plan.base"]);
     assert!(plan.stdout.contains("$ 2× ml.p5.48xlarge in us-west-2c"), "{plan:?}");
+
+    // Literal subnets in two zones: HyperPod picks one, so no zone is safe to buy in.
+    env.write("two.toml", &existing_vpc_stack(&format!("{c}\", \"{a}"), "", &window));
+    let refused = env.run(&["plan", "two.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("`training_plan.base`: not bought, its cluster `hyperpod_cluster.main` has subnets in us-west-2a and us-west-2c"),
+        "{refused:?}"
+    );
+    // A pin that disagrees with the literal subnet's zone is refused before pricing.
+    env.write("wrong.toml", &existing_vpc_stack(&c, "availability_zone = \"us-west-2a\"\n", &window));
+    let refused = env.run(&["plan", "wrong.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("`training_plan.base`: not bought, it is pinned to us-west-2a but its cluster `hyperpod_cluster.main` has its subnets in us-west-2c"),
+        "{refused:?}"
+    );
+    assert_eq!(env.emu.training_plan_purchases(), 0);
 
     // Bought in 2c: a cluster moved to a subnet of 2a is refused before anything changes.
     env.ok(&["apply", "l.toml", "--target", "training_plan.base", "--auto-approve", "--approve-purchases"]);
@@ -652,6 +694,31 @@ fn split_offerings_are_refused_unless_allowed_and_then_every_block_is_shown() {
     assert_eq!(env.run(&["plan", "t.toml", "--detailed-exitcode"]).code, 0);
 }
 
+/// Review r18 minor-6: a split offering spans its hours plus the gap between its blocks, so
+/// with `allow_split = true` the search's `EndTimeBefore` is not `start_before +
+/// duration_hours` (which leaves out every split offering of a one-day window here) but the
+/// furthest end SageMaker sells (56 days ahead plus the hours).
+#[test]
+fn allow_split_searches_past_the_window_end_so_split_offerings_are_found() {
+    let env = Env::new();
+    env.emu.control("POST", "/_gpustack/sagemaker/offerings?split=1");
+    // A one-day window: start_after in 1 day, start_before in 2.
+    let text: String = plan_stack("wide", 40000)
+        .lines()
+        .map(|l| {
+            if l.starts_with("start_before") {
+                format!("start_before    = \"{}\"\n", in_days(2))
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect::<String>()
+        .replace("max_upfront_usd = 40000", "max_upfront_usd = 40000\nallow_split     = true");
+    env.write("t.toml", &text);
+    let plan = env.ok(&["plan", "t.toml"]);
+    assert!(plan.stdout.contains("block 1 of 2: ") && plan.stdout.contains("block 2 of 2: "), "{plan:?}");
+}
+
 /// Item 13 (issue 18): whether an offering id survives between two searches is not
 /// documented (SageMaker DG `search-training-plan-offerings-api-cli-sdk` shows only
 /// `tpo-SHA-256-hash-value`). With ids made afresh by every search, apply still buys the
@@ -695,4 +762,21 @@ fn a_plan_is_recorded_once_paid_and_a_failed_payment_is_an_error() {
         let st = env.state("fail");
         assert!(st["resources"].get("training_plan.base").is_none(), "a failed plan is not recorded: {st}");
     }
+    assert!(
+        env.run(&["apply", "f.toml", "--auto-approve", "--approve-purchases"])
+            .stderr
+            .contains("set purchase_attempt on the resource to a number not used before")
+    );
+    // Review r18 minor-3: the same offering again, under a new name (purchase_attempt).
+    env.emu.control("POST", "/_gpustack/sagemaker/consistency?fail_payment=0");
+    let bought = env.emu.training_plan_purchases();
+    env.write(
+        "f.toml",
+        &plan_stack("fail", 40000).replace("max_upfront_usd = 40000", "max_upfront_usd = 40000\npurchase_attempt = 1"),
+    );
+    env.ok(&["apply", "f.toml", "--auto-approve", "--approve-purchases"]);
+    let st = env.state("fail");
+    assert_eq!(st["resources"]["training_plan.base"]["outputs"]["state"], "Scheduled", "{st}");
+    assert_eq!(env.emu.training_plan_purchases(), bought + 1);
+    assert_eq!(env.run(&["plan", "f.toml", "--detailed-exitcode"]).code, 0);
 }

@@ -6,7 +6,7 @@
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::CapacityBlockOffering;
 
-use super::{price_offline, search_scope};
+use super::{ended_plan_warnings, plan_zone_errors, price_offline, search_scope};
 use crate::plan::{Action, Offer, Options, Refreshed};
 use crate::resources::capacity_block::{purchase_of, valid_duration};
 use crate::resources::offering::choose;
@@ -366,4 +366,107 @@ fn offline_a_block_with_no_zone_to_search_names_none() {
         note,
         "2× p5.48xlarge, 336 h starting between 2026-12-01T00:00:00Z and 2026-12-08T00:00:00Z: offering and price not looked up (--refresh=false); a refreshing plan searches them (max 8000 USD)"
     );
+}
+
+// ---- a training plan's zone before it is bought ----
+
+/// `stack` plus a training plan (`plan` lines) used by a HyperPod cluster on `subnets`, and
+/// a subnet `c` whose zone is another subnet's output (not known before apply).
+fn hyperpod_stack(plan: &str, subnets: &str) -> Stack {
+    accepted(&stack(
+        "duration_hours = 24",
+        &format!(
+            r#"
+[subnet.c]
+vpc               = "${{vpc.main.id}}"
+cidr_block        = "10.9.32.0/20"
+availability_zone = "${{subnet.a.availability_zone}}"
+nat_gateway       = "${{nat_gateway.out.id}}"
+
+[training_plan.tp]
+instance_type   = "ml.p5.48xlarge"
+instance_count  = 1
+duration_hours  = 24
+start_after     = "2026-12-01T00:00:00Z"
+start_before    = "2026-12-08T00:00:00Z"
+max_upfront_usd = 40000
+{plan}
+
+[hyperpod_cluster.hp]
+eks_cluster     = "${{eks_cluster.main.arn}}"
+subnets         = {subnets}
+security_groups = ["sg-0123456789abcdef0"]
+
+[hyperpod_cluster.hp.instance_groups.g]
+instance_type  = "ml.p5.48xlarge"
+instance_count = 1
+execution_role = "arn:aws:iam::123456789012:role/hyperpod"
+lifecycle      = {{ source_s3_uri = "s3://sagemaker-lc/", on_create = "on_create.sh" }}
+training_plan  = "${{training_plan.tp.arn}}"
+"#
+        ),
+    ))
+}
+
+fn zone_errors(stack: &Stack, pinned: Option<&str>, known: &[(&str, &str)]) -> Vec<String> {
+    let r = stack.get("training_plan.tp").expect("the plan");
+    let known = known.iter().map(|(s, z)| (s.to_string(), z.to_string())).collect();
+    plan_zone_errors(stack, r, pinned, &known).into_iter().map(|d| d.message).collect()
+}
+
+/// MAJOR-1 (review r18): an unknown zone never means "anywhere": a cluster subnet whose zone
+/// is only known after apply refuses the purchase unless the plan pins its zone.
+#[test]
+fn a_plan_whose_clusters_zone_is_unknown_is_not_bought_unless_pinned() {
+    let s = hyperpod_stack("", r#"["${subnet.c.id}"]"#);
+    let e = zone_errors(&s, None, &[]);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("the zone of its cluster `hyperpod_cluster.hp` is not known before apply (subnet.c)"),
+        "{e:?}"
+    );
+    assert!(zone_errors(&s, Some("us-west-2a"), &[]).is_empty());
+    // A literal id DescribeSubnets did not resolve is as unknown.
+    let s = hyperpod_stack("", r#"["subnet-0aaa"]"#);
+    assert_eq!(zone_errors(&s, None, &[]).len(), 1);
+    assert!(zone_errors(&s, None, &[("subnet-0aaa", "us-west-2a")]).is_empty());
+}
+
+/// MAJOR-1 (review r18): stack subnets and literal ids resolved by DescribeSubnets are one zone
+/// set: two zones, or a pin elsewhere, refuse the purchase.
+#[test]
+fn a_plan_is_not_bought_when_its_clusters_subnets_span_zones_or_differ_from_the_pin() {
+    let s = hyperpod_stack("", r#"["${subnet.a.id}", "subnet-0bbb"]"#);
+    let e = zone_errors(&s, None, &[("subnet-0bbb", "us-west-2b")]);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].contains("has subnets in us-west-2a and us-west-2b"), "{e:?}");
+    assert!(zone_errors(&s, None, &[("subnet-0bbb", "us-west-2a")]).is_empty());
+    let e = zone_errors(&s, Some("us-west-2c"), &[("subnet-0bbb", "us-west-2a")]);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("it is pinned to us-west-2c but its cluster `hyperpod_cluster.hp` has its subnets in us-west-2a")
+    );
+}
+
+/// Review r18 minor-5: the plan-ended warning uses the bought plan's recorded `end_date` and
+/// `state`, not only the latest end its window allows.
+#[test]
+fn a_bought_plan_that_ended_by_its_recorded_end_date_or_state_is_warned_about() {
+    let s = hyperpod_stack("", r#"["${subnet.a.id}"]"#);
+    let now: jiff::Timestamp = "2026-12-03T00:00:00Z".parse().unwrap();
+    let warn = |end: &str, state: &str| {
+        let (end, state) = (end.to_string(), state.to_string());
+        let out = move |a: &str, k: &str| match (a, k) {
+            ("training_plan.tp", "end_date") if !end.is_empty() => Some(end.clone()),
+            ("training_plan.tp", "state") => Some(state.clone()),
+            _ => None,
+        };
+        ended_plan_warnings(&s, &out, now).into_iter().map(|d| d.message).collect::<Vec<_>>()
+    };
+    // The window allows an end up to 2026-12-09: the recorded end decides.
+    let ended = warn("2026-12-02T11:30:00Z", "Active");
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert!(ended[0].contains("`hyperpod_cluster.hp` runs on `training_plan.tp`, which ended 2026-12-02T11:30:00Z"));
+    assert!(warn("2026-12-04T11:30:00Z", "Active").is_empty());
+    assert_eq!(warn("", "Expired").len(), 1);
 }

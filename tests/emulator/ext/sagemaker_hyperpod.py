@@ -128,10 +128,13 @@ Instance groups (CreateCluster and new groups of UpdateCluster; ``ValidationExce
   or Active", [DG-tp]), target ``hyperpod-cluster`` ("A training plan for HyperPod clusters can be
   used exclusively to provide compute resources to a cluster's instance group", API Reference
   ``TrainingPlanOffering``), have the group's instance type, have room for the group's count
-  (total minus what other instance groups use), and its Availability Zone must be the AZ of one of
-  the group's subnets (``OverrideVpcConfig``, else the cluster's ``VpcConfig``) ("Make sure your
-  cluster's configuration matches the Availability Zone (AZ) specified in the training plan",
-  [DG-tp]). Wordings unverified.
+  (total minus what other instance groups use), and its Availability Zone must be the AZ of every one
+  of the group's subnets (``OverrideVpcConfig``, else the cluster's ``VpcConfig``) ("Make sure
+  your cluster's configuration matches the Availability Zone (AZ) specified in the training plan",
+  [DG-tp]; HyperPod "selects a subnet from the provided VpcConfig's subnet list. All instance
+  groups inherit the subnet's AZ", [DG-prereq], and which one it picks is undocumented, so the
+  emulator refuses subnets in several zones with a plan: stricter than "one of them").
+  Wordings unverified.
 * Quotas (``ResourceLimitExceeded``, SageMaker's job-quota wording "The account-level service limit
   '<name>' is N Instances, with current utilization of U Instances and a request delta of D
   Instances. ...", unverified for clusters), applied values from service_quotas.py: "ml.<type> for
@@ -663,7 +666,10 @@ def _check_plan(backend: Any, cluster_name: str, spec: dict[str, Any], count: in
             f"Instance group {group}: the instance type {spec['InstanceType']} does not match the instance type "
             f"{plan.instance_type} of the training plan {plan.name}."
         )
-    if plan.zone_name not in azs:
+    # Every subnet, not one of them: HyperPod "selects a subnet from the provided VpcConfig's
+    # subnet list. All instance groups inherit the subnet's AZ" ([DG-prereq], multiple AZs), and
+    # which one it picks is not documented, so a subnet in another zone may be the one it uses.
+    if azs != {plan.zone_name}:
         raise Invalid(
             f"Instance group {group}: the training plan {plan.name} is in the Availability Zone {plan.zone_name}, "
             f"but the instance group's subnets are in {', '.join(sorted(azs))}."
