@@ -286,12 +286,58 @@ fn mig_slices(key: &str, value: &str) -> Option<i64> {
     n.parse().ok()
 }
 
+/// The instance types a pool may launch, from the embedded catalog: `instance_types`
+/// (restricted to `instance_families` when both are written: Karpenter ANDs requirements),
+/// else every GPU type of `instance_families`. None when the pool names neither, or names a
+/// type the catalog lacks: then its sizes are not known here.
+fn pool_types(types: &[String], families: &[String]) -> Option<Vec<&'static catalog::InstanceInfo>> {
+    let embedded = catalog::embedded();
+    let family = |t: &str| t.split('.').next().unwrap_or(t).to_string();
+    if !types.is_empty() {
+        return types
+            .iter()
+            .filter(|t| families.is_empty() || families.contains(&family(t)))
+            .map(|t| embedded.get(t))
+            .collect::<Option<Vec<_>>>()
+            .filter(|l| !l.is_empty());
+    }
+    let mut all: Vec<&catalog::InstanceInfo> =
+        embedded.all().filter(|i| i.gpus > 0 && families.contains(&family(&i.name))).collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    (!all.is_empty()).then_some(all)
+}
+
+/// `(vCPUs, GPUs)` of one instance when every type the pool may launch ([`pool_types`]) has
+/// the same vCPU:GPU ratio (g5.xlarge, g6.xlarge, g6e.xlarge: 4 vCPUs per GPU), else None.
+/// With one ratio, a `cpu` limit bounds physical GPUs exactly (see [`limits`]).
+pub fn vcpus_per_gpu(types: &[String], families: &[String]) -> Option<(i64, i64)> {
+    let all = pool_types(types, families)?;
+    let first = all.first().filter(|i| i.gpus > 0)?;
+    let (v, g) = (i64::from(first.vcpus), i64::from(first.gpus));
+    all.iter().all(|i| i.gpus > 0 && i64::from(i.vcpus) * g == v * i64::from(i.gpus)).then_some((v, g))
+}
+
 /// `spec.limits`: `gpu_limit` physical accelerators, counted as the nodes report them
-/// ([`advertised_per_gpu`]), so that exactly the capacity the user meant is admitted. None
-/// without `gpu_limit` (a CPU pool; the rules require it where it binds).
+/// ([`advertised_per_gpu`]): a registered, initialized node is charged with what it reports
+/// (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go` `Capacity()`,
+/// l.374), so the multiplied limit lets every shared node of the pool launch. It does NOT
+/// bound physical GPUs during a burst: until a node initializes it is charged with its
+/// NodeClaim's capacity, the type's physical GPUs (same function, l.359-368; the NodeClaim
+/// capacity is the instance type's: karpenter-provider-aws v1.14.1
+/// `pkg/cloudprovider/cloudprovider.go` l.449, `nvidiaGPUs` in
+/// `pkg/providers/instancetype/types.go`), and within one scheduling pass each new NodeClaim
+/// subtracts its type's physical capacity (core `pkg/controllers/provisioning/scheduling/scheduler.go`
+/// `subtractMax`). So one scale-up may start up to `gpu_limit` × replicas (or × slices)
+/// physical GPUs. A pool that multiplies therefore also gets a `cpu` limit, `gpu_limit` ×
+/// vCPUs per GPU, when all its types share one vCPU:GPU ratio ([`vcpus_per_gpu`]): vCPUs are
+/// charged the same before and after initialization and subtracted per NodeClaim within a
+/// pass, so that limit holds the pool to `gpu_limit` physical GPUs at every moment. With
+/// mixed ratios no `cpu` limit is exact, none is rendered, and the rules warn. None without
+/// `gpu_limit` (a CPU pool; the rules require it where it binds).
 fn limits(inputs: &Attrs) -> Option<Json> {
     let limit = inputs.get("gpu_limit")?;
-    let resource = limit_resource(&strs(inputs, "instance_types"), &strs(inputs, "instance_families"));
+    let (types, families) = (strs(inputs, "instance_types"), strs(inputs, "instance_families"));
+    let resource = limit_resource(&types, &families);
     let per_gpu = match resource {
         "nvidia.com/gpu" => advertised_per_gpu(inputs.get("gpu_sharing").and_then(Value::as_table), None),
         _ => 1,
@@ -301,6 +347,11 @@ fn limits(inputs: &Attrs) -> Option<Json> {
         other => text(other),
     };
     let mut out = Map::new();
+    if let (Value::Int(n), true, Some((vcpus, gpus))) = (limit, per_gpu > 1, vcpus_per_gpu(&types, &families)) {
+        // Floor: a set of instances with at most `n` GPUs has at most n × vcpus / gpus vCPUs,
+        // a whole number, so rounding down never refuses one that fits.
+        out.insert("cpu".into(), json!(n.saturating_mul(vcpus) / gpus));
+    }
     out.insert(resource.into(), value);
     Some(Json::Object(out))
 }

@@ -362,18 +362,53 @@ fn limits_count_what_the_nodes_report() {
     };
     let g6 = ["g6.12xlarge"];
     assert_eq!(limits_of(&g6, None, Some(8)), serde_json::json!({ "nvidia.com/gpu": 8 }));
-    assert_eq!(limits_of(&g6, Some(sliced("time-slicing", 4)), Some(8)), serde_json::json!({ "nvidia.com/gpu": 32 }));
-    assert_eq!(limits_of(&g6, Some(sliced("mps", 3)), Some(8)), serde_json::json!({ "nvidia.com/gpu": 24 }));
+    assert_eq!(
+        limits_of(&g6, Some(sliced("time-slicing", 4)), Some(8)),
+        serde_json::json!({ "cpu": 96, "nvidia.com/gpu": 32 })
+    );
+    assert_eq!(limits_of(&g6, Some(sliced("mps", 3)), Some(8)), serde_json::json!({ "cpu": 96, "nvidia.com/gpu": 24 }));
     let mig = |v: &str| {
         table(vec![("strategy", Value::str("mig")), ("mig_profile", table(vec![("h100.80gb", Value::str(v))]))])
     };
-    assert_eq!(limits_of(&["p5.48xlarge"], Some(mig("7")), Some(16)), serde_json::json!({ "nvidia.com/gpu": 112 }));
-    assert_eq!(limits_of(&["p5.48xlarge"], Some(mig("3g.40gb")), Some(8)), serde_json::json!({ "nvidia.com/gpu": 16 }));
+    assert_eq!(
+        limits_of(&["p5.48xlarge"], Some(mig("7")), Some(16)),
+        serde_json::json!({ "cpu": 384, "nvidia.com/gpu": 112 })
+    );
+    assert_eq!(
+        limits_of(&["p5.48xlarge"], Some(mig("3g.40gb")), Some(8)),
+        serde_json::json!({ "cpu": 192, "nvidia.com/gpu": 16 })
+    );
     // Issue 18 item 21: a Neuron pool's limit counts what its nodes report, Neuron devices
     // (karpenter-provider-aws v1.14.1 types.go: `v1.ResourceAWSNeuron: *awsNeuronDevices(info)`);
     // a CPU pool renders no limit (the rules refuse gpu_limit there).
     assert_eq!(limits_of(&["trn1.32xlarge"], None, Some(32)), serde_json::json!({ "aws.amazon.com/neuron": 32 }));
     assert_eq!(limits_of(&["m6i.large"], None, None), Json::Null);
+}
+
+/// Review r18 B1: until a node initializes, Karpenter charges it its NodeClaim's capacity,
+/// the type's physical GPUs (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go`
+/// l.359-368), so the multiplied `nvidia.com/gpu` limit admits replicas× the physical GPUs in
+/// one burst. vCPUs are charged the same before and after and subtracted per NodeClaim
+/// within a pass (`scheduling/scheduler.go` `subtractMax`): a pool with one vCPU:GPU ratio
+/// also gets `cpu` = gpu_limit × vCPUs per GPU; mixed ratios, unknown sizes, or a pool that
+/// does not multiply get none.
+#[test]
+fn multiplied_limits_bound_physical_gpus_with_a_cpu_limit() {
+    let ts =
+        |replicas: i64| Some(table(vec![("strategy", Value::str("time-slicing")), ("replicas", Value::Int(replicas))]));
+    // g5.xlarge, g6.xlarge, g6e.xlarge: 4 vCPUs and 1 GPU each.
+    let one_ratio = ["g5.xlarge", "g6.xlarge", "g6e.xlarge"];
+    assert_eq!(limits_of(&one_ratio, ts(2), Some(32)), serde_json::json!({ "cpu": 128, "nvidia.com/gpu": 64 }));
+    // 4 and 8 vCPUs per GPU: no cpu limit is exact.
+    assert_eq!(limits_of(&["g6.xlarge", "g6.2xlarge"], ts(2), Some(32)), serde_json::json!({ "nvidia.com/gpu": 64 }));
+    assert_eq!(limits_of(&["g6.xlarge", "x9.nonesuch"], ts(2), Some(32)), serde_json::json!({ "nvidia.com/gpu": 64 }));
+    // Whole GPUs: the GPU limit is already physical.
+    assert_eq!(limits_of(&one_ratio, None, Some(32)), serde_json::json!({ "nvidia.com/gpu": 32 }));
+    // Families expand through the embedded catalog: g6 holds 1-, 4- and 8-GPU sizes.
+    assert_eq!(super::vcpus_per_gpu(&[], &["g6".to_string()]), None);
+    // Types and families together: the types of those families.
+    let p5 = super::vcpus_per_gpu(&["p5.48xlarge".to_string()], &["p5".to_string()]);
+    assert_eq!(p5.map(|(v, g)| v / g), Some(24));
 }
 
 /// Issue 18 item 3 / audit M1: "configuring `terminationGracePeriod` changes the eligibility

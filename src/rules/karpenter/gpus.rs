@@ -258,3 +258,36 @@ pub(super) fn shared_sizes(pool: &Resource, known: &[(String, InstanceInfo)], d:
         .help("list single-GPU sizes (g6.xlarge, g6.2xlarge…) in shared pools, and run multi-GPU pods in a pool without gpu_sharing"),
     );
 }
+
+/// Issue 18 review B1: a pool whose sharing multiplies the rendered `nvidia.com/gpu` limit,
+/// with types of different vCPU:GPU ratios, and capacity that is not only reserved (a
+/// reservation's size bounds a reserved-only pool). Until a node initializes, Karpenter
+/// charges it with its type's physical GPUs (kubernetes-sigs/karpenter v1.14.1
+/// `pkg/controllers/state/statenode.go` `Capacity()`, l.359-368) and subtracts each new
+/// NodeClaim's physical capacity within a pass (`pkg/controllers/provisioning/scheduling/scheduler.go`
+/// `subtractMax`), so one burst may start up to the multiplied limit in physical GPUs. With one
+/// ratio the pool renders a `cpu` limit that bounds them (`render.rs` `limits`); here it cannot.
+pub(super) fn burst_bound(pool: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(limit) = lit(pool, "gpu_limit").and_then(|v| v.as_int()) else { return };
+    let per_gpu = advertised_per_gpu(sharing_table(pool).as_ref(), None);
+    if per_gpu <= 1 || capacity_types(pool).iter().all(|c| c == "reserved") {
+        return;
+    }
+    let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
+    if crate::resources::karpenter_pool::limit_resource(&types, &families) != "nvidia.com/gpu"
+        || crate::resources::karpenter_pool::vcpus_per_gpu(&types, &families).is_some()
+    {
+        return;
+    }
+    let rendered = limit.saturating_mul(per_gpu);
+    d.push(
+        Diagnostic::warning(
+            format!(
+                "`{}`: gpu_limit = {limit} bounds physical GPUs only once nodes initialize: until then Karpenter charges each new node its physical GPUs against limits nvidia.com/gpu: {rendered}, so one burst may start up to {rendered} physical GPUs ({per_gpu}× gpu_limit); its instance types have different vCPU:GPU ratios, so no cpu limit can bound them",
+                pool.address
+            ),
+            span(pool, "gpu_limit"),
+        )
+        .help("list instance types with one vCPU:GPU ratio (e.g. single-GPU sizes of one generation: instance_types = [\"g5.xlarge\", \"g6.xlarge\", \"g6e.xlarge\"]): gpustack then renders a cpu limit of gpu_limit × vCPUs per GPU, which Karpenter charges the same before and after nodes initialize"),
+    );
+}

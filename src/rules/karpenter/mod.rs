@@ -17,8 +17,8 @@ use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 use gpus::{
-    gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint, sharing_table,
-    tied_pools, zero_gpu_types,
+    burst_bound, gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint,
+    sharing_table, tied_pools, zero_gpu_types,
 };
 
 /// The stack's karpenter pools.
@@ -76,6 +76,7 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
         node_role_entered(stack, pool, &mut d);
         zero_gpu_types(pool, &mut d);
         shared_taint(pool, &mut d);
+        burst_bound(pool, &mut d);
     }
     tied_pools(stack, &mut d);
     d.extend(device_plugin_labels(stack));
@@ -398,10 +399,22 @@ pub(super) fn check_catalog(
             for (t, i) in &known {
                 super::catalog::check_sharing(pool, t, i, &s, d);
             }
+            let per_gpu = advertised_per_gpu(sharing_table(pool).as_ref(), None);
+            let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
+            let cpu = match crate::resources::karpenter_pool::vcpus_per_gpu(&types, &families) {
+                Some((v, g)) if per_gpu > 1 => format!(
+                    " and cpu = gpu_limit × {} vCPUs per GPU, which holds it to gpu_limit physical GPUs before nodes initialize too",
+                    v as f64 / g as f64
+                ),
+                _ => String::new(),
+            };
+            // In-flight nodes count with their NodeClaim's physical capacity (kubernetes-sigs/karpenter
+            // v1.14.1 `pkg/controllers/state/statenode.go` l.359-368) and sharing is not modelled
+            // (kubernetes-sigs/karpenter#729): the scheduler moves on to the next pool by weight
+            // (`pkg/controllers/provisioning/scheduling/scheduler.go`).
             note.push(format!(
-                "gpu_sharing {} → Bottlerocket user data, for Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install; limits nvidia.com/gpu = gpu_limit × {} (what the nodes report); Karpenter sizes a scale-up by physical GPUs, so a burst may start more nodes than the shares need until consolidation removes them",
-                s.strategy,
-                advertised_per_gpu(sharing_table(pool).as_ref(), None)
+                "gpu_sharing {} → Bottlerocket user data, for Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install; limits nvidia.com/gpu = gpu_limit × {per_gpu} (what initialized nodes report){cpu}; Karpenter counts a node that has not initialized as one pod per physical GPU (kubernetes-sigs/karpenter#729), so a cold scale-up starts more nodes than the shares need, in this pool and in lower-weight pools whose taints the pods tolerate, until consolidation removes them",
+                s.strategy
             ));
         }
         if !pool.attrs.contains_key("data_volume")
