@@ -372,6 +372,21 @@ fn the_shipped_example_applies_renders_valid_manifests_and_destroys() {
     for pool in ["train", "inference", "burst", "fallback"] {
         assert!(written.contains_key(&format!("karpenter/{pool}.yaml")), "{:?}", written.keys());
     }
+    // Review r18 M1: a pod for shared GPUs tolerates nvidia.com/gpu by itself
+    // (ExtendedResourceToleration) and nvidia.com/gpu.shared by its spec; a pool it can reach
+    // with those alone must share GPUs, or a cold scale-up spills shared pods onto whole GPUs.
+    for pool in ["train", "inference", "burst", "fallback"] {
+        let docs = documents(&written[&format!("karpenter/{pool}.yaml")]);
+        let taints = docs[1]["spec"]["template"]["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        let reachable =
+            taints.iter().all(|t| matches!(t["key"].as_str(), Some("nvidia.com/gpu" | "nvidia.com/gpu.shared")));
+        let shares =
+            docs[0]["spec"]["userData"].as_str().is_some_and(|u| u.contains("time-slicing") || u.contains("mps"));
+        assert_eq!(reachable, shares, "{pool}: reachable by shared pods {reachable}, shares GPUs {shares}: {taints:?}");
+    }
+    // Review r18 B1: the burst pool's types have 4 vCPUs per GPU: cpu bounds 32 physical GPUs.
+    let burst = documents(&written["karpenter/burst.yaml"]);
+    assert_eq!(burst[1]["spec"]["limits"], serde_json::json!({ "cpu": 128, "nvidia.com/gpu": 64 }));
     let (valid, report) = validate_manifests(&env.path("k8s"));
     assert!(valid, "{report}");
     assert!(report.contains("11 of 11 document(s) valid"), "{report}");
