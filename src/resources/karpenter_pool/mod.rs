@@ -255,13 +255,10 @@ impl Kind for KarpenterPool {
         }
         if changed.iter().any(|c| c == "ami") {
             notes.push(format!(
-                "ami {} → {}: Karpenter replaces every node of the pool (drift), {} at a time",
+                "ami {} → {}: Karpenter replaces every node of the pool (drift), {}",
                 str_attr(old, "ami"),
                 str_attr(new, "ami"),
-                new.get("disruption")
-                    .and_then(Value::as_table)
-                    .and_then(|t| t.get("budget"))
-                    .map_or("1".into(), Value::interpolate)
+                drift::pace(new.get("disruption"))
             ));
         }
         (!notes.is_empty()).then(|| notes.join("; "))

@@ -496,3 +496,21 @@ fn reserved_pools_have_distinct_default_weights() {
     KarpenterPool.normalize(&mut inference);
     assert_eq!(inference["weight"], Value::Int(50));
 }
+
+/// Review r18 m1: the `ami` note's pace comes from `budgets` when written (the least budget
+/// that applies to Drifted: kubernetes-sigs/karpenter v1.14.1 `pkg/apis/v1/nodepool.go`
+/// `GetAllowedDisruptionsByReason`), not only from the `budget` shorthand.
+#[test]
+fn the_ami_note_paces_drift_by_the_budgets() {
+    let old = burst();
+    let mut new = burst();
+    new.insert("ami".into(), Value::str("bottlerocket@v1.57.0"));
+    let budgets = Value::List(vec![
+        table(vec![("nodes", Value::str("3"))]),
+        table(vec![("nodes", Value::str("2")), ("reasons", strs(&["Drifted"]))]),
+    ]);
+    new.insert("disruption".into(), table(vec![("budgets", budgets)]));
+    KarpenterPool.normalize(&mut new);
+    let note = KarpenterPool.update_note(&old, &new, &["ami".to_string()]).unwrap();
+    assert!(note.contains("(drift), 2 at a time"), "{note}");
+}
