@@ -37,7 +37,9 @@ pub fn warning(address: &str, old: &Attrs, changed: &[(&str, Option<&Value>)]) -
     }
     // Drift runs under the NodePool being applied: the new budgets when they change.
     let disruption = changed.iter().find(|(a, _)| *a == "disruption").and_then(|(_, v)| *v).or(old.get("disruption"));
-    let pace = format!(", {}", pace(disruption));
+    let pace_text = pace(disruption);
+    let blocked = pace_text.starts_with("none");
+    let pace = format!(", {pace_text}");
     let mut text = format!(
         "{address}: changing {} drifts its running nodes: Karpenter replaces every node the new spec no longer matches{pace} (Karpenter docs, concepts/disruption §Drift)",
         drifting.join(", ")
@@ -45,6 +47,10 @@ pub fn warning(address: &str, old: &Attrs, changed: &[(&str, Option<&Value>)]) -
     match table(old.get("disruption"), "termination_grace_period") {
         // Nodes keep the grace period they were launched with: the replacement of those
         // nodes still kills protected pods once it runs out.
+        Some(tgp) if blocked => text.push_str(&format!(
+            "; its nodes carry terminationGracePeriod {}, but none is drifted while that budget applies, so drift evicts no karpenter.sh/do-not-disrupt pod",
+            tgp.interpolate()
+        )),
         Some(tgp) => text.push_str(&format!(
             "; its nodes were launched with terminationGracePeriod {}, so pods with karpenter.sh/do-not-disrupt are evicted once it runs out: apply when the pool is idle, or first set budgets = [{{ nodes = \"1\" }}, {{ nodes = \"0\", reasons = [\"Drifted\"] }}] (keep a budget without reasons: Karpenter leaves a reason no budget names unlimited)",
             tgp.interpolate()

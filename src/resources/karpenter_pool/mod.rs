@@ -193,6 +193,12 @@ impl Kind for KarpenterPool {
         validate::check(r, diags);
     }
 
+    fn stack_defaults(&self, stack: &crate::stack::Stack, r: &Resource, inputs: &mut Attrs) {
+        if crate::rules::karpenter::uses_capacity_block(stack, r) {
+            capacity_block_defaults(inputs);
+        }
+    }
+
     fn normalize(&self, inputs: &mut Attrs) {
         for k in ["subnets", "security_groups", "capacity_reservations", "instance_types", "instance_families"] {
             if let Some(Value::List(l)) = inputs.get_mut(k) {
@@ -302,6 +308,37 @@ impl Kind for KarpenterPool {
     async fn delete(&self, _ctx: &Ctx, _a: &str, _id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         Ok(())
     }
+}
+
+/// The disruption defaults of a pool on a Capacity Block, when `termination_grace_period`,
+/// `budget` and `budgets` are all unwritten: `terminationGracePeriod: 10m` and budgets
+/// `[{ nodes: "1" }, { nodes: "0", reasons: [Drifted] }]`. Karpenter deletes a block's
+/// NodeClaims "40 minutes before the capacity-block's end time, 10 minutes before EC2 begins
+/// reclaiming the instances" (aws/karpenter-provider-aws v1.14.1
+/// `pkg/controllers/capacityreservation/expiration/controller.go` l.46-48); without a grace
+/// period that drain never evicts `karpenter.sh/do-not-disrupt` pods (Karpenter docs v1.14
+/// `concepts/disruption.md` §TerminationGracePeriod), so they would die at reclaim with no
+/// SIGTERM. 10m ends the drain as EC2 begins to reclaim. The grace period would also let
+/// drift evict protected pods, so drift gets a budget of 0 (a budget without reasons keeps
+/// Empty and Underutilized at one node: kubernetes-sigs/karpenter v1.14.1
+/// `pkg/apis/v1/nodepool.go` `GetAllowedDisruptionsByReason`).
+pub const CAPACITY_BLOCK_GRACE: &str = "10m";
+
+fn capacity_block_defaults(inputs: &mut Attrs) {
+    let d = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
+    let Value::Table(t) = d else { return };
+    if ["termination_grace_period", "budget", "budgets"].iter().any(|k| t.contains_key(*k)) {
+        return;
+    }
+    t.insert("termination_grace_period".into(), Value::str(CAPACITY_BLOCK_GRACE));
+    let budget = |pairs: Vec<(&str, Value)>| Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+    t.insert(
+        "budgets".into(),
+        Value::List(vec![
+            budget(vec![("nodes", Value::str("1"))]),
+            budget(vec![("nodes", Value::str("0")), ("reasons", Value::List(vec![Value::str("Drifted")]))]),
+        ]),
+    );
 }
 
 /// The defaults filled into `disruption`; budgets' node counts as Karpenter's strings. The

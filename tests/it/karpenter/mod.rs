@@ -330,7 +330,10 @@ fn pools_apply_render_the_ids_from_state_validate_against_the_crds_and_destroy()
         warned.contains("karpenter_pool.reserved: changing node_labels.gpustack.io/workload drifts its running nodes"),
         "{drift:?}"
     );
-    assert!(warned.contains("do-not-disrupt wait for them"), "{drift:?}");
+    // On a Capacity Block: a 10m grace period, and a budget of 0 keeps drift off its nodes
+    // (review r18 m2).
+    assert!(warned.contains("none at a time while a budget of 0 nodes applies to Drifted"), "{drift:?}");
+    assert!(warned.contains("carry terminationGracePeriod 10m, but none is drifted"), "{drift:?}");
     env.write("k.toml", &karpenter_stack(24, &dates));
     assert!(plan.stdout.contains("Plan: 0 to add, 0 to change, 0 to replace, 0 to delete, 1 to render"), "{plan:?}");
     env.ok(&["apply", "k.toml", "--auto-approve"]);
