@@ -123,7 +123,9 @@ impl Schema for KarpenterPool {
 /// consolidates underused nodes after ten minutes, so overflow moves back into the paid
 /// reservation ("Since ODCRs are pre-paid, Karpenter will model them as free and consolidate
 /// spot / on-demand nodes when possible": Karpenter docs v1.14 `tasks/odcrs.md`), and expires
-/// after 30 days (Karpenter's default `expireAfter`). Every pool disrupts one GPU node at a time.
+/// after 30 days (Karpenter's default `expireAfter`) — except that a training pool consolidates
+/// only empty nodes and a pool that protects jobs never expires ([`default_disruption`]).
+/// Every pool disrupts one GPU node at a time.
 ///
 /// `terminationGracePeriod`: set, it lets Drift disrupt a node "even if there are pods with
 /// blocking PDBs or the `karpenter.sh/do-not-disrupt` annotation" (Karpenter docs v1.14
@@ -138,13 +140,22 @@ pub struct Disruption {
     pub termination_grace_period: Option<&'static str>,
 }
 
-/// The defaults for a pool with these capacity types, protecting jobs or not.
-pub fn default_disruption(capacity_types: &[&str], protects_jobs: bool) -> Disruption {
+/// The defaults for a pool with these capacity types, protecting jobs or not, training or
+/// not (see [`training`]).
+///
+/// Review r18 m4: a pool that protects jobs renders no `terminationGracePeriod`, and "it is
+/// not recommended to set `expireAfter` without also setting `terminationGracePeriod` if your
+/// cluster has pods with the `karpenter.sh/do-not-disrupt` annotation" (Karpenter docs v1.14
+/// `concepts/disruption.md` §Expiration: an expiring node with such a pod drains until the pod
+/// ends, holding its reservation slot), so it never expires either.
+/// Review r18 m5: a training pool consolidates only empty nodes, whatever its capacity:
+/// moving a multi-node training pod off an underused node restarts the job.
+pub fn default_disruption(capacity_types: &[&str], protects_jobs: bool, training: bool) -> Disruption {
     let only_reserved = !capacity_types.is_empty() && capacity_types.iter().all(|c| *c == "reserved");
     Disruption {
-        policy: if only_reserved { "WhenEmpty" } else { "WhenEmptyOrUnderutilized" },
+        policy: if only_reserved || training { "WhenEmpty" } else { "WhenEmptyOrUnderutilized" },
         consolidate_after: if only_reserved { "1h" } else { "10m" },
-        expire_after: if only_reserved { "Never" } else { "720h" },
+        expire_after: if only_reserved || protects_jobs { "Never" } else { "720h" },
         budget: "1",
         termination_grace_period: (!protects_jobs).then_some("1h"),
     }
@@ -223,7 +234,8 @@ impl Kind for KarpenterPool {
             .filter_map(Value::as_str)
             .collect();
         let weight = default_weight(&capacity, training(|k| inputs.contains_key(k)));
-        let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
+        let defaults =
+            default_disruption(&capacity, protects_jobs(&capacity, inputs), training(|k| inputs.contains_key(k)));
         inputs.entry("weight".into()).or_insert(Value::Int(weight));
         let disruption = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
         if let Value::Table(t) = disruption {

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{CAPACITY_TYPES, default_disruption, protects_jobs};
+use super::{CAPACITY_TYPES, default_disruption, protects_jobs, training};
 use crate::aws::catalog;
 use crate::resources::launch_template::userdata::{self, k8s_effect};
 use crate::resources::{Manifest, rendered, str_attr};
@@ -224,7 +224,8 @@ fn budget(b: &Attrs) -> Json {
 /// by an older gpustack, whose YAML the plan renders for its diff.
 fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
     let capacity = capacity_types(inputs);
-    let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
+    let defaults =
+        default_disruption(&capacity, protects_jobs(&capacity, inputs), training(|k| inputs.contains_key(k)));
     let d = inputs.get("disruption").and_then(Value::as_table);
     let get = |k: &str, default: &str| d.and_then(|t| t.get(k)).map_or(json!(default), text);
     let budgets = match d.and_then(|t| t.get("budgets")).and_then(Value::as_list) {

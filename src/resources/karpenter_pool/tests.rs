@@ -514,3 +514,33 @@ fn the_ami_note_paces_drift_by_the_budgets() {
     let note = KarpenterPool.update_note(&old, &new, &["ami".to_string()]).unwrap();
     assert!(note.contains("(drift), 2 at a time"), "{note}");
 }
+
+/// Review r18 m4: a pool that protects jobs renders no terminationGracePeriod, and the
+/// disruption docs (v1.14 §Expiration) advise against `expireAfter` without one when pods
+/// carry do-not-disrupt: mixed reserved pools and training pools never expire. Review r18 m5:
+/// a training pool (efa or placement_group) consolidates only empty nodes, even On-Demand.
+#[test]
+fn pools_that_protect_jobs_never_expire_and_training_pools_consolidate_only_when_empty() {
+    let normalized = |capacity: &[&str], extra: Option<(&str, Value)>| {
+        let mut i = Attrs::from([("capacity_types".to_string(), strs(capacity))]);
+        if let Some((k, v)) = extra {
+            i.insert(k.to_string(), v);
+        }
+        KarpenterPool.normalize(&mut i);
+        let (_, _, pool) = docs("karpenter_pool.p", &i, &pinned());
+        (
+            pool["spec"]["disruption"]["consolidationPolicy"].clone(),
+            pool["spec"]["template"]["spec"]["expireAfter"].clone(),
+            pool["spec"]["template"]["spec"].get("terminationGracePeriod").cloned(),
+        )
+    };
+    let mixed = normalized(&["reserved", "on-demand"], None);
+    assert_eq!(mixed, (Json::from("WhenEmptyOrUnderutilized"), Json::from("Never"), None));
+    let train = normalized(&["on-demand"], Some(("placement_group", Value::str("k-train"))));
+    assert_eq!(train, (Json::from("WhenEmpty"), Json::from("Never"), None));
+    let efa = normalized(&["spot"], Some(("efa", table(vec![]))));
+    assert_eq!(efa.0, Json::from("WhenEmpty"));
+    // A pool that protects nothing keeps Karpenter's 30 days beside its 1h grace period.
+    let od = normalized(&["on-demand"], None);
+    assert_eq!(od, (Json::from("WhenEmptyOrUnderutilized"), Json::from("720h"), Some(Json::from("1h"))));
+}
