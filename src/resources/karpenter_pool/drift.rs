@@ -57,7 +57,23 @@ pub fn warning(address: &str, old: &Attrs, changed: &[(&str, Option<&Value>)]) -
         )),
         None => text.push_str("; nodes running pods with karpenter.sh/do-not-disrupt wait for them"),
     }
+    if reserved_only(old) {
+        text.push_str(&format!("; {RESERVED_ROLL}"));
+    }
     Some(text)
+}
+
+/// Review r18 m3: what a pool of reserved capacity only adds to "replaces every node". Drift
+/// disrupts a node only when its pods can be scheduled elsewhere (kubernetes-sigs/karpenter
+/// v1.14.1 `pkg/controllers/disruption/drift.go` `ComputeCommands`: a candidate is skipped,
+/// with a "Blocked" event, unless `results.AllNonPendingPodsScheduled()`), and a reservation
+/// in use has no free slot for a replacement.
+pub const RESERVED_ROLL: &str = "a pool of reserved capacity only rolls only as its nodes empty: Karpenter drifts a node only when its pods fit elsewhere, and a reservation in use has no free slot for a replacement";
+
+/// True when every capacity type the pool allows is "reserved".
+pub fn reserved_only(inputs: &Attrs) -> bool {
+    let l = inputs.get("capacity_types").and_then(Value::as_list).unwrap_or_default();
+    !l.is_empty() && l.iter().all(|c| c.as_str() == Some("reserved"))
 }
 
 /// How many nodes Karpenter may drift at once under a pool's `disruption` (normalized or as
@@ -137,6 +153,20 @@ mod tests {
         // become unlimited (kubernetes-sigs/karpenter v1.14.1 nodepool.go
         // GetAllowedDisruptionsByReason).
         assert!(w.contains(r#"set budgets = [{ nodes = "1" }, { nodes = "0", reasons = ["Drifted"] }]"#), "{w}");
+    }
+
+    /// Review r18 m3: a reserved-only pool's drift is blocked while its reservation has no
+    /// free slot (core drift.go `AllNonPendingPodsScheduled`): the warning says it rolls only
+    /// as nodes empty; other pools do not get that text.
+    #[test]
+    fn a_reserved_only_pool_rolls_as_nodes_empty() {
+        let taints = Value::List(vec![]);
+        let mut old = Attrs::from([("capacity_types".to_string(), Value::List(vec![Value::str("reserved")]))]);
+        let w = warning("karpenter_pool.r", &old, &[("node_taints", Some(&taints))]).unwrap();
+        assert!(w.contains(super::RESERVED_ROLL), "{w}");
+        old.insert("capacity_types".into(), Value::List(vec![Value::str("reserved"), Value::str("on-demand")]));
+        let w = warning("karpenter_pool.r", &old, &[("node_taints", Some(&taints))]).unwrap();
+        assert!(!w.contains("rolls only as its nodes empty"), "{w}");
     }
 
     /// Review r18 m1: the pace comes from `budgets` when written: the least `nodes` of the

@@ -278,6 +278,9 @@ impl Kind for KarpenterPool {
                 str_attr(new, "ami"),
                 drift::pace(new.get("disruption"))
             ));
+            if drift::reserved_only(new) {
+                notes.push(drift::RESERVED_ROLL.to_string());
+            }
         }
         (!notes.is_empty()).then(|| notes.join("; "))
     }

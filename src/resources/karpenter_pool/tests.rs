@@ -513,6 +513,13 @@ fn the_ami_note_paces_drift_by_the_budgets() {
     KarpenterPool.normalize(&mut new);
     let note = KarpenterPool.update_note(&old, &new, &["ami".to_string()]).unwrap();
     assert!(note.contains("(drift), 2 at a time"), "{note}");
+    assert!(!note.contains("rolls only as its nodes empty"), "{note}");
+    // Review r18 m3: a reserved-only pool rolls as nodes empty (core drift.go
+    // `AllNonPendingPodsScheduled`: no free slot, no replacement, drift blocked).
+    let (old, mut new) = (reserved(), reserved());
+    new.insert("ami".into(), Value::str("bottlerocket@v1.57.0"));
+    let note = KarpenterPool.update_note(&old, &new, &["ami".to_string()]).unwrap();
+    assert!(note.contains(super::drift::RESERVED_ROLL), "{note}");
 }
 
 /// Review r18 m4: a pool that protects jobs renders no terminationGracePeriod, and the
