@@ -408,3 +408,30 @@ fn the_shipped_example_applies_renders_valid_manifests_and_destroys() {
     assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
     assert!(made.contains("ssm:GetParameter") && made.contains("eks:DescribeCluster"), "the alias was pinned");
 }
+
+/// Review r18 m6: the quickstart's pool has a workload taint that stock GPU pods do not
+/// tolerate by themselves; its header comment and the README quick start give the exact
+/// toleration for every pool taint other than nvidia.com/gpu (tolerated through EKS's
+/// ExtendedResourceToleration).
+#[test]
+fn the_quickstart_says_which_toleration_its_gpu_pods_need() {
+    let text = std::fs::read_to_string(repo().join("stacks/quickstart-karpenter.toml")).unwrap();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let doc: toml_edit::DocumentMut = text.parse().unwrap();
+    let header: String = text.lines().take_while(|l| l.starts_with('#') || l.is_empty()).collect::<Vec<_>>().join("\n");
+    let pools = doc["karpenter_pool"].as_table().unwrap();
+    for (name, pool) in pools {
+        for t in pool["node_taints"].as_array().into_iter().flatten().filter_map(|t| t.as_inline_table()) {
+            let field = |k: &str| t.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            let (key, value) = (field("key"), field("value"));
+            if key == "nvidia.com/gpu" {
+                continue;
+            }
+            let toleration =
+                format!("- key: {key}\n#     operator: Equal\n#     value: {value}\n#     effect: NoSchedule");
+            assert!(header.contains(&toleration), "{name}: the header should give\n{toleration}\n{header}");
+            let yaml = format!("- key: {key}\n  operator: Equal\n  value: {value}\n  effect: NoSchedule");
+            assert!(readme.contains(&yaml), "{name}: the README quick start should give\n{yaml}");
+        }
+    }
+}
