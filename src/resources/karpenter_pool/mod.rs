@@ -30,7 +30,8 @@ use crate::value::{Attrs, Value};
 /// Taint effects as Kubernetes spells them, for the device plugins' tolerations (`manifests`).
 pub use super::launch_template::userdata::k8s_effect;
 pub use render::{
-    DEFAULT_DATA_GIB, ROOT_GIB, advertised_per_gpu, efa_layout, limit_resource, network_interfaces, vcpus_per_gpu,
+    DEFAULT_DATA_GIB, ROOT_GIB, advertised_per_gpu, efa_layout, gpu_maker, limit_resource, network_interfaces,
+    vcpus_per_gpu,
 };
 
 pub struct KarpenterPool;

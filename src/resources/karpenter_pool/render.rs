@@ -58,14 +58,17 @@ fn role_name(role: &Value) -> Json {
 
 /// The pool's architecture and whether its instances have NVIDIA GPUs, from the embedded
 /// catalog (the first listed type it knows): which Bottlerocket variant to pin the AMI from.
-/// Families are assumed x86_64 NVIDIA (the GPU families this kind is for).
+/// Families are assumed x86_64, and NVIDIA unless the pool's limit is not NVIDIA's ([`limit_resource`]).
 pub fn arch_and_gpu(inputs: &Attrs) -> (&'static str, bool) {
     let embedded = catalog::embedded();
     let known: Vec<&catalog::InstanceInfo> =
         strs(inputs, "instance_types").iter().filter_map(|t| embedded.get(t)).collect();
     match known.first() {
         Some(i) => (i.arch(), known.iter().any(|i| i.is_nvidia())),
-        None => ("x86_64", true),
+        None => (
+            "x86_64",
+            limit_resource(&strs(inputs, "instance_types"), &strs(inputs, "instance_families")) == "nvidia.com/gpu",
+        ),
     }
 }
 
@@ -245,15 +248,54 @@ fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
     (pool, template)
 }
 
+/// AMD GPU families, which Karpenter reports as `amd.com/gpu`, not `nvidia.com/gpu`
+/// (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`: `v1.ResourceAMDGPU:
+/// *amdGPUs(info)`, counting GPUs whose `Manufacturer` is AMD). Listed because gpustack's
+/// embedded catalog has no AMD type to read the manufacturer from.
+pub const AMD_FAMILIES: &[&str] = &["g4ad"];
+
+/// "NVIDIA" or "AMD" for an instance type (`g6.xlarge`) or family (`g6`): the GPU
+/// manufacturer the embedded catalog gives (any GPU type of a family), else [`AMD_FAMILIES`],
+/// else NVIDIA for an unknown P or G family (EC2's accelerated-computing GPU families); None
+/// for a type or family without GPUs.
+pub fn gpu_maker(name: &str) -> Option<&'static str> {
+    let family = |t: &str| t.split('.').next().unwrap_or(t).to_string();
+    let fam = family(name);
+    let embedded = catalog::embedded();
+    let known: Vec<&catalog::InstanceInfo> = if name.contains('.') {
+        embedded.get(name).into_iter().collect()
+    } else {
+        embedded.all().filter(|i| family(&i.name) == fam).collect()
+    };
+    let maker = known.iter().filter(|i| i.gpus > 0).find_map(|i| i.gpu_manufacturer.as_deref());
+    match maker {
+        Some(m) if m.eq_ignore_ascii_case("nvidia") => Some("NVIDIA"),
+        Some(m) if m.eq_ignore_ascii_case("amd") => Some("AMD"),
+        Some(_) => None,
+        None if AMD_FAMILIES.contains(&fam.as_str()) => Some("AMD"),
+        None if !known.is_empty() => None,
+        None => fam.starts_with(['g', 'p']).then_some("NVIDIA"),
+    }
+}
+
 /// The resource a pool's `gpu_limit` caps: what its nodes report and Karpenter charges the
 /// limit with (a registered node's capacity: kubernetes-sigs/karpenter v1.14.1
 /// `pkg/controllers/state/statenode.go` `Capacity()`). Neuron devices
 /// (`aws.amazon.com/neuron`, karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`
-/// `awsNeuronDevices`) for a pool of Inferentia and Trainium types only, else NVIDIA GPUs.
+/// `awsNeuronDevices`) for a pool of Inferentia and Trainium types only, AMD GPUs
+/// (`amd.com/gpu`, same file, `amdGPUs`) for a pool of AMD types only ([`gpu_maker`]), else
+/// NVIDIA GPUs.
 pub fn limit_resource(types: &[String], families: &[String]) -> &'static str {
-    let neuron = |t: &String| t.starts_with("trn") || t.starts_with("inf");
+    let neuron = |t: &&String| t.starts_with("trn") || t.starts_with("inf");
+    let amd = |t: &&String| gpu_maker(t) == Some("AMD");
     let all: Vec<&String> = types.iter().chain(families).collect();
-    if !all.is_empty() && all.into_iter().all(neuron) { "aws.amazon.com/neuron" } else { "nvidia.com/gpu" }
+    if !all.is_empty() && all.iter().all(neuron) {
+        "aws.amazon.com/neuron"
+    } else if !all.is_empty() && all.iter().all(amd) {
+        "amd.com/gpu"
+    } else {
+        "nvidia.com/gpu"
+    }
 }
 
 /// How many `nvidia.com/gpu` one physical GPU is advertised as on a pool's node: the

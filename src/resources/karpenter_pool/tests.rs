@@ -385,6 +385,25 @@ fn limits_count_what_the_nodes_report() {
     assert_eq!(limits_of(&["m6i.large"], None, None), Json::Null);
 }
 
+/// Review r18 m7: g4ad carries AMD GPUs, which Karpenter reports as `amd.com/gpu`
+/// (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go` `amdGPUs`), so an
+/// `nvidia.com/gpu` limit would never bind; NVIDIA families keep theirs, and the GPU maker of
+/// a family the embedded catalog knows comes from it.
+#[test]
+fn amd_families_are_not_limited_as_nvidia() {
+    assert_eq!(limits_of(&["g4ad.8xlarge"], None, Some(4)), serde_json::json!({ "amd.com/gpu": 4 }));
+    let mut i = burst();
+    i.insert("instance_families".into(), strs(&["g4ad"]));
+    let (_, _, pool) = docs("karpenter_pool.p", &i, &pinned());
+    assert_eq!(pool["spec"]["limits"], serde_json::json!({ "amd.com/gpu": 8 }));
+    assert_eq!(super::render::arch_and_gpu(&i), ("x86_64", false));
+    assert_eq!(super::gpu_maker("g4ad"), Some("AMD"));
+    assert_eq!(super::gpu_maker("g4dn"), Some("NVIDIA"));
+    assert_eq!(super::gpu_maker("g6.xlarge"), Some("NVIDIA"));
+    assert_eq!(super::gpu_maker("c5n"), None);
+    assert_eq!(limits_of(&["g6.xlarge"], None, Some(4)), serde_json::json!({ "nvidia.com/gpu": 4 }));
+}
+
 /// Review r18 B1: until a node initializes, Karpenter charges it its NodeClaim's capacity,
 /// the type's physical GPUs (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go`
 /// l.359-368), so the multiplied `nvidia.com/gpu` limit admits replicas× the physical GPUs in

@@ -135,24 +135,35 @@ pub(super) fn sharing_table(pool: &Resource) -> Option<crate::value::Attrs> {
 /// (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go` `Capacity()`):
 /// `nvidia.com/gpu` on NVIDIA types, `aws.amazon.com/neuron` on Inferentia and Trainium
 /// (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`), nothing on others.
-/// A family is taken as NVIDIA when it is a P or G family (EC2's accelerated-computing GPU
-/// families).
+/// A family's GPU maker is the embedded catalog's, else AMD for the AMD families, else NVIDIA
+/// for a P or G family (`karpenter_pool::gpu_maker`; review r18 m7: g4ad is AMD, which
+/// Karpenter reports as `amd.com/gpu`).
 pub(super) fn gpu_limit_binds(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) {
+    use crate::resources::karpenter_pool::{gpu_maker, limit_resource};
     let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
-    let neuron = crate::resources::karpenter_pool::limit_resource(&types, &families) == "aws.amazon.com/neuron";
-    let nvidia = known.iter().any(|(_, i)| i.is_nvidia()) || families.iter().any(|f| f.starts_with(['g', 'p']));
+    let resource = limit_resource(&types, &families);
+    let neuron = resource == "aws.amazon.com/neuron";
+    let amd = resource == "amd.com/gpu";
+    let nvidia = known.iter().any(|(_, i)| i.is_nvidia()) || families.iter().any(|f| gpu_maker(f) == Some("NVIDIA"));
     let written = pool.attrs.contains_key("gpu_limit");
-    if !written && (nvidia || neuron) {
+    if !written && (nvidia || neuron || amd) {
+        let what = if neuron {
+            "Neuron devices"
+        } else if amd {
+            "AMD GPUs"
+        } else {
+            "NVIDIA GPUs"
+        };
         d.push(
             Diagnostic::error(
-                format!("`{}` launches {} but sets no gpu_limit: nothing caps how many it starts", pool.address, if neuron { "Neuron devices" } else { "NVIDIA GPUs" }),
+                format!("`{}` launches {what} but sets no gpu_limit: nothing caps how many it starts", pool.address),
                 pool.span.clone(),
             )
             .help("set gpu_limit = the most physical GPUs (or Neuron devices) the pool may run at once, e.g. gpu_limit = 16"),
         );
     }
     let all_known = !types.is_empty() && known.len() == types.len();
-    if written && !nvidia && !neuron && (all_known || !families.is_empty()) {
+    if written && !nvidia && !neuron && !amd && (all_known || !families.is_empty()) {
         d.push(
             Diagnostic::error(
                 format!("`{}`: gpu_limit never binds: its instance types report no nvidia.com/gpu or aws.amazon.com/neuron, which is what Karpenter counts the limit in", pool.address),

@@ -335,6 +335,14 @@ fn gpu_limit_is_required_where_it_binds_and_refused_where_it_cannot() {
         &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"trn1.32xlarge\"]\ngpu_limit = 32")),
         "gpu_limit",
     );
+    // Review r18 m7: g4ad is AMD, reported as amd.com/gpu (karpenter-provider-aws v1.14.1
+    // types.go `amdGPUs`): its gpu_limit binds on that resource, not nvidia.com/gpu.
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_families = [\"g4ad\"]")),
+        "`karpenter_pool.p` launches AMD GPUs but sets no gpu_limit",
+        "[karpenter_pool.p]",
+        "set gpu_limit = the most physical GPUs",
+    );
 }
 
 /// Issue 18 item 6 / audit M4: aws/karpenter-provider-aws#8368 ("Karpenter will **not**
