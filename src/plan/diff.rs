@@ -36,6 +36,7 @@ pub fn desired_inputs(stack: &Stack, idx: usize, outputs_of: &dyn Fn(&str) -> Op
             t.entry(k.clone()).or_insert_with(|| Value::str(v.clone()));
         }
     }
+    resources::of(r).stack_defaults(stack, r, &mut inputs);
     resources::of(r).normalize(&mut inputs);
     inputs
 }

@@ -316,6 +316,10 @@ pub trait Kind: Schema {
     }
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}
+    /// Defaults that depend on other resources of the stack (what a reference points at),
+    /// filled into the resolved inputs before [`Kind::normalize`]: resolved values no longer
+    /// say which resource they came from.
+    fn stack_defaults(&self, _stack: &crate::stack::Stack, _r: &Resource, _inputs: &mut Attrs) {}
     /// Puts resolved inputs into canonical form (sorted sets and the like) so that
     /// equal meaning compares equal.
     fn normalize(&self, _inputs: &mut Attrs) {}

@@ -309,6 +309,12 @@ impl Embedded {
         !self.accelerated_family(family) && CPU_ONLY.contains(&letters.as_str())
     }
 
+    /// Every type of the embedded catalog, in no particular order (families are expanded
+    /// through it).
+    pub fn all(&self) -> impl Iterator<Item = &InstanceInfo> {
+        self.types.values()
+    }
+
     /// "the embedded instance catalog of 2026-11-23" for messages.
     pub fn label(&self) -> String {
         format!("gpustack's embedded instance catalog of {}", self.generated)

@@ -29,7 +29,10 @@ use crate::value::{Attrs, Value};
 
 /// Taint effects as Kubernetes spells them, for the device plugins' tolerations (`manifests`).
 pub use super::launch_template::userdata::k8s_effect;
-pub use render::{DEFAULT_DATA_GIB, ROOT_GIB, advertised_per_gpu, efa_layout, limit_resource, network_interfaces};
+pub use render::{
+    DEFAULT_DATA_GIB, ROOT_GIB, advertised_per_gpu, efa_layout, gpu_maker, limit_resource, network_interfaces,
+    vcpus_per_gpu,
+};
 
 pub struct KarpenterPool;
 
@@ -121,7 +124,9 @@ impl Schema for KarpenterPool {
 /// consolidates underused nodes after ten minutes, so overflow moves back into the paid
 /// reservation ("Since ODCRs are pre-paid, Karpenter will model them as free and consolidate
 /// spot / on-demand nodes when possible": Karpenter docs v1.14 `tasks/odcrs.md`), and expires
-/// after 30 days (Karpenter's default `expireAfter`). Every pool disrupts one GPU node at a time.
+/// after 30 days (Karpenter's default `expireAfter`) — except that a training pool consolidates
+/// only empty nodes and a pool that protects jobs never expires ([`default_disruption`]).
+/// Every pool disrupts one GPU node at a time.
 ///
 /// `terminationGracePeriod`: set, it lets Drift disrupt a node "even if there are pods with
 /// blocking PDBs or the `karpenter.sh/do-not-disrupt` annotation" (Karpenter docs v1.14
@@ -136,13 +141,22 @@ pub struct Disruption {
     pub termination_grace_period: Option<&'static str>,
 }
 
-/// The defaults for a pool with these capacity types, protecting jobs or not.
-pub fn default_disruption(capacity_types: &[&str], protects_jobs: bool) -> Disruption {
+/// The defaults for a pool with these capacity types, protecting jobs or not, training or
+/// not (see [`training`]).
+///
+/// Review r18 m4: a pool that protects jobs renders no `terminationGracePeriod`, and "it is
+/// not recommended to set `expireAfter` without also setting `terminationGracePeriod` if your
+/// cluster has pods with the `karpenter.sh/do-not-disrupt` annotation" (Karpenter docs v1.14
+/// `concepts/disruption.md` §Expiration: an expiring node with such a pod drains until the pod
+/// ends, holding its reservation slot), so it never expires either.
+/// Review r18 m5: a training pool consolidates only empty nodes, whatever its capacity:
+/// moving a multi-node training pod off an underused node restarts the job.
+pub fn default_disruption(capacity_types: &[&str], protects_jobs: bool, training: bool) -> Disruption {
     let only_reserved = !capacity_types.is_empty() && capacity_types.iter().all(|c| *c == "reserved");
     Disruption {
-        policy: if only_reserved { "WhenEmpty" } else { "WhenEmptyOrUnderutilized" },
+        policy: if only_reserved || training { "WhenEmpty" } else { "WhenEmptyOrUnderutilized" },
         consolidate_after: if only_reserved { "1h" } else { "10m" },
-        expire_after: if only_reserved { "Never" } else { "720h" },
+        expire_after: if only_reserved || protects_jobs { "Never" } else { "720h" },
         budget: "1",
         termination_grace_period: (!protects_jobs).then_some("1h"),
     }
@@ -191,6 +205,12 @@ impl Kind for KarpenterPool {
         validate::check(r, diags);
     }
 
+    fn stack_defaults(&self, stack: &crate::stack::Stack, r: &Resource, inputs: &mut Attrs) {
+        if crate::rules::karpenter::uses_capacity_block(stack, r) {
+            capacity_block_defaults(inputs);
+        }
+    }
+
     fn normalize(&self, inputs: &mut Attrs) {
         for k in ["subnets", "security_groups", "capacity_reservations", "instance_types", "instance_families"] {
             if let Some(Value::List(l)) = inputs.get_mut(k) {
@@ -215,7 +235,8 @@ impl Kind for KarpenterPool {
             .filter_map(Value::as_str)
             .collect();
         let weight = default_weight(&capacity, training(|k| inputs.contains_key(k)));
-        let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
+        let defaults =
+            default_disruption(&capacity, protects_jobs(&capacity, inputs), training(|k| inputs.contains_key(k)));
         inputs.entry("weight".into()).or_insert(Value::Int(weight));
         let disruption = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
         if let Value::Table(t) = disruption {
@@ -253,14 +274,14 @@ impl Kind for KarpenterPool {
         }
         if changed.iter().any(|c| c == "ami") {
             notes.push(format!(
-                "ami {} → {}: Karpenter replaces every node of the pool (drift), {} at a time",
+                "ami {} → {}: Karpenter replaces every node of the pool (drift), {}",
                 str_attr(old, "ami"),
                 str_attr(new, "ami"),
-                new.get("disruption")
-                    .and_then(Value::as_table)
-                    .and_then(|t| t.get("budget"))
-                    .map_or("1".into(), Value::interpolate)
+                drift::pace(new.get("disruption"))
             ));
+            if drift::reserved_only(new) {
+                notes.push(drift::RESERVED_ROLL.to_string());
+            }
         }
         (!notes.is_empty()).then(|| notes.join("; "))
     }
@@ -303,6 +324,37 @@ impl Kind for KarpenterPool {
     async fn delete(&self, _ctx: &Ctx, _a: &str, _id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         Ok(())
     }
+}
+
+/// The disruption defaults of a pool on a Capacity Block, when `termination_grace_period`,
+/// `budget` and `budgets` are all unwritten: `terminationGracePeriod: 10m` and budgets
+/// `[{ nodes: "1" }, { nodes: "0", reasons: [Drifted] }]`. Karpenter deletes a block's
+/// NodeClaims "40 minutes before the capacity-block's end time, 10 minutes before EC2 begins
+/// reclaiming the instances" (aws/karpenter-provider-aws v1.14.1
+/// `pkg/controllers/capacityreservation/expiration/controller.go` l.46-48); without a grace
+/// period that drain never evicts `karpenter.sh/do-not-disrupt` pods (Karpenter docs v1.14
+/// `concepts/disruption.md` §TerminationGracePeriod), so they would die at reclaim with no
+/// SIGTERM. 10m ends the drain as EC2 begins to reclaim. The grace period would also let
+/// drift evict protected pods, so drift gets a budget of 0 (a budget without reasons keeps
+/// Empty and Underutilized at one node: kubernetes-sigs/karpenter v1.14.1
+/// `pkg/apis/v1/nodepool.go` `GetAllowedDisruptionsByReason`).
+pub const CAPACITY_BLOCK_GRACE: &str = "10m";
+
+fn capacity_block_defaults(inputs: &mut Attrs) {
+    let d = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
+    let Value::Table(t) = d else { return };
+    if ["termination_grace_period", "budget", "budgets"].iter().any(|k| t.contains_key(*k)) {
+        return;
+    }
+    t.insert("termination_grace_period".into(), Value::str(CAPACITY_BLOCK_GRACE));
+    let budget = |pairs: Vec<(&str, Value)>| Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+    t.insert(
+        "budgets".into(),
+        Value::List(vec![
+            budget(vec![("nodes", Value::str("1"))]),
+            budget(vec![("nodes", Value::str("0")), ("reasons", Value::List(vec![Value::str("Drifted")]))]),
+        ]),
+    );
 }
 
 /// The defaults filled into `disruption`; budgets' node counts as Karpenter's strings. The

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{CAPACITY_TYPES, default_disruption, protects_jobs};
+use super::{CAPACITY_TYPES, default_disruption, protects_jobs, training};
 use crate::aws::catalog;
 use crate::resources::launch_template::userdata::{self, k8s_effect};
 use crate::resources::{Manifest, rendered, str_attr};
@@ -58,16 +58,20 @@ fn role_name(role: &Value) -> Json {
 
 /// The pool's architecture and whether its instances have NVIDIA GPUs, from the embedded
 /// catalog (the first listed type it knows): which Bottlerocket variant to pin the AMI from.
-/// Families are assumed x86_64 NVIDIA (the GPU families this kind is for); types the
-/// catalog lacks are of families without accelerators (it carries every accelerated one),
-/// so a CPU pool (m6i.large) gets the plain variant, not the NVIDIA one.
+/// Families are assumed x86_64, and NVIDIA unless the pool's limit is not NVIDIA's
+/// ([`limit_resource`]); types the catalog lacks are of families without accelerators
+/// (it carries every accelerated one), so a CPU pool (m6i.large) gets the plain variant.
 pub fn arch_and_gpu(inputs: &Attrs) -> (&'static str, bool) {
     let embedded = catalog::embedded();
     let types = strs(inputs, "instance_types");
     let known: Vec<&catalog::InstanceInfo> = types.iter().filter_map(|t| embedded.get(t)).collect();
     match known.first() {
         Some(i) => (i.arch(), known.iter().any(|i| i.is_nvidia())),
-        None => ("x86_64", types.is_empty() || types.iter().any(|t| embedded.accelerated_family(t))),
+        None => (
+            "x86_64",
+            (types.is_empty() || types.iter().any(|t| embedded.accelerated_family(t)))
+                && limit_resource(&types, &strs(inputs, "instance_families")) == "nvidia.com/gpu",
+        ),
     }
 }
 
@@ -226,7 +230,8 @@ fn budget(b: &Attrs) -> Json {
 /// by an older gpustack, whose YAML the plan renders for its diff.
 fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
     let capacity = capacity_types(inputs);
-    let defaults = default_disruption(&capacity, protects_jobs(&capacity, inputs));
+    let defaults =
+        default_disruption(&capacity, protects_jobs(&capacity, inputs), training(|k| inputs.contains_key(k)));
     let d = inputs.get("disruption").and_then(Value::as_table);
     let get = |k: &str, default: &str| d.and_then(|t| t.get(k)).map_or(json!(default), text);
     let budgets = match d.and_then(|t| t.get("budgets")).and_then(Value::as_list) {
@@ -246,15 +251,54 @@ fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
     (pool, template)
 }
 
+/// AMD GPU families, which Karpenter reports as `amd.com/gpu`, not `nvidia.com/gpu`
+/// (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`: `v1.ResourceAMDGPU:
+/// *amdGPUs(info)`, counting GPUs whose `Manufacturer` is AMD). Listed because gpustack's
+/// embedded catalog has no AMD type to read the manufacturer from.
+pub const AMD_FAMILIES: &[&str] = &["g4ad"];
+
+/// "NVIDIA" or "AMD" for an instance type (`g6.xlarge`) or family (`g6`): the GPU
+/// manufacturer the embedded catalog gives (any GPU type of a family), else [`AMD_FAMILIES`],
+/// else NVIDIA for an unknown P or G family (EC2's accelerated-computing GPU families); None
+/// for a type or family without GPUs.
+pub fn gpu_maker(name: &str) -> Option<&'static str> {
+    let family = |t: &str| t.split('.').next().unwrap_or(t).to_string();
+    let fam = family(name);
+    let embedded = catalog::embedded();
+    let known: Vec<&catalog::InstanceInfo> = if name.contains('.') {
+        embedded.get(name).into_iter().collect()
+    } else {
+        embedded.all().filter(|i| family(&i.name) == fam).collect()
+    };
+    let maker = known.iter().filter(|i| i.gpus > 0).find_map(|i| i.gpu_manufacturer.as_deref());
+    match maker {
+        Some(m) if m.eq_ignore_ascii_case("nvidia") => Some("NVIDIA"),
+        Some(m) if m.eq_ignore_ascii_case("amd") => Some("AMD"),
+        Some(_) => None,
+        None if AMD_FAMILIES.contains(&fam.as_str()) => Some("AMD"),
+        None if !known.is_empty() => None,
+        None => fam.starts_with(['g', 'p']).then_some("NVIDIA"),
+    }
+}
+
 /// The resource a pool's `gpu_limit` caps: what its nodes report and Karpenter charges the
 /// limit with (a registered node's capacity: kubernetes-sigs/karpenter v1.14.1
 /// `pkg/controllers/state/statenode.go` `Capacity()`). Neuron devices
 /// (`aws.amazon.com/neuron`, karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`
-/// `awsNeuronDevices`) for a pool of Inferentia and Trainium types only, else NVIDIA GPUs.
+/// `awsNeuronDevices`) for a pool of Inferentia and Trainium types only, AMD GPUs
+/// (`amd.com/gpu`, same file, `amdGPUs`) for a pool of AMD types only ([`gpu_maker`]), else
+/// NVIDIA GPUs.
 pub fn limit_resource(types: &[String], families: &[String]) -> &'static str {
-    let neuron = |t: &String| t.starts_with("trn") || t.starts_with("inf");
+    let neuron = |t: &&String| t.starts_with("trn") || t.starts_with("inf");
+    let amd = |t: &&String| gpu_maker(t) == Some("AMD");
     let all: Vec<&String> = types.iter().chain(families).collect();
-    if !all.is_empty() && all.into_iter().all(neuron) { "aws.amazon.com/neuron" } else { "nvidia.com/gpu" }
+    if !all.is_empty() && all.iter().all(neuron) {
+        "aws.amazon.com/neuron"
+    } else if !all.is_empty() && all.iter().all(amd) {
+        "amd.com/gpu"
+    } else {
+        "nvidia.com/gpu"
+    }
 }
 
 /// How many `nvidia.com/gpu` one physical GPU is advertised as on a pool's node: the
@@ -288,12 +332,58 @@ fn mig_slices(key: &str, value: &str) -> Option<i64> {
     n.parse().ok()
 }
 
+/// The instance types a pool may launch, from the embedded catalog: `instance_types`
+/// (restricted to `instance_families` when both are written: Karpenter ANDs requirements),
+/// else every GPU type of `instance_families`. None when the pool names neither, or names a
+/// type the catalog lacks: then its sizes are not known here.
+fn pool_types(types: &[String], families: &[String]) -> Option<Vec<&'static catalog::InstanceInfo>> {
+    let embedded = catalog::embedded();
+    let family = |t: &str| t.split('.').next().unwrap_or(t).to_string();
+    if !types.is_empty() {
+        return types
+            .iter()
+            .filter(|t| families.is_empty() || families.contains(&family(t)))
+            .map(|t| embedded.get(t))
+            .collect::<Option<Vec<_>>>()
+            .filter(|l| !l.is_empty());
+    }
+    let mut all: Vec<&catalog::InstanceInfo> =
+        embedded.all().filter(|i| i.gpus > 0 && families.contains(&family(&i.name))).collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    (!all.is_empty()).then_some(all)
+}
+
+/// `(vCPUs, GPUs)` of one instance when every type the pool may launch ([`pool_types`]) has
+/// the same vCPU:GPU ratio (g5.xlarge, g6.xlarge, g6e.xlarge: 4 vCPUs per GPU), else None.
+/// With one ratio, a `cpu` limit bounds physical GPUs exactly (see [`limits`]).
+pub fn vcpus_per_gpu(types: &[String], families: &[String]) -> Option<(i64, i64)> {
+    let all = pool_types(types, families)?;
+    let first = all.first().filter(|i| i.gpus > 0)?;
+    let (v, g) = (i64::from(first.vcpus), i64::from(first.gpus));
+    all.iter().all(|i| i.gpus > 0 && i64::from(i.vcpus) * g == v * i64::from(i.gpus)).then_some((v, g))
+}
+
 /// `spec.limits`: `gpu_limit` physical accelerators, counted as the nodes report them
-/// ([`advertised_per_gpu`]), so that exactly the capacity the user meant is admitted. None
-/// without `gpu_limit` (a CPU pool; the rules require it where it binds).
+/// ([`advertised_per_gpu`]): a registered, initialized node is charged with what it reports
+/// (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go` `Capacity()`,
+/// l.374), so the multiplied limit lets every shared node of the pool launch. It does NOT
+/// bound physical GPUs during a burst: until a node initializes it is charged with its
+/// NodeClaim's capacity, the type's physical GPUs (same function, l.359-368; the NodeClaim
+/// capacity is the instance type's: karpenter-provider-aws v1.14.1
+/// `pkg/cloudprovider/cloudprovider.go` l.449, `nvidiaGPUs` in
+/// `pkg/providers/instancetype/types.go`), and within one scheduling pass each new NodeClaim
+/// subtracts its type's physical capacity (core `pkg/controllers/provisioning/scheduling/scheduler.go`
+/// `subtractMax`). So one scale-up may start up to `gpu_limit` × replicas (or × slices)
+/// physical GPUs. A pool that multiplies therefore also gets a `cpu` limit, `gpu_limit` ×
+/// vCPUs per GPU, when all its types share one vCPU:GPU ratio ([`vcpus_per_gpu`]): vCPUs are
+/// charged the same before and after initialization and subtracted per NodeClaim within a
+/// pass, so that limit holds the pool to `gpu_limit` physical GPUs at every moment. With
+/// mixed ratios no `cpu` limit is exact, none is rendered, and the rules warn. None without
+/// `gpu_limit` (a CPU pool; the rules require it where it binds).
 fn limits(inputs: &Attrs) -> Option<Json> {
     let limit = inputs.get("gpu_limit")?;
-    let resource = limit_resource(&strs(inputs, "instance_types"), &strs(inputs, "instance_families"));
+    let (types, families) = (strs(inputs, "instance_types"), strs(inputs, "instance_families"));
+    let resource = limit_resource(&types, &families);
     let per_gpu = match resource {
         "nvidia.com/gpu" => advertised_per_gpu(inputs.get("gpu_sharing").and_then(Value::as_table), None),
         _ => 1,
@@ -303,6 +393,11 @@ fn limits(inputs: &Attrs) -> Option<Json> {
         other => text(other),
     };
     let mut out = Map::new();
+    if let (Value::Int(n), true, Some((vcpus, gpus))) = (limit, per_gpu > 1, vcpus_per_gpu(&types, &families)) {
+        // Floor: a set of instances with at most `n` GPUs has at most n × vcpus / gpus vCPUs,
+        // a whole number, so rounding down never refuses one that fits.
+        out.insert("cpu".into(), json!(n.saturating_mul(vcpus) / gpus));
+    }
     out.insert(resource.into(), value);
     Some(Json::Object(out))
 }

@@ -362,18 +362,72 @@ fn limits_count_what_the_nodes_report() {
     };
     let g6 = ["g6.12xlarge"];
     assert_eq!(limits_of(&g6, None, Some(8)), serde_json::json!({ "nvidia.com/gpu": 8 }));
-    assert_eq!(limits_of(&g6, Some(sliced("time-slicing", 4)), Some(8)), serde_json::json!({ "nvidia.com/gpu": 32 }));
-    assert_eq!(limits_of(&g6, Some(sliced("mps", 3)), Some(8)), serde_json::json!({ "nvidia.com/gpu": 24 }));
+    assert_eq!(
+        limits_of(&g6, Some(sliced("time-slicing", 4)), Some(8)),
+        serde_json::json!({ "cpu": 96, "nvidia.com/gpu": 32 })
+    );
+    assert_eq!(limits_of(&g6, Some(sliced("mps", 3)), Some(8)), serde_json::json!({ "cpu": 96, "nvidia.com/gpu": 24 }));
     let mig = |v: &str| {
         table(vec![("strategy", Value::str("mig")), ("mig_profile", table(vec![("h100.80gb", Value::str(v))]))])
     };
-    assert_eq!(limits_of(&["p5.48xlarge"], Some(mig("7")), Some(16)), serde_json::json!({ "nvidia.com/gpu": 112 }));
-    assert_eq!(limits_of(&["p5.48xlarge"], Some(mig("3g.40gb")), Some(8)), serde_json::json!({ "nvidia.com/gpu": 16 }));
+    assert_eq!(
+        limits_of(&["p5.48xlarge"], Some(mig("7")), Some(16)),
+        serde_json::json!({ "cpu": 384, "nvidia.com/gpu": 112 })
+    );
+    assert_eq!(
+        limits_of(&["p5.48xlarge"], Some(mig("3g.40gb")), Some(8)),
+        serde_json::json!({ "cpu": 192, "nvidia.com/gpu": 16 })
+    );
     // Issue 18 item 21: a Neuron pool's limit counts what its nodes report, Neuron devices
     // (karpenter-provider-aws v1.14.1 types.go: `v1.ResourceAWSNeuron: *awsNeuronDevices(info)`);
     // a CPU pool renders no limit (the rules refuse gpu_limit there).
     assert_eq!(limits_of(&["trn1.32xlarge"], None, Some(32)), serde_json::json!({ "aws.amazon.com/neuron": 32 }));
     assert_eq!(limits_of(&["m6i.large"], None, None), Json::Null);
+}
+
+/// Review r18 m7: g4ad carries AMD GPUs, which Karpenter reports as `amd.com/gpu`
+/// (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go` `amdGPUs`), so an
+/// `nvidia.com/gpu` limit would never bind; NVIDIA families keep theirs, and the GPU maker of
+/// a family the embedded catalog knows comes from it.
+#[test]
+fn amd_families_are_not_limited_as_nvidia() {
+    assert_eq!(limits_of(&["g4ad.8xlarge"], None, Some(4)), serde_json::json!({ "amd.com/gpu": 4 }));
+    let mut i = burst();
+    i.insert("instance_families".into(), strs(&["g4ad"]));
+    let (_, _, pool) = docs("karpenter_pool.p", &i, &pinned());
+    assert_eq!(pool["spec"]["limits"], serde_json::json!({ "amd.com/gpu": 8 }));
+    assert_eq!(super::render::arch_and_gpu(&i), ("x86_64", false));
+    assert_eq!(super::gpu_maker("g4ad"), Some("AMD"));
+    assert_eq!(super::gpu_maker("g4dn"), Some("NVIDIA"));
+    assert_eq!(super::gpu_maker("g6.xlarge"), Some("NVIDIA"));
+    assert_eq!(super::gpu_maker("c5n"), None);
+    assert_eq!(limits_of(&["g6.xlarge"], None, Some(4)), serde_json::json!({ "nvidia.com/gpu": 4 }));
+}
+
+/// Review r18 B1: until a node initializes, Karpenter charges it its NodeClaim's capacity,
+/// the type's physical GPUs (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go`
+/// l.359-368), so the multiplied `nvidia.com/gpu` limit admits replicas× the physical GPUs in
+/// one burst. vCPUs are charged the same before and after and subtracted per NodeClaim
+/// within a pass (`scheduling/scheduler.go` `subtractMax`): a pool with one vCPU:GPU ratio
+/// also gets `cpu` = gpu_limit × vCPUs per GPU; mixed ratios, unknown sizes, or a pool that
+/// does not multiply get none.
+#[test]
+fn multiplied_limits_bound_physical_gpus_with_a_cpu_limit() {
+    let ts =
+        |replicas: i64| Some(table(vec![("strategy", Value::str("time-slicing")), ("replicas", Value::Int(replicas))]));
+    // g5.xlarge, g6.xlarge, g6e.xlarge: 4 vCPUs and 1 GPU each.
+    let one_ratio = ["g5.xlarge", "g6.xlarge", "g6e.xlarge"];
+    assert_eq!(limits_of(&one_ratio, ts(2), Some(32)), serde_json::json!({ "cpu": 128, "nvidia.com/gpu": 64 }));
+    // 4 and 8 vCPUs per GPU: no cpu limit is exact.
+    assert_eq!(limits_of(&["g6.xlarge", "g6.2xlarge"], ts(2), Some(32)), serde_json::json!({ "nvidia.com/gpu": 64 }));
+    assert_eq!(limits_of(&["g6.xlarge", "x9.nonesuch"], ts(2), Some(32)), serde_json::json!({ "nvidia.com/gpu": 64 }));
+    // Whole GPUs: the GPU limit is already physical.
+    assert_eq!(limits_of(&one_ratio, None, Some(32)), serde_json::json!({ "nvidia.com/gpu": 32 }));
+    // Families expand through the embedded catalog: g6 holds 1-, 4- and 8-GPU sizes.
+    assert_eq!(super::vcpus_per_gpu(&[], &["g6".to_string()]), None);
+    // Types and families together: the types of those families.
+    let p5 = super::vcpus_per_gpu(&["p5.48xlarge".to_string()], &["p5".to_string()]);
+    assert_eq!(p5.map(|(v, g)| v / g), Some(24));
 }
 
 /// Issue 18 item 3 / audit M1: "configuring `terminationGracePeriod` changes the eligibility
@@ -471,4 +525,59 @@ fn a_cpu_pool_pins_the_plain_bottlerocket_variant() {
     assert_eq!(render::arch_and_gpu(&pool(&["p5.49xlarge"])), ("x86_64", true));
     assert_eq!(render::arch_and_gpu(&pool(&["g6.xlarge"])), ("x86_64", true));
     assert_eq!(render::arch_and_gpu(&Attrs::new()), ("x86_64", true));
+}
+
+/// Review r18 m1: the `ami` note's pace comes from `budgets` when written (the least budget
+/// that applies to Drifted: kubernetes-sigs/karpenter v1.14.1 `pkg/apis/v1/nodepool.go`
+/// `GetAllowedDisruptionsByReason`), not only from the `budget` shorthand.
+#[test]
+fn the_ami_note_paces_drift_by_the_budgets() {
+    let old = burst();
+    let mut new = burst();
+    new.insert("ami".into(), Value::str("bottlerocket@v1.57.0"));
+    let budgets = Value::List(vec![
+        table(vec![("nodes", Value::str("3"))]),
+        table(vec![("nodes", Value::str("2")), ("reasons", strs(&["Drifted"]))]),
+    ]);
+    new.insert("disruption".into(), table(vec![("budgets", budgets)]));
+    KarpenterPool.normalize(&mut new);
+    let note = KarpenterPool.update_note(&old, &new, &["ami".to_string()]).unwrap();
+    assert!(note.contains("(drift), 2 at a time"), "{note}");
+    assert!(!note.contains("rolls only as its nodes empty"), "{note}");
+    // Review r18 m3: a reserved-only pool rolls as nodes empty (core drift.go
+    // `AllNonPendingPodsScheduled`: no free slot, no replacement, drift blocked).
+    let (old, mut new) = (reserved(), reserved());
+    new.insert("ami".into(), Value::str("bottlerocket@v1.57.0"));
+    let note = KarpenterPool.update_note(&old, &new, &["ami".to_string()]).unwrap();
+    assert!(note.contains(super::drift::RESERVED_ROLL), "{note}");
+}
+
+/// Review r18 m4: a pool that protects jobs renders no terminationGracePeriod, and the
+/// disruption docs (v1.14 §Expiration) advise against `expireAfter` without one when pods
+/// carry do-not-disrupt: mixed reserved pools and training pools never expire. Review r18 m5:
+/// a training pool (efa or placement_group) consolidates only empty nodes, even On-Demand.
+#[test]
+fn pools_that_protect_jobs_never_expire_and_training_pools_consolidate_only_when_empty() {
+    let normalized = |capacity: &[&str], extra: Option<(&str, Value)>| {
+        let mut i = Attrs::from([("capacity_types".to_string(), strs(capacity))]);
+        if let Some((k, v)) = extra {
+            i.insert(k.to_string(), v);
+        }
+        KarpenterPool.normalize(&mut i);
+        let (_, _, pool) = docs("karpenter_pool.p", &i, &pinned());
+        (
+            pool["spec"]["disruption"]["consolidationPolicy"].clone(),
+            pool["spec"]["template"]["spec"]["expireAfter"].clone(),
+            pool["spec"]["template"]["spec"].get("terminationGracePeriod").cloned(),
+        )
+    };
+    let mixed = normalized(&["reserved", "on-demand"], None);
+    assert_eq!(mixed, (Json::from("WhenEmptyOrUnderutilized"), Json::from("Never"), None));
+    let train = normalized(&["on-demand"], Some(("placement_group", Value::str("k-train"))));
+    assert_eq!(train, (Json::from("WhenEmpty"), Json::from("Never"), None));
+    let efa = normalized(&["spot"], Some(("efa", table(vec![]))));
+    assert_eq!(efa.0, Json::from("WhenEmpty"));
+    // A pool that protects nothing keeps Karpenter's 30 days beside its 1h grace period.
+    let od = normalized(&["on-demand"], None);
+    assert_eq!(od, (Json::from("WhenEmptyOrUnderutilized"), Json::from("720h"), Some(Json::from("1h"))));
 }

@@ -135,24 +135,35 @@ pub(super) fn sharing_table(pool: &Resource) -> Option<crate::value::Attrs> {
 /// (kubernetes-sigs/karpenter v1.14.1 `pkg/controllers/state/statenode.go` `Capacity()`):
 /// `nvidia.com/gpu` on NVIDIA types, `aws.amazon.com/neuron` on Inferentia and Trainium
 /// (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`), nothing on others.
-/// A family is taken as NVIDIA when it is a P or G family (EC2's accelerated-computing GPU
-/// families).
+/// A family's GPU maker is the embedded catalog's, else AMD for the AMD families, else NVIDIA
+/// for a P or G family (`karpenter_pool::gpu_maker`; review r18 m7: g4ad is AMD, which
+/// Karpenter reports as `amd.com/gpu`).
 pub(super) fn gpu_limit_binds(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) {
+    use crate::resources::karpenter_pool::{gpu_maker, limit_resource};
     let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
-    let neuron = crate::resources::karpenter_pool::limit_resource(&types, &families) == "aws.amazon.com/neuron";
-    let nvidia = known.iter().any(|(_, i)| i.is_nvidia()) || families.iter().any(|f| f.starts_with(['g', 'p']));
+    let resource = limit_resource(&types, &families);
+    let neuron = resource == "aws.amazon.com/neuron";
+    let amd = resource == "amd.com/gpu";
+    let nvidia = known.iter().any(|(_, i)| i.is_nvidia()) || families.iter().any(|f| gpu_maker(f) == Some("NVIDIA"));
     let written = pool.attrs.contains_key("gpu_limit");
-    if !written && (nvidia || neuron) {
+    if !written && (nvidia || neuron || amd) {
+        let what = if neuron {
+            "Neuron devices"
+        } else if amd {
+            "AMD GPUs"
+        } else {
+            "NVIDIA GPUs"
+        };
         d.push(
             Diagnostic::error(
-                format!("`{}` launches {} but sets no gpu_limit: nothing caps how many it starts", pool.address, if neuron { "Neuron devices" } else { "NVIDIA GPUs" }),
+                format!("`{}` launches {what} but sets no gpu_limit: nothing caps how many it starts", pool.address),
                 pool.span.clone(),
             )
             .help("set gpu_limit = the most physical GPUs (or Neuron devices) the pool may run at once, e.g. gpu_limit = 16"),
         );
     }
     let all_known = !types.is_empty() && known.len() == types.len();
-    if written && !nvidia && !neuron && (all_known || !families.is_empty()) {
+    if written && !nvidia && !neuron && !amd && (all_known || !families.is_empty()) {
         d.push(
             Diagnostic::error(
                 format!("`{}`: gpu_limit never binds: its instance types report no nvidia.com/gpu or aws.amazon.com/neuron, which is what Karpenter counts the limit in", pool.address),
@@ -256,5 +267,38 @@ pub(super) fn shared_sizes(pool: &Resource, known: &[(String, InstanceInfo)], d:
             span(pool, if families.is_empty() { "instance_types" } else { "instance_families" }),
         )
         .help("list single-GPU sizes (g6.xlarge, g6.2xlarge…) in shared pools, and run multi-GPU pods in a pool without gpu_sharing"),
+    );
+}
+
+/// Issue 18 review B1: a pool whose sharing multiplies the rendered `nvidia.com/gpu` limit,
+/// with types of different vCPU:GPU ratios, and capacity that is not only reserved (a
+/// reservation's size bounds a reserved-only pool). Until a node initializes, Karpenter
+/// charges it with its type's physical GPUs (kubernetes-sigs/karpenter v1.14.1
+/// `pkg/controllers/state/statenode.go` `Capacity()`, l.359-368) and subtracts each new
+/// NodeClaim's physical capacity within a pass (`pkg/controllers/provisioning/scheduling/scheduler.go`
+/// `subtractMax`), so one burst may start up to the multiplied limit in physical GPUs. With one
+/// ratio the pool renders a `cpu` limit that bounds them (`render.rs` `limits`); here it cannot.
+pub(super) fn burst_bound(pool: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(limit) = lit(pool, "gpu_limit").and_then(|v| v.as_int()) else { return };
+    let per_gpu = advertised_per_gpu(sharing_table(pool).as_ref(), None);
+    if per_gpu <= 1 || capacity_types(pool).iter().all(|c| c == "reserved") {
+        return;
+    }
+    let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
+    if crate::resources::karpenter_pool::limit_resource(&types, &families) != "nvidia.com/gpu"
+        || crate::resources::karpenter_pool::vcpus_per_gpu(&types, &families).is_some()
+    {
+        return;
+    }
+    let rendered = limit.saturating_mul(per_gpu);
+    d.push(
+        Diagnostic::warning(
+            format!(
+                "`{}`: gpu_limit = {limit} bounds physical GPUs only once nodes initialize: until then Karpenter charges each new node its physical GPUs against limits nvidia.com/gpu: {rendered}, so one burst may start up to {rendered} physical GPUs ({per_gpu}× gpu_limit); its instance types have different vCPU:GPU ratios, so no cpu limit can bound them",
+                pool.address
+            ),
+            span(pool, "gpu_limit"),
+        )
+        .help("list instance types with one vCPU:GPU ratio (e.g. single-GPU sizes of one generation: instance_types = [\"g5.xlarge\", \"g6.xlarge\", \"g6e.xlarge\"]): gpustack then renders a cpu limit of gpu_limit × vCPUs per GPU, which Karpenter charges the same before and after nodes initialize"),
     );
 }

@@ -17,8 +17,8 @@ use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 use gpus::{
-    gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint, sharing_table,
-    tied_pools, zero_gpu_types,
+    burst_bound, gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint,
+    sharing_table, tied_pools, zero_gpu_types,
 };
 
 /// The stack's karpenter pools.
@@ -55,6 +55,11 @@ fn reservations<'a>(stack: &'a Stack, pool: &Resource) -> Vec<Result<&'a Resourc
         .collect()
 }
 
+/// True when the pool names a `capacity_block` of the stack in `capacity_reservations`.
+pub(crate) fn uses_capacity_block(stack: &Stack, pool: &Resource) -> bool {
+    reservations(stack, pool).into_iter().flatten().any(|r| r.kind.name() == "capacity_block")
+}
+
 /// The reservation a node group runs on, through its launch template.
 fn node_group_reservation<'a>(stack: &'a Stack, ng: &Resource) -> Option<&'a Resource> {
     let lt = referenced(stack, ng, "launch_template", "launch_template")?;
@@ -76,6 +81,7 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
         node_role_entered(stack, pool, &mut d);
         zero_gpu_types(pool, &mut d);
         shared_taint(pool, &mut d);
+        burst_bound(pool, &mut d);
     }
     tied_pools(stack, &mut d);
     d.extend(device_plugin_labels(stack));
@@ -398,10 +404,22 @@ pub(super) fn check_catalog(
             for (t, i) in &known {
                 super::catalog::check_sharing(pool, t, i, &s, d);
             }
+            let per_gpu = advertised_per_gpu(sharing_table(pool).as_ref(), None);
+            let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
+            let cpu = match crate::resources::karpenter_pool::vcpus_per_gpu(&types, &families) {
+                Some((v, g)) if per_gpu > 1 => format!(
+                    " and cpu = gpu_limit × {} vCPUs per GPU, which holds it to gpu_limit physical GPUs before nodes initialize too",
+                    v as f64 / g as f64
+                ),
+                _ => String::new(),
+            };
+            // In-flight nodes count with their NodeClaim's physical capacity (kubernetes-sigs/karpenter
+            // v1.14.1 `pkg/controllers/state/statenode.go` l.359-368) and sharing is not modelled
+            // (kubernetes-sigs/karpenter#729): the scheduler moves on to the next pool by weight
+            // (`pkg/controllers/provisioning/scheduling/scheduler.go`).
             note.push(format!(
-                "gpu_sharing {} → Bottlerocket user data, for Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install; limits nvidia.com/gpu = gpu_limit × {} (what the nodes report); Karpenter sizes a scale-up by physical GPUs, so a burst may start more nodes than the shares need until consolidation removes them",
-                s.strategy,
-                advertised_per_gpu(sharing_table(pool).as_ref(), None)
+                "gpu_sharing {} → Bottlerocket user data, for Bottlerocket's own device plugin: no nvidia-device-plugin values, and none to install; limits nvidia.com/gpu = gpu_limit × {per_gpu} (what initialized nodes report){cpu}; Karpenter counts a node that has not initialized as one pod per physical GPU (kubernetes-sigs/karpenter#729), so a cold scale-up starts more nodes than the shares need, in this pool and in lower-weight pools whose taints the pods tolerate, until consolidation removes them",
+                s.strategy
             ));
         }
         if !pool.attrs.contains_key("data_volume")
@@ -587,5 +605,71 @@ labels          = {labels}
         // Bottlerocket: the host's plugin takes the sharing from user data; no labels needed.
         let bottlerocket = group("{}").replace("ami_type        = \"AL2023_x86_64_NVIDIA\"\n", "");
         assert!(super::device_plugin_labels(&parsed(&bottlerocket)).is_empty());
+    }
+
+    fn block_pool(disruption: &str) -> String {
+        format!(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[capacity_block.train]
+instance_type     = "p5.48xlarge"
+instance_count    = 1
+duration_hours    = 24
+start_after       = "2026-12-01T00:00:00Z"
+start_before      = "2026-12-08T00:00:00Z"
+availability_zone = "us-west-2a"
+max_upfront_usd   = 40000
+
+[karpenter_pool.train]
+cluster               = "main"
+node_role             = "node"
+subnets               = ["subnet-1"]
+security_groups       = ["sg-1"]
+capacity_reservations = ["${{capacity_block.train.id}}"]
+instance_types        = ["p5.48xlarge"]
+gpu_limit             = 8
+{disruption}
+"#
+        )
+    }
+
+    /// Review r18 m2: Karpenter deletes a Capacity Block's NodeClaims 40 minutes before its
+    /// end, 10 minutes before EC2 reclaims (aws/karpenter-provider-aws v1.14.1
+    /// `pkg/controllers/capacityreservation/expiration/controller.go` l.46-48); without a
+    /// grace period the drain never evicts do-not-disrupt pods. A pool on a block defaults to
+    /// a 10m grace period and a Drifted budget of 0 beside a reason-less one, unless either
+    /// is written.
+    #[test]
+    fn a_pool_on_a_capacity_block_drains_before_the_reclaim() {
+        let rendered = |text: &str| {
+            let stack = parsed(text);
+            let idx = stack.resources.iter().position(|r| r.address == "karpenter_pool.train").unwrap();
+            let inputs = crate::plan::desired_inputs(&stack, idx, &|_| None);
+            let m = crate::resources::of(&stack.resources[idx])
+                .render("karpenter_pool.train", &inputs, &Default::default())
+                .unwrap();
+            let docs: Vec<serde_json::Value> = m
+                .yaml
+                .split("---\n")
+                .filter(|d| !d.trim().is_empty())
+                .map(|d| serde_yaml_ng::from_str(d).unwrap())
+                .collect();
+            docs[1]["spec"].clone()
+        };
+        let spec = rendered(&block_pool(""));
+        assert_eq!(spec["template"]["spec"]["terminationGracePeriod"], "10m");
+        assert_eq!(
+            spec["disruption"]["budgets"],
+            serde_json::json!([{ "nodes": "1" }, { "nodes": "0", "reasons": ["Drifted"] }])
+        );
+        // Either written: the user's choice stands.
+        let spec = rendered(&block_pool("disruption = { budget = \"2\" }"));
+        assert_eq!(spec["template"]["spec"].get("terminationGracePeriod"), None);
+        assert_eq!(spec["disruption"]["budgets"], serde_json::json!([{ "nodes": "2" }]));
+        let spec = rendered(&block_pool("disruption = { termination_grace_period = \"30m\" }"));
+        assert_eq!(spec["template"]["spec"]["terminationGracePeriod"], "30m");
+        assert_eq!(spec["disruption"]["budgets"], serde_json::json!([{ "nodes": "1" }]));
     }
 }

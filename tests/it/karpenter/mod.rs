@@ -330,7 +330,10 @@ fn pools_apply_render_the_ids_from_state_validate_against_the_crds_and_destroy()
         warned.contains("karpenter_pool.reserved: changing node_labels.gpustack.io/workload drifts its running nodes"),
         "{drift:?}"
     );
-    assert!(warned.contains("do-not-disrupt wait for them"), "{drift:?}");
+    // On a Capacity Block: a 10m grace period, and a budget of 0 keeps drift off its nodes
+    // (review r18 m2).
+    assert!(warned.contains("none at a time while a budget of 0 nodes applies to Drifted"), "{drift:?}");
+    assert!(warned.contains("carry terminationGracePeriod 10m, but none is drifted"), "{drift:?}");
     env.write("k.toml", &karpenter_stack(24, &dates));
     assert!(plan.stdout.contains("Plan: 0 to add, 0 to change, 0 to replace, 0 to delete, 1 to render"), "{plan:?}");
     env.ok(&["apply", "k.toml", "--auto-approve"]);
@@ -372,6 +375,21 @@ fn the_shipped_example_applies_renders_valid_manifests_and_destroys() {
     for pool in ["train", "inference", "burst", "fallback"] {
         assert!(written.contains_key(&format!("karpenter/{pool}.yaml")), "{:?}", written.keys());
     }
+    // Review r18 M1: a pod for shared GPUs tolerates nvidia.com/gpu by itself
+    // (ExtendedResourceToleration) and nvidia.com/gpu.shared by its spec; a pool it can reach
+    // with those alone must share GPUs, or a cold scale-up spills shared pods onto whole GPUs.
+    for pool in ["train", "inference", "burst", "fallback"] {
+        let docs = documents(&written[&format!("karpenter/{pool}.yaml")]);
+        let taints = docs[1]["spec"]["template"]["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        let reachable =
+            taints.iter().all(|t| matches!(t["key"].as_str(), Some("nvidia.com/gpu" | "nvidia.com/gpu.shared")));
+        let shares =
+            docs[0]["spec"]["userData"].as_str().is_some_and(|u| u.contains("time-slicing") || u.contains("mps"));
+        assert_eq!(reachable, shares, "{pool}: reachable by shared pods {reachable}, shares GPUs {shares}: {taints:?}");
+    }
+    // Review r18 B1: the burst pool's types have 4 vCPUs per GPU: cpu bounds 32 physical GPUs.
+    let burst = documents(&written["karpenter/burst.yaml"]);
+    assert_eq!(burst[1]["spec"]["limits"], serde_json::json!({ "cpu": 128, "nvidia.com/gpu": 64 }));
     let (valid, report) = validate_manifests(&env.path("k8s"));
     assert!(valid, "{report}");
     assert!(report.contains("11 of 11 document(s) valid"), "{report}");
@@ -389,4 +407,31 @@ fn the_shipped_example_applies_renders_valid_manifests_and_destroys() {
     let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
     assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
     assert!(made.contains("ssm:GetParameter") && made.contains("eks:DescribeCluster"), "the alias was pinned");
+}
+
+/// Review r18 m6: the quickstart's pool has a workload taint that stock GPU pods do not
+/// tolerate by themselves; its header comment and the README quick start give the exact
+/// toleration for every pool taint other than nvidia.com/gpu (tolerated through EKS's
+/// ExtendedResourceToleration).
+#[test]
+fn the_quickstart_says_which_toleration_its_gpu_pods_need() {
+    let text = std::fs::read_to_string(repo().join("stacks/quickstart-karpenter.toml")).unwrap();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let doc: toml_edit::DocumentMut = text.parse().unwrap();
+    let header: String = text.lines().take_while(|l| l.starts_with('#') || l.is_empty()).collect::<Vec<_>>().join("\n");
+    let pools = doc["karpenter_pool"].as_table().unwrap();
+    for (name, pool) in pools {
+        for t in pool["node_taints"].as_array().into_iter().flatten().filter_map(|t| t.as_inline_table()) {
+            let field = |k: &str| t.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            let (key, value) = (field("key"), field("value"));
+            if key == "nvidia.com/gpu" {
+                continue;
+            }
+            let toleration =
+                format!("- key: {key}\n#     operator: Equal\n#     value: {value}\n#     effect: NoSchedule");
+            assert!(header.contains(&toleration), "{name}: the header should give\n{toleration}\n{header}");
+            let yaml = format!("- key: {key}\n  operator: Equal\n  value: {value}\n  effect: NoSchedule");
+            assert!(readme.contains(&yaml), "{name}: the README quick start should give\n{yaml}");
+        }
+    }
 }

@@ -335,6 +335,14 @@ fn gpu_limit_is_required_where_it_binds_and_refused_where_it_cannot() {
         &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_types = [\"trn1.32xlarge\"]\ngpu_limit = 32")),
         "gpu_limit",
     );
+    // Review r18 m7: g4ad is AMD, reported as amd.com/gpu (karpenter-provider-aws v1.14.1
+    // types.go `amdGPUs`): its gpu_limit binds on that resource, not nvidia.com/gpu.
+    refused(
+        &stack(&pool("p", "subnets = [\"${subnet.a.id}\"]\ninstance_families = [\"g4ad\"]")),
+        "`karpenter_pool.p` launches AMD GPUs but sets no gpu_limit",
+        "[karpenter_pool.p]",
+        "set gpu_limit = the most physical GPUs",
+    );
 }
 
 /// Issue 18 item 6 / audit M4: aws/karpenter-provider-aws#8368 ("Karpenter will **not**
@@ -383,6 +391,29 @@ fn shared_pools_warn_about_multi_gpu_sizes_and_whole_gpu_taints() {
         )),
         "shares GPUs",
     );
+}
+
+/// Review r18 B1: a shared Spot/On-Demand pool whose types differ in vCPUs per GPU renders no
+/// cpu limit, so one burst may start replicas× the physical GPUs gpu_limit names (in-flight
+/// nodes are charged their physical GPUs: kubernetes-sigs/karpenter v1.14.1 statenode.go
+/// `Capacity()`): a warning with the way out. One ratio (or reserved capacity only) is quiet.
+#[test]
+fn a_shared_pool_with_mixed_vcpu_gpu_ratios_warns_that_a_burst_overruns_gpu_limit() {
+    let body = |types: &str, capacity: &str| {
+        format!(
+            "subnets = [\"${{subnet.a.id}}\"]\ncapacity_types = [{capacity}]\ninstance_types = [{types}]\ngpu_limit = 8\ngpu_sharing = {{ strategy = \"time-slicing\", replicas = 4 }}\nnode_taints = [{{ key = \"nvidia.com/gpu.shared\", value = \"true\", effect = \"NO_SCHEDULE\" }}]"
+        )
+    };
+    let c = validate(&stack(&pool("p", &body("\"g6.xlarge\", \"g6.2xlarge\", \"g5.xlarge\"", "\"spot\""))));
+    assert_eq!(c.code, 0, "a warning, not an error:\n{}", c.stderr);
+    assert!(
+        c.stderr.contains("warning: `karpenter_pool.p`: gpu_limit = 8 bounds physical GPUs only once nodes initialize"),
+        "{}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("one burst may start up to 32 physical GPUs (4× gpu_limit)"), "{}", c.stderr);
+    assert!(c.stderr.contains("help: list instance types with one vCPU:GPU ratio"), "{}", c.stderr);
+    accepted(&stack(&pool("p", &body("\"g6.xlarge\", \"g6e.xlarge\", \"g5.xlarge\"", "\"spot\""))), "burst");
 }
 
 /// Issue 18 item 7 / audit M5: equal weights and equal taints let an unselected pod land on
