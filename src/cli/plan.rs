@@ -211,7 +211,7 @@ async fn checks(
     skip_quota: bool,
     chart_installed: bool,
 ) -> Result<bool> {
-    let mut pf = match reads {
+    let pf = match reads {
         Some(r) => {
             let mut pf = r.preflight;
             if !pf.diags.iter().any(|d| d.is_error()) {
