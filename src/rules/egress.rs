@@ -330,16 +330,8 @@ fn endpoint_groups(stack: &Stack) -> Vec<Diagnostic> {
         if lit_str(e, "service").is_none_or(|s| s == "s3") {
             continue;
         }
-        let Some(crate::stack::expr::ExprKind::List(items)) = e.attrs.get("security_groups").map(|x| &x.kind) else {
-            continue;
-        };
-        let groups: Vec<&Resource> = items
-            .iter()
-            .filter_map(|x| x.as_single_ref())
-            .filter_map(|x| stack.get(&x.address))
-            .filter(|g| g.kind.name() == "security_group")
-            .collect();
-        if groups.is_empty() || groups.len() != items.len() {
+        let Some(groups) = super::stack_security_groups(stack, e) else { continue };
+        if groups.is_empty() {
             continue;
         }
         let vpc = vpc_of(e);

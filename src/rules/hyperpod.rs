@@ -270,19 +270,8 @@ fn efa_security_group(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
     if efa_types.is_empty() {
         return;
     }
-    let Some(crate::stack::expr::ExprKind::List(items)) = c.attrs.get("security_groups").map(|e| &e.kind) else {
-        return;
-    };
-    let stack_groups: Vec<&Resource> = items
-        .iter()
-        .filter_map(|e| e.as_single_ref())
-        .filter_map(|x| stack.get(&x.address))
-        .filter(|r| r.kind.name() == "security_group")
-        .collect();
     // Groups from outside the stack cannot be checked offline.
-    if stack_groups.len() != items.len() {
-        return;
-    }
+    let Some(stack_groups) = super::stack_security_groups(stack, c) else { return };
     if !stack_groups.iter().any(|g| lit(g, "efa").and_then(|v| v.as_bool()) == Some(true)) {
         d.push(
             Diagnostic::error(

@@ -365,6 +365,22 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d
 }
 
+/// The security groups `r.security_groups` names, when every one is a `security_group` of this
+/// stack (an empty list gives none); None when the list is not literal or names a group from
+/// outside the stack, whose rules cannot be read offline.
+pub(crate) fn stack_security_groups<'a>(stack: &'a Stack, r: &Resource) -> Option<Vec<&'a Resource>> {
+    let Some(ExprKind::List(items)) = r.attrs.get("security_groups").map(|e| &e.kind) else {
+        return None;
+    };
+    let groups: Vec<&Resource> = items
+        .iter()
+        .filter_map(|e| e.as_single_ref())
+        .filter_map(|x| stack.get(&x.address))
+        .filter(|g| g.kind.name() == "security_group")
+        .collect();
+    (groups.len() == items.len()).then_some(groups)
+}
+
 /// The stack's subnet resources a node group names.
 pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a Resource> {
     match ng.attrs.get("subnets").map(|e| &e.kind) {
