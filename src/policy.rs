@@ -264,8 +264,18 @@ pub fn document(stack: &Stack) -> Json {
             a.starts_with("iam:")
                 && !is_read(a)
                 && !matches!(a, "iam:PassRole" | "iam:CreateServiceLinkedRole" | "iam:AttachRolePolicy")
+                && !a.contains("OpenIDConnectProvider")
         }),
         roles.clone(),
+        None,
+    );
+    // `oidc_provider`: IAM OIDC providers have no path; their ARN names the issuer, which for
+    // EKS is `oidc.eks.<region>.amazonaws.com/id/<id>` (EKS UG `enable-iam-roles-for-service-accounts`;
+    // resource type `oidc-provider`, Service Authorization Reference, IAM).
+    push(
+        "IamClusterOidcProviders",
+        of(&|a| a.contains("OpenIDConnectProvider") && !is_read(a)),
+        json!(format!("arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*")),
         None,
     );
     // Attaching a managed policy is limited to the ones the stack names, so the deploy role
@@ -314,7 +324,10 @@ pub fn document(stack: &Stack) -> Json {
     }
     // A Pod Identity association passes its role to EKS Pod Identity (EKS UG `pod-id-association`).
     let mut passed_to = vec!["eks.amazonaws.com", "ec2.amazonaws.com"];
-    if has("eks:CreatePodIdentityAssociation") {
+    // So does an add-on's `pod_identity` (CreateAddon `podIdentityAssociations`).
+    let addon_pod_identity =
+        stack.resources.iter().any(|r| r.kind.name() == "eks_addon" && r.attrs.contains_key("pod_identity"));
+    if has("eks:CreatePodIdentityAssociation") || addon_pod_identity {
         passed_to.push("pods.eks.amazonaws.com");
     }
     // A HyperPod instance group's execution role is passed to SageMaker.
