@@ -105,6 +105,8 @@ impl Kind for EksAddon {
 
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = recorded.clone();
+        // State written before `preserve` existed recorded none: the default, not a change.
+        cur.entry("preserve".into()).or_insert(Value::Bool(false));
         for (k, v) in observed {
             // `preserve` only says what a delete does: nothing to observe.
             if k == "preserve" {
