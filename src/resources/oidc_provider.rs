@@ -82,7 +82,7 @@ impl Kind for OidcProvider {
             let rest = url.strip_prefix("https://");
             let bad = match rest {
                 None => Some("must begin with https://"),
-                Some(r) if r.is_empty() => Some("names no host"),
+                Some("") => Some("names no host"),
                 Some(r) if r.contains('?') || r.contains('#') => Some("may not carry a query or fragment"),
                 Some(r) if r.split('/').next().is_some_and(|h| h.contains(':')) => Some("may not name a port"),
                 _ if url.chars().count() > URL_MAX => Some("is longer than IAM's 255 characters"),
