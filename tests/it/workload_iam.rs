@@ -79,7 +79,10 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
     assert_eq!(s["Condition"]["StringEquals"][format!("{issuer}:aud")], "sts.amazonaws.com");
     assert_eq!(
         s["Condition"]["StringEquals"][format!("{issuer}:sub")],
-        "system:serviceaccount:kube-system:efs-csi-controller-sa"
+        serde_json::json!([
+            "system:serviceaccount:kube-system:efs-csi-controller-sa",
+            "system:serviceaccount:kube-system:efs-csi-node-sa"
+        ])
     );
     // Pod Identity: the trust EKS wants, the plain association, and the add-on's own.
     let t = trust(&env, "wliam-dev-training_job");

@@ -73,21 +73,27 @@ impl Trust {
                 "Action": POD_IDENTITY_ACTIONS,
             }));
         }
+        // One statement per provider and condition operator, its subjects in one list (as
+        // terraform-aws-modules/iam's IRSA role writes it): the trust policy stays within IAM's
+        // 2,048 characters (IAM UG "IAM and AWS STS quotas", ACLSizePerRole) for many accounts.
+        let mut groups: std::collections::BTreeMap<(&str, bool), Vec<String>> = std::collections::BTreeMap::new();
         for sa in &self.service_accounts {
-            let issuer = issuer_of_arn(&sa.oidc_provider).unwrap_or(&sa.oidc_provider);
             let subject = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
-            let sub = json!({ format!("{issuer}:sub"): subject });
-            let aud = json!({ format!("{issuer}:aud"): STS_AUDIENCE });
-            let condition = if subject.contains('*') || subject.contains('?') {
-                json!({ "StringLike": sub, "StringEquals": aud })
+            let like = subject.contains('*') || subject.contains('?');
+            groups.entry((sa.oidc_provider.as_str(), like)).or_default().push(subject);
+        }
+        for ((provider, like), subjects) in groups {
+            let issuer = issuer_of_arn(provider).unwrap_or(provider);
+            let subjects = if subjects.len() == 1 { json!(subjects[0]) } else { json!(subjects) };
+            let (sub_key, aud_key) = (format!("{issuer}:sub"), format!("{issuer}:aud"));
+            let condition = if like {
+                json!({ "StringLike": { sub_key: subjects }, "StringEquals": { aud_key: STS_AUDIENCE } })
             } else {
-                let mut both = sub;
-                both[format!("{issuer}:aud")] = json!(STS_AUDIENCE);
-                json!({ "StringEquals": both })
+                json!({ "StringEquals": { sub_key: subjects, aud_key: STS_AUDIENCE } })
             };
             statements.push(json!({
                 "Effect": "Allow",
-                "Principal": { "Federated": sa.oidc_provider },
+                "Principal": { "Federated": provider },
                 "Action": "sts:AssumeRoleWithWebIdentity",
                 "Condition": condition,
             }));
@@ -196,6 +202,27 @@ mod tests {
         );
         assert_eq!(s["Condition"]["StringEquals"][format!("{ISSUER}:aud")], "sts.amazonaws.com");
         assert_eq!(Trust::read(&t.document()), Some(t));
+    }
+
+    #[test]
+    fn service_accounts_of_one_provider_share_a_statement() {
+        let t = Trust {
+            service_accounts: vec![sa("kube-system", "a"), sa("kube-system", "b"), sa("ml", "*")],
+            ..Trust::default()
+        };
+        let doc: Json = serde_json::from_str(&t.document()).unwrap();
+        assert_eq!(doc["Statement"].as_array().unwrap().len(), 2, "exact and wildcard subjects: {doc}");
+        assert_eq!(
+            doc["Statement"][0]["Condition"]["StringEquals"][format!("{ISSUER}:sub")],
+            json!(["system:serviceaccount:kube-system:a", "system:serviceaccount:kube-system:b"])
+        );
+        assert_eq!(Trust::read(&t.document()), Some(t));
+        // Twelve service accounts still fit IAM's 2,048-character trust policy.
+        let many = Trust {
+            service_accounts: (0..12).map(|i| sa("kube-system", &format!("sa-{i}"))).collect(),
+            ..Trust::default()
+        };
+        assert!(many.document().len() < 2048, "{}", many.document().len());
     }
 
     #[test]
