@@ -113,6 +113,12 @@ impl Kind for IamRole {
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
+        // `service = "pods.eks.amazonaws.com"` means EKS Pod Identity, whose trust also needs
+        // sts:TagSession (EKS UG `pod-id-role`): the same as `pod_identity = true`.
+        if inputs.get("service").and_then(Value::as_str) == Some(trust::POD_IDENTITY_PRINCIPAL) {
+            inputs.remove("service");
+            inputs.insert("pod_identity".into(), Value::Bool(true));
+        }
         for k in ["managed_policies", "service_accounts"] {
             if let Some(Value::List(l)) = inputs.get_mut(k) {
                 l.sort_by_key(|v| v.to_string());
@@ -398,6 +404,18 @@ mod tests {
         assert_eq!(trusted_service(doc).as_deref(), Some("eks.amazonaws.com"));
         let ec2 = Trust { service: Some("ec2.amazonaws.com".into()), ..Trust::default() };
         assert_eq!(trusted_service(&ec2.document()).as_deref(), Some("ec2.amazonaws.com"));
+    }
+
+    #[test]
+    fn the_pod_identity_principal_as_a_service_is_pod_identity() {
+        let mut i = Attrs::from([
+            ("service".into(), Value::str("pods.eks.amazonaws.com")),
+            ("pod_identity".into(), Value::Bool(false)),
+        ]);
+        IamRole.normalize(&mut i);
+        assert_eq!(Trust::of(&i), Trust { pod_identity: true, ..Trust::default() });
+        let doc: serde_json::Value = serde_json::from_str(&Trust::of(&i).document()).unwrap();
+        assert_eq!(doc["Statement"][0]["Action"], serde_json::json!(["sts:AssumeRole", "sts:TagSession"]));
     }
 
     #[test]

@@ -122,9 +122,12 @@ impl Trust {
         for s in statements.iter().filter(|s| s["Effect"] == "Allow") {
             let actions = strings(&s["Action"]);
             for svc in strings(&s["Principal"]["Service"]) {
-                if svc == POD_IDENTITY_PRINCIPAL && POD_IDENTITY_ACTIONS.iter().all(|a| actions.iter().any(|x| x == a))
-                {
+                let tags = POD_IDENTITY_ACTIONS.iter().all(|a| actions.iter().any(|x| x == a));
+                if svc == POD_IDENTITY_PRINCIPAL && tags {
                     trust.pod_identity = true;
+                } else if svc == POD_IDENTITY_PRINCIPAL {
+                    // Reported as drift: Pod Identity refuses a role whose trust lacks TagSession.
+                    trust.service = Some(format!("{svc} (without sts:TagSession)"));
                 } else if trust.service.is_none() {
                     trust.service = Some(svc);
                 }
@@ -248,10 +251,10 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_identity_statement_without_tag_session_is_a_plain_service() {
+    fn a_pod_identity_statement_without_tag_session_is_drift() {
         let doc = r#"{"Statement":[{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
         let t = Trust::read(doc).unwrap();
         assert!(!t.pod_identity);
-        assert_eq!(t.service.as_deref(), Some("pods.eks.amazonaws.com"));
+        assert_eq!(t.service.as_deref(), Some("pods.eks.amazonaws.com (without sts:TagSession)"));
     }
 }
