@@ -211,7 +211,13 @@ impl Kind for EksAddon {
         let (cluster, addon) = (str_attr(new, "cluster"), str_attr(new, "addon"));
         // `preserve` is for the delete, tags are set by ARN: neither needs UpdateAddon.
         if changed.iter().any(|c| c != "tags" && c != "preserve") {
+            // A resolved version stays pinned, unless `version` itself was changed to
+            // "default" or "latest": then it is resolved again now, as a create would.
+            let version_changed = changed.iter().any(|c| c == "version");
             let version = match str_attr(new, "version") {
+                v @ ("default" | "latest") if version_changed => {
+                    Some(resolve_version(ctx, cluster, addon, v == "latest").await?)
+                }
                 v if RESOLVED.contains(&v) => None,
                 v => Some(v.to_string()),
             };

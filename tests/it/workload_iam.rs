@@ -58,6 +58,14 @@ fn associations(env: &Env, cluster: &str) -> Vec<(String, String, String)> {
     })
 }
 
+fn efs_version(env: &Env) -> String {
+    let eks = env.emu.eks();
+    let efs = block_on(async move {
+        eks.describe_addon().cluster_name("wliam-dev-main").addon_name("aws-efs-csi-driver").send().await.unwrap()
+    });
+    efs.addon().unwrap().addon_version().unwrap().to_string()
+}
+
 #[test]
 fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
     let env = Env::new();
@@ -98,11 +106,7 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
         ]
     );
     // `version = "latest"` is the newest release the emulator's catalog has for 1.33.
-    let eks = env.emu.eks();
-    let efs = block_on(async move {
-        eks.describe_addon().cluster_name("wliam-dev-main").addon_name("aws-efs-csi-driver").send().await.unwrap()
-    });
-    assert_eq!(efs.addon().unwrap().addon_version(), Some("v2.1.4-eksbuild.1"));
+    assert_eq!(efs_version(&env), "v2.1.4-eksbuild.1");
 
     // Drift: someone narrows the job role's trust; refresh sees it, apply puts it back.
     let iam = env.emu.iam();
@@ -134,7 +138,8 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
         .replace(
             "role            = \"${iam_role.training_job.arn}\"",
             "role            = \"${iam_role.ebs_csi.arn}\"",
-        );
+        )
+        .replace("version              = \"latest\"", "version              = \"v2.0.9-eksbuild.1\"");
     env.write("s.toml", &changed);
     let plan = env.ok(&["plan", "s.toml"]);
     assert!(plan.stdout.contains("0 to replace"), "all in place: {plan:?}");
@@ -150,6 +155,14 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
         .collect();
     assert_eq!(like, [&serde_json::json!("system:serviceaccount:kube-system:efs-*")], "a wildcard is StringLike");
     assert!(associations(&env, "wliam-dev-main").contains(&("training".into(), "trainer".into(), role("ebs_csi"))));
+    assert_eq!(efs_version(&env), "v2.0.9-eksbuild.1");
+
+    // Back: the audience removed, and `version = "latest"` written again resolves again.
+    env.write("s.toml", &example());
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(efs_version(&env), "v2.1.4-eksbuild.1");
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "in sync after changing back: {again:?}");
 
     env.ok(&["destroy", "s.toml", "--auto-approve"]);
     assert_eq!(env.tagged("wliam-dev").total(), 0);
