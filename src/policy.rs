@@ -264,8 +264,18 @@ pub fn document(stack: &Stack) -> Json {
             a.starts_with("iam:")
                 && !is_read(a)
                 && !matches!(a, "iam:PassRole" | "iam:CreateServiceLinkedRole" | "iam:AttachRolePolicy")
+                && !a.contains("OpenIDConnectProvider")
         }),
         roles.clone(),
+        None,
+    );
+    // `oidc_provider`: IAM OIDC providers have no path; their ARN names the issuer, which for
+    // EKS is `oidc.eks.<region>.amazonaws.com/id/<id>` (EKS UG `enable-iam-roles-for-service-accounts`;
+    // resource type `oidc-provider`, Service Authorization Reference, IAM).
+    push(
+        "IamClusterOidcProviders",
+        of(&|a| a.contains("OpenIDConnectProvider") && !is_read(a)),
+        json!(format!("arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*")),
         None,
     );
     // Attaching a managed policy is limited to the ones the stack names, so the deploy role
@@ -293,6 +303,18 @@ pub fn document(stack: &Stack) -> Json {
             .iter()
             .filter_map(|k| r.attrs.get(*k).and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)))
             .collect();
+        // An add-on's Pod Identity roles, given by ARN inside `pod_identity`.
+        if r.kind.name() == "eks_addon"
+            && let Some(crate::stack::expr::ExprKind::List(items)) = r.attrs.get("pod_identity").map(|e| &e.kind)
+        {
+            for item in items {
+                if let crate::stack::expr::ExprKind::Table(t) = &item.kind {
+                    literal.extend(
+                        t.get("role").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)),
+                    );
+                }
+            }
+        }
         // A HyperPod group's execution role, given by ARN inside `instance_groups`.
         if r.kind.name() == "hyperpod_cluster" {
             for (_, (_, g)) in crate::rules::hyperpod::groups(r) {
@@ -314,7 +336,10 @@ pub fn document(stack: &Stack) -> Json {
     }
     // A Pod Identity association passes its role to EKS Pod Identity (EKS UG `pod-id-association`).
     let mut passed_to = vec!["eks.amazonaws.com", "ec2.amazonaws.com"];
-    if has("eks:CreatePodIdentityAssociation") {
+    // So does an add-on's `pod_identity` (CreateAddon `podIdentityAssociations`).
+    let addon_pod_identity =
+        stack.resources.iter().any(|r| r.kind.name() == "eks_addon" && r.attrs.contains_key("pod_identity"));
+    if has("eks:CreatePodIdentityAssociation") || addon_pod_identity {
         passed_to.push("pods.eks.amazonaws.com");
     }
     // A HyperPod instance group's execution role is passed to SageMaker.
@@ -454,6 +479,30 @@ mod tests {
     /// Audit N7, review r18 m2: ModifyVpcEndpoint may touch the VPC's untagged main route table,
     /// and subnets and security groups that are not the stack's (literal ids, the EKS cluster
     /// security group).
+    /// Workload IAM: OIDC provider changes only on the region's EKS issuers (not the stack's
+    /// role path, which providers do not have), and an add-on's Pod Identity roles passable to
+    /// EKS Pod Identity, a literal ARN included.
+    #[test]
+    fn oidc_providers_and_addon_pod_identity_roles_are_scoped() {
+        let doc = policy(concat!(
+            "[eks_cluster.c]\nversion = \"1.33\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\n",
+            "[oidc_provider.main]\nurl = \"${eks_cluster.c.oidc_issuer}\"\n",
+            "[eks_addon.agent]\ncluster = \"${eks_cluster.c.name}\"\naddon = \"eks-pod-identity-agent\"\n",
+            "[eks_addon.ebs]\ncluster = \"${eks_cluster.c.name}\"\naddon = \"aws-ebs-csi-driver\"\n",
+            "pod_identity = [{ service_account = \"ebs-csi-controller-sa\", role = \"arn:aws:iam::1:role/ebs\" }]\n",
+        ));
+        let oidc = statement(&doc, "IamClusterOidcProviders").expect("a statement for OIDC providers");
+        assert_eq!(oidc["Resource"], "arn:aws:iam::*:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/*");
+        assert!(oidc["Action"].as_array().unwrap().iter().any(|a| a == "iam:CreateOpenIDConnectProvider"));
+        let elsewhere = doc["Statement"].as_array().unwrap().iter().filter(|s| s["Sid"] != "IamClusterOidcProviders");
+        assert!(elsewhere.filter(|s| s["Action"].to_string().contains("CreateOpenIDConnect")).count() == 0, "{doc}");
+        let pass = statement(&doc, "PassStackRoles").unwrap();
+        assert!(pass["Resource"].as_array().unwrap().iter().any(|r| r == "arn:aws:iam::1:role/ebs"), "{pass}");
+        assert!(
+            pass["Condition"]["StringEquals"]["iam:PassedToService"].to_string().contains("pods.eks.amazonaws.com")
+        );
+    }
+
     #[test]
     fn modify_vpc_endpoint_reaches_untagged_route_tables_subnets_and_security_groups() {
         let doc = policy("[vpc_endpoint.s3]\nvpc = \"${vpc.main.id}\"\nservice = \"s3\"\nsubnets = [\"subnet-1\"]\n");

@@ -1,10 +1,20 @@
 //! `eks_addon`: an EKS add-on (vpc-cni, coredns, kube-proxy, eks-pod-identity-agent…)
 //! with its `configuration` table sent as JSON (for example vpc-cni's
 //! `env.ENABLE_PREFIX_DELEGATION` for pod density on time-sliced nodes). `version =
-//! "default"` resolves, once, to EKS's default for the cluster's Kubernetes version.
+//! "default"` resolves, once, to EKS's default for the cluster's Kubernetes version, and
+//! `"latest"` to the newest version EKS offers for it (DescribeAddonVersions); either is then
+//! pinned (recorded, not chased). An add-on's AWS permissions come from an IRSA role
+//! (`service_account_role`) or EKS Pod Identity (`pod_identity = [{ service_account, role }]`,
+//! CreateAddon/UpdateAddon `podIdentityAssociations`: EKS makes and owns the associations).
+//! `preserve = true` keeps the add-on's Kubernetes objects when it is deleted (DeleteAddon
+//! `preserve`). `resolve_conflicts` is the update's mode; CreateAddon refuses PRESERVE
+//! ("Resolve conflicts option PRESERVE is not supported for operation CreateAddon",
+//! hashicorp/terraform-provider-aws#27481, eksctl-io/eksctl#5880), so a create sends NONE for
+//! it, which likewise leaves values EKS finds changed ("Preserve – This is similar to the NONE
+//! option", botocore eks `CreateAddonRequest.resolveConflicts`).
 
 use async_trait::async_trait;
-use aws_sdk_eks::types::{Addon, AddonStatus, ResolveConflicts};
+use aws_sdk_eks::types::{Addon, AddonPodIdentityAssociations, AddonStatus, ResolveConflicts};
 
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::eks::{self, UpdateOf};
@@ -29,8 +39,17 @@ const ATTRS: &[Attr] = &[
         OnChange::Update,
     ),
     Attr::opt("service_account_role", Ty::Str, Dflt::None, OnChange::Update),
+    Attr::opt("pod_identity", Ty::List(&Ty::Object(POD_IDENTITY)), Dflt::EmptyList, OnChange::Update),
+    Attr::opt("preserve", Ty::Bool, Dflt::Bool(false), OnChange::Update),
     TAGS,
 ];
+
+/// One `pod_identity` entry (botocore eks `AddonPodIdentityAssociations`: both required).
+const POD_IDENTITY: &[Attr] =
+    &[Attr::req("service_account", Ty::Str, OnChange::Update), Attr::req("role", Ty::Str, OnChange::Update)];
+
+/// Versions resolved once by gpustack and then pinned: not drift when EKS's answer moves on.
+const RESOLVED: [&str; 2] = ["default", "latest"];
 
 impl Schema for EksAddon {
     fn name(&self) -> &'static str {
@@ -59,6 +78,10 @@ impl Kind for EksAddon {
             "eks:DescribeUpdate",
             "eks:TagResource",
             "eks:UntagResource",
+            // `pod_identity`: EKS reads the associations it made for the add-on, and the
+            // roles are passed to it (EKS UG `add-ons-iam`).
+            "eks:DescribePodIdentityAssociation",
+            "iam:PassRole",
         ]
     }
 
@@ -74,11 +97,23 @@ impl Kind for EksAddon {
         }
     }
 
+    fn normalize(&self, inputs: &mut Attrs) {
+        if let Some(Value::List(l)) = inputs.get_mut("pod_identity") {
+            l.sort_by_key(|v| v.to_string());
+        }
+    }
+
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = recorded.clone();
+        // State written before `preserve` existed recorded none: the default, not a change.
+        cur.entry("preserve".into()).or_insert(Value::Bool(false));
         for (k, v) in observed {
-            // "default" was resolved once and is not drift.
-            if k == "version" && str_attr(recorded, "version") == "default" {
+            // `preserve` only says what a delete does: nothing to observe.
+            if k == "preserve" {
+                continue;
+            }
+            // "default" and "latest" were resolved once and are not drift.
+            if k == "version" && RESOLVED.contains(&str_attr(recorded, "version")) {
                 continue;
             }
             cur.insert(k.clone(), v.clone());
@@ -90,8 +125,12 @@ impl Kind for EksAddon {
         let i = req.inputs;
         let (cluster, addon) = (str_attr(i, "cluster"), str_attr(i, "addon"));
         let version = match str_attr(i, "version") {
-            "default" => default_version(ctx, cluster, addon).await?,
+            v @ ("default" | "latest") => resolve_version(ctx, cluster, addon, v == "latest").await?,
             v => v.to_string(),
+        };
+        let resolve = match str_attr(i, "resolve_conflicts") {
+            "PRESERVE" => ResolveConflicts::None,
+            r => ResolveConflicts::from(r),
         };
         let call = ctx
             .eks
@@ -100,7 +139,8 @@ impl Kind for EksAddon {
             .addon_name(addon)
             .addon_version(&version)
             .set_configuration_values(configuration(i))
-            .resolve_conflicts(ResolveConflicts::from(str_attr(i, "resolve_conflicts")))
+            .resolve_conflicts(resolve)
+            .set_pod_identity_associations(Some(pod_identity(i)).filter(|p| !p.is_empty()))
             .set_service_account_role_arn(
                 Some(str_attr(i, "service_account_role").to_string()).filter(|x| !x.is_empty()),
             )
@@ -151,6 +191,7 @@ impl Kind for EksAddon {
                 if let Some(r) = a.service_account_role_arn() {
                     attrs.insert("service_account_role".into(), Value::str(r));
                 }
+                attrs.insert("pod_identity".into(), observed_pod_identity(ctx, &cluster, &a).await?);
                 let rec = recorded(&a);
                 out.push(Observed::tagged(&all, rec, attrs));
             }
@@ -168,11 +209,21 @@ impl Kind for EksAddon {
         changed: &[String],
     ) -> Result<Recorded> {
         let (cluster, addon) = (str_attr(new, "cluster"), str_attr(new, "addon"));
-        if changed.iter().any(|c| c != "tags") {
+        // `preserve` is for the delete, tags are set by ARN: neither needs UpdateAddon.
+        if changed.iter().any(|c| c != "tags" && c != "preserve") {
+            // A resolved version stays pinned, unless `version` itself was changed to
+            // "default" or "latest": then it is resolved again now, as a create would.
+            let version_changed = changed.iter().any(|c| c == "version");
             let version = match str_attr(new, "version") {
-                "default" => None,
+                v @ ("default" | "latest") if version_changed => {
+                    Some(resolve_version(ctx, cluster, addon, v == "latest").await?)
+                }
+                v if RESOLVED.contains(&v) => None,
                 v => Some(v.to_string()),
             };
+            // Left out, UpdateAddon keeps the associations; an empty list deletes them
+            // (botocore eks `UpdateAddonRequest.podIdentityAssociations`).
+            let associations = changed.iter().any(|c| c == "pod_identity").then(|| pod_identity(new));
             let request = ctx
                 .eks
                 .update_addon()
@@ -183,7 +234,8 @@ impl Kind for EksAddon {
                 .resolve_conflicts(ResolveConflicts::from(str_attr(new, "resolve_conflicts")))
                 .set_service_account_role_arn(
                     Some(str_attr(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
-                );
+                )
+                .set_pod_identity_associations(associations);
             let out = ctx.call(Service::Eks, "UpdateAddon", request.send()).await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             let of = UpdateOf { cluster, nodegroup: None, addon: Some(addon) };
@@ -198,7 +250,10 @@ impl Kind for EksAddon {
 
     async fn delete(&self, ctx: &Ctx, _address: &str, _id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         let (cluster, addon) = (str_attr(inputs, "cluster"), str_attr(inputs, "addon"));
-        let request = ctx.eks.delete_addon().cluster_name(cluster).addon_name(addon);
+        // `preserve`: "preserves the add-on software on your cluster but Amazon EKS stops
+        // managing any settings for the add-on" (botocore eks `DeleteAddonRequest.preserve`).
+        let preserve = inputs.get("preserve").and_then(Value::as_bool).unwrap_or(false);
+        let request = ctx.eks.delete_addon().cluster_name(cluster).addon_name(addon).preserve(preserve);
         if ctx.call(Service::Eks, "DeleteAddon", request.send()).await.absent_ok()?.is_none() {
             return Ok(());
         }
@@ -215,8 +270,54 @@ fn configuration(i: &Attrs) -> Option<String> {
     }
 }
 
-/// EKS's default version of `addon` for the cluster's Kubernetes version.
-async fn default_version(ctx: &Ctx, cluster: &str, addon: &str) -> Result<String> {
+/// The `pod_identity` entries as CreateAddon and UpdateAddon take them.
+fn pod_identity(i: &Attrs) -> Vec<AddonPodIdentityAssociations> {
+    let field = |t: &std::collections::BTreeMap<String, Value>, k: &str| {
+        t.get(k).and_then(Value::as_str).unwrap_or_default().to_string()
+    };
+    i.get("pod_identity")
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(Value::as_table)
+        .filter_map(|t| {
+            AddonPodIdentityAssociations::builder()
+                .service_account(field(t, "service_account"))
+                .role_arn(field(t, "role"))
+                .build()
+                .ok()
+        })
+        .collect()
+}
+
+/// The associations EKS made for the add-on (`Addon.podIdentityAssociations` lists their
+/// ARNs, `arn:…:podidentityassociation/<cluster>/<id>`), as `pod_identity` entries.
+async fn observed_pod_identity(ctx: &Ctx, cluster: &str, a: &Addon) -> Result<Value> {
+    let mut entries = vec![];
+    for arn in a.pod_identity_associations() {
+        let id = arn.rsplit('/').next().unwrap_or_default();
+        if let Some(p) = crate::resources::pod_identity_association::describe(ctx, cluster, id).await? {
+            entries.push(Value::Table(
+                [
+                    ("role".to_string(), Value::str(p.role_arn().unwrap_or_default())),
+                    ("service_account".to_string(), Value::str(p.service_account().unwrap_or_default())),
+                ]
+                .into(),
+            ));
+        }
+    }
+    entries.sort_by_key(|v| v.to_string());
+    Ok(Value::List(entries))
+}
+
+/// "v1.19.5-eksbuild.1" → [1, 19, 5, 1]: add-on versions compare by their numbers.
+fn version_key(v: &str) -> Vec<u64> {
+    v.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty()).filter_map(|p| p.parse().ok()).collect()
+}
+
+/// EKS's default version of `addon` for the cluster's Kubernetes version, or with `latest`
+/// the newest one offered for it.
+async fn resolve_version(ctx: &Ctx, cluster: &str, addon: &str, latest: bool) -> Result<String> {
     let k8s = super::eks_cluster::describe(ctx, cluster)
         .await?
         .and_then(|c| c.version().map(str::to_string))
@@ -229,7 +330,9 @@ async fn default_version(ctx: &Ctx, cluster: &str, addon: &str) -> Result<String
     let default = versions
         .iter()
         .find(|v| v.compatibilities().iter().any(|c| c.default_version() && c.cluster_version() == Some(k8s.as_str())));
-    match default.or(versions.first()).and_then(|v| v.addon_version()) {
+    let newest = versions.iter().max_by_key(|v| version_key(v.addon_version().unwrap_or_default()));
+    let chosen = if latest { newest } else { default.or(versions.first()) };
+    match chosen.and_then(|v| v.addon_version()) {
         Some(v) => Ok(v.to_string()),
         None => Err(AwsError {
             operation: "DescribeAddonVersions",
@@ -284,5 +387,26 @@ fn recorded(a: &Addon) -> Recorded {
             ("version".into(), Value::str(a.addon_version().unwrap_or_default())),
             ("name".into(), Value::str(name)),
         ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_by_their_numbers() {
+        let mut v = ["v1.9.0-eksbuild.1", "v1.19.5-eksbuild.1", "v1.19.5-eksbuild.10", "v1.19.5-eksbuild.2"];
+        v.sort_by_key(|x| version_key(x));
+        assert_eq!(v, ["v1.9.0-eksbuild.1", "v1.19.5-eksbuild.1", "v1.19.5-eksbuild.2", "v1.19.5-eksbuild.10"]);
+    }
+
+    #[test]
+    fn resolved_versions_and_preserve_are_not_drift() {
+        let recorded = Attrs::from([("version".into(), Value::str("latest")), ("preserve".into(), Value::Bool(true))]);
+        let observed =
+            Attrs::from([("version".into(), Value::str("v1.2.3-eksbuild.1")), ("preserve".into(), Value::Bool(false))]);
+        let cur = EksAddon.current(&recorded, &observed);
+        assert_eq!((cur["version"].clone(), cur["preserve"].clone()), (Value::str("latest"), Value::Bool(true)));
     }
 }

@@ -424,14 +424,7 @@ fn recorded(n: &Names, role_arn: &str, queue_arn: &str, assoc: Option<&PodIdenti
 
 /// A Kubernetes DNS-1123 label (`label`) or subdomain.
 fn dns_name(v: &str, label: bool) -> bool {
-    let part = |p: &str| {
-        !p.is_empty()
-            && p.len() <= 63
-            && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !p.starts_with('-')
-            && !p.ends_with('-')
-    };
-    if label { part(v) } else { v.len() <= 253 && v.split('.').all(part) }
+    super::pod_identity_association::kubernetes_name(v, label)
 }
 
 #[cfg(test)]

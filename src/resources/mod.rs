@@ -16,7 +16,9 @@ pub mod launch_template;
 mod nat_gateway;
 pub mod node_group;
 pub mod offering;
+mod oidc_provider;
 mod placement_group;
+pub mod pod_identity_association;
 mod priority_class;
 pub mod rendered;
 mod security_group;
@@ -50,7 +52,12 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &training_plan::TrainingPlan,
     &image_cache::ImageCache,
     &eks_cluster::EksCluster,
+    // An `iam_role` may trust a provider (IRSA) and so come after it, but a cluster's role
+    // comes before the cluster: kinds cannot order that circle. Strays of both are IAM objects
+    // with no order between them on delete.
+    &oidc_provider::OidcProvider,
     &eks_addon::EksAddon,
+    &pod_identity_association::PodIdentityAssociationKind,
     &eks_access_entry::EksAccessEntry,
     &karpenter_controller::KarpenterController,
     &launch_template::LaunchTemplateKind,

@@ -75,26 +75,22 @@ fn entry(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
 }
 
 fn karpenter(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
-    if let Some(c) = referenced(stack, r, "cluster", "eks_cluster") {
-        let agent = of_kind(stack, "eks_addon").any(|a| {
-            lit_str(a, "addon").as_deref() == Some("eks-pod-identity-agent")
-                && target(stack, a, "cluster").is_some_and(|x| x.address == c.address)
-        });
-        if !agent {
-            d.push(
-                Diagnostic::error(
-                    format!(
-                        "`{}` gives the controller its role through EKS Pod Identity, but `{}` has no eks-pod-identity-agent add-on: the controller would get no credentials",
-                        r.address, c.address
-                    ),
-                    span(r, "cluster"),
-                )
-                .help(format!(
-                    "add [eks_addon.pod_identity] with cluster = \"${{{}.name}}\" and addon = \"eks-pod-identity-agent\"",
-                    c.address
-                )),
-            );
-        }
+    if let Some(c) = referenced(stack, r, "cluster", "eks_cluster")
+        && !super::workload_iam::has_pod_identity_agent(stack, &c.address)
+    {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` gives the controller its role through EKS Pod Identity, but `{}` has no eks-pod-identity-agent add-on: the controller would get no credentials",
+                    r.address, c.address
+                ),
+                span(r, "cluster"),
+            )
+            .help(format!(
+                "add [eks_addon.pod_identity] with cluster = \"${{{}.name}}\" and addon = \"eks-pod-identity-agent\"",
+                c.address
+            )),
+        );
     }
     if let Some(v) = lit_str(r, "version") {
         match controller::version(&v) {

@@ -13,6 +13,7 @@ pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
 #[cfg(test)]
 mod tests;
+mod workload_iam;
 
 pub use catalog::{Preflight, catalog_types, preflight, preflight_offline};
 
@@ -303,6 +304,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
     d.extend(hyperpod::offline(stack));
+    d.extend(workload_iam::workload_iam(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

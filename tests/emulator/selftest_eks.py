@@ -39,7 +39,7 @@ DEFAULT_TIMINGS = {
     "delete_ms": 300,
     "update_ms": 300,
 }
-ADDONS = ("vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-ebs-csi-driver")
+ADDONS = ("vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-ebs-csi-driver", "aws-efs-csi-driver")
 K8S = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 
 
@@ -458,7 +458,7 @@ def addon_versions(env: Env) -> None:
     every = eks.describe_addon_versions()["addons"]
     check(
         sorted(a["addonName"] for a in every) == sorted(ADDONS),
-        "DescribeAddonVersions lists the five add-ons",
+        "DescribeAddonVersions lists the six add-ons",
     )
     for addon in ADDONS:
         for k8s in K8S:
@@ -491,6 +491,7 @@ def addon_versions(env: Env) -> None:
             "kube-proxy": "v1.31.13-eksbuild.2",
             "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
             "aws-ebs-csi-driver": "v1.48.0-eksbuild.2",
+            "aws-efs-csi-driver": "v2.1.4-eksbuild.1",
         },
         f"defaults for 1.31: {default_131}",
     )
@@ -505,7 +506,7 @@ def addon_versions(env: Env) -> None:
     check(eks.describe_addon_versions(addonName="nope")["addons"] == [], "unknown add-on name: no versions")
     check(
         [a["addonName"] for a in eks.describe_addon_versions(types=["storage"])["addons"]]
-        == ["aws-ebs-csi-driver"],
+        == ["aws-ebs-csi-driver", "aws-efs-csi-driver"],
         "types filter",
     )
 

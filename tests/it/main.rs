@@ -24,3 +24,4 @@ mod robustness;
 mod s3_state;
 mod snapshots;
 mod validate;
+mod workload_iam;

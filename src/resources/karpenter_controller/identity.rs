@@ -3,13 +3,10 @@
 //! policy inline, and the Pod Identity association that gives the role to Karpenter's
 //! service account (aws-facts §11).
 
-use std::collections::HashMap;
-
-use aws_sdk_eks::types::PodIdentityAssociation;
 use aws_sdk_iam::types::{Role, Tag};
 use serde_json::Value as Json;
 
-use crate::aws::{Absent, AwsError, Ctx, Service, iam, tags};
+use crate::aws::{Absent, Ctx, Service, iam};
 use crate::resources::Result;
 
 /// The path of every controller role of `stack`.
@@ -79,116 +76,6 @@ pub async fn delete_role(ctx: &Ctx, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Where an association goes: the cluster, the service account's namespace and name.
-pub struct Account<'a> {
-    pub cluster: &'a str,
-    pub namespace: &'a str,
-    pub service_account: &'a str,
-}
-
-/// The association of the service account, with the role it gives; None when there is none.
-pub async fn find(ctx: &Ctx, at: &Account<'_>) -> Result<Option<PodIdentityAssociation>> {
-    let pages = ctx
-        .eks
-        .list_pod_identity_associations()
-        .cluster_name(at.cluster)
-        .namespace(at.namespace)
-        .service_account(at.service_account)
-        .into_paginator()
-        .send();
-    let listed =
-        ctx.all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default());
-    let Some(found) = listed.await.absent_ok()? else { return Ok(None) };
-    // One association per service account (EKS UG "EKS Pod Identity considerations").
-    match found.first().and_then(|a| a.association_id()) {
-        Some(id) => describe(ctx, at.cluster, id).await,
-        None => Ok(None),
-    }
-}
-
-/// Gives `role_arn` to the service account: the association there is kept when it already
-/// gives this role, made when there is none, and refused when it gives another role.
-pub async fn ensure_association(
-    ctx: &Ctx,
-    at: &Account<'_>,
-    role_arn: &str,
-    tags: &HashMap<String, String>,
-    token: &str,
-) -> Result<PodIdentityAssociation> {
-    if let Some(a) = find(ctx, at).await? {
-        return ours(a, at, role_arn);
-    }
-    let request = ctx
-        .eks
-        .create_pod_identity_association()
-        .cluster_name(at.cluster)
-        .namespace(at.namespace)
-        .service_account(at.service_account)
-        .role_arn(role_arn)
-        .set_tags(Some(tags.clone()))
-        .client_request_token(token);
-    match ctx.call(Service::Eks, "CreatePodIdentityAssociation", request.send()).await {
-        Ok(o) => o.association.ok_or_else(|| AwsError {
-            operation: "CreatePodIdentityAssociation",
-            code: None,
-            detail: "EKS answered without the association".into(),
-        }),
-        // Made meanwhile (an earlier attempt that landed): ours only if it gives our role.
-        Err(e) if e.has_code("ResourceInUseException") => match find(ctx, at).await? {
-            Some(a) => ours(a, at, role_arn),
-            None => Err(e),
-        },
-        Err(e) => Err(e),
-    }
-}
-
-fn ours(a: PodIdentityAssociation, at: &Account<'_>, role_arn: &str) -> Result<PodIdentityAssociation> {
-    if a.role_arn() == Some(role_arn) {
-        return Ok(a);
-    }
-    Err(AwsError {
-        operation: "CreatePodIdentityAssociation",
-        code: Some("ResourceInUseException".into()),
-        detail: format!(
-            "service account {}/{} of cluster {} already has a Pod Identity association ({}) giving {}; EKS allows one per service account: delete it, or set `namespace`/`service_account` to another",
-            at.namespace,
-            at.service_account,
-            at.cluster,
-            a.association_id().unwrap_or_default(),
-            a.role_arn().unwrap_or_default()
-        ),
-    })
-}
-
-pub async fn describe(ctx: &Ctx, cluster: &str, id: &str) -> Result<Option<PodIdentityAssociation>> {
-    let request = ctx.eks.describe_pod_identity_association().cluster_name(cluster).association_id(id);
-    let described = ctx.call(Service::Eks, "DescribePodIdentityAssociation", request.send()).await;
-    Ok(described.absent_ok()?.and_then(|o| o.association))
-}
-
-pub async fn delete_association(ctx: &Ctx, cluster: &str, id: &str) -> Result<()> {
-    let request = ctx.eks.delete_pod_identity_association().cluster_name(cluster).association_id(id);
-    ctx.call(Service::Eks, "DeletePodIdentityAssociation", request.send()).await.absent_ok()?;
-    Ok(())
-}
-
-/// The associations tagged for this stack in the stack's clusters: one paged list per
-/// cluster, and a describe of each association listed (the list has no roles or tags).
-pub async fn stack_associations(ctx: &Ctx) -> Result<Vec<PodIdentityAssociation>> {
-    let mut out = vec![];
-    for c in ctx.stack_clusters().await? {
-        let cluster = c.name().unwrap_or_default().to_string();
-        let pages = ctx.eks.list_pod_identity_associations().cluster_name(&cluster).into_paginator().send();
-        let listed =
-            ctx.all_pages(Service::Eks, "ListPodIdentityAssociations", pages, |p| p.associations.unwrap_or_default());
-        let Some(listed) = listed.await.absent_ok()? else { continue };
-        for id in listed.iter().filter_map(|a| a.association_id()) {
-            if let Some(a) = describe(ctx, &cluster, id).await?
-                && a.tags().and_then(|t| t.get(tags::STACK)) == Some(&ctx.stack)
-            {
-                out.push(a);
-            }
-        }
-    }
-    Ok(out)
-}
+pub use crate::resources::pod_identity_association::{
+    Account, delete_association, ensure_association, find, stack_associations,
+};

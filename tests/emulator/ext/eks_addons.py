@@ -1,7 +1,8 @@
 """EKS add-ons: CreateAddon, DescribeAddon, UpdateAddon, DeleteAddon, ListAddons,
 DescribeAddonVersions (moto 5.2.5 has none of them: its REST routes answer 404).
 
-The catalog holds vpc-cni, coredns, kube-proxy, eks-pod-identity-agent and aws-ebs-csi-driver,
+The catalog holds vpc-cni, coredns, kube-proxy, eks-pod-identity-agent, aws-ebs-csi-driver and
+aws-efs-csi-driver,
 each with versions compatible with some of Kubernetes 1.28-1.34 and one default per Kubernetes
 version (for 1.31: vpc-cni v1.19.5-eksbuild.1, coredns v1.11.4-eksbuild.14, kube-proxy
 v1.31.13-eksbuild.2, eks-pod-identity-agent v1.3.8-eksbuild.2, aws-ebs-csi-driver
@@ -22,6 +23,20 @@ Errors as EKS answers them:
   object (EKS also takes YAML; the emulator does not), a malformed role ARN, ``maxResults``
   outside 1..100.
 * ``InvalidRequestException`` (400): CreateAddon on a cluster that is not ACTIVE.
+* ``InvalidParameterException`` "Resolve conflicts option PRESERVE is not supported for operation
+  CreateAddon": CreateAddon with ``resolveConflicts`` PRESERVE (the message EKS answered in
+  hashicorp/terraform-provider-aws#27481 and eksctl-io/eksctl#5880; UpdateAddon takes it).
+
+Pod Identity for add-ons (``podIdentityAssociations``, botocore ``AddonPodIdentityAssociations``:
+``serviceAccount`` and ``roleArn`` required): CreateAddon makes one association per entry in
+the add-on's namespace, owned by the add-on (``ownerArn``), with the same role checks as
+CreatePodIdentityAssociation (``eks_pod_identity._role``: same account, the role exists and
+trusts ``pods.eks.amazonaws.com``) and the same one-per-service-account rule; the add-on lists
+their ARNs in ``podIdentityAssociations``. UpdateAddon with the member replaces them ("all
+previous pod identity associations are overwritten", EKS UG ``update-addon-role``; an empty
+list deletes them, botocore ``UpdateAddonRequest``); without it they stay. DeleteAddon deletes
+them unless ``preserve`` is true ("If an IAM account is associated with the add-on, it isn't
+removed", botocore ``DeleteAddonRequest.preserve``).
 """
 
 from __future__ import annotations
@@ -140,6 +155,15 @@ CATALOG: dict[str, AddonProduct] = {
                 AddonRelease("v1.45.0-eksbuild.2", _versions("1.28", "1.33"), ()),
             ),
         ),
+        AddonProduct(
+            "aws-efs-csi-driver",
+            "storage",
+            True,
+            (
+                AddonRelease("v2.1.4-eksbuild.1", ALL, ALL),
+                AddonRelease("v2.0.9-eksbuild.1", _versions("1.28", "1.33"), ()),
+            ),
+        ),
     )
 }
 
@@ -190,6 +214,7 @@ class Addon:
         token: str | None,
     ) -> None:
         self.cluster_name = cluster.name
+        self._cluster = cluster
         self.name = name
         self.version = version
         self.role_arn = role_arn
@@ -200,6 +225,8 @@ class Addon:
         prefix = cluster.arn.rsplit(":", 1)[0]
         self.arn = f"{prefix}:addon/{cluster.name}/{name}/{uuid.uuid4()}"
         self.created_at = self.modified_at = utcnow()
+        self.associations: list[str] = []  # ids of the Pod Identity associations it owns
+        self.preserved = False
 
     @property
     def status(self) -> str:
@@ -221,6 +248,9 @@ class Addon:
             "publisher": "eks",
             "owner": "aws",
             "configurationValues": self.configuration,
+            "podIdentityAssociations": [
+                a.arn for i, a in _pi().associations_of(self._cluster).items() if i in self.associations
+            ],
         }
 
 
@@ -260,6 +290,45 @@ def _configuration(raw: str, cluster: str, addon: str) -> str | None:
     return raw
 
 
+def _pi() -> Any:
+    from . import eks_pod_identity  # imported late: it imports eks.py's helpers as this does
+
+    return eks_pod_identity
+
+
+def _associate(self: EKSResponse, cluster: Any, addon: Addon, entries: Any) -> None:
+    """Replaces the add-on's Pod Identity associations with ``entries`` (all checked first)."""
+    pi = _pi()
+    if not isinstance(entries, list):
+        raise invalid("podIdentityAssociations must be a list", cluster.name, addon=addon.name)
+    wanted = []
+    for entry in entries:
+        account = entry.get("serviceAccount") if isinstance(entry, dict) else None
+        role = entry.get("roleArn") if isinstance(entry, dict) else None
+        if not isinstance(account, str) or not pi.DNS_SUBDOMAIN.match(account) or len(account) > 253:
+            raise invalid(f"Invalid service account {account}", cluster.name, addon=addon.name)
+        wanted.append((account, pi._role(role, self.current_account, cluster.name)))
+    if len({a for a, _ in wanted}) != len(wanted):
+        raise invalid("A service account appears twice in podIdentityAssociations", cluster.name, addon=addon.name)
+    owned = pi.associations_of(cluster)
+    for account, _ in wanted:
+        for other in owned.values():
+            if (other.namespace, other.service_account) == (NAMESPACE, account) and other.id not in addon.associations:
+                raise in_use(f"Association already exists: {other.id}", cluster.name, addon=addon.name)
+    for association_id in addon.associations:
+        owned.pop(association_id, None)
+    addon.associations = []
+    for account, role in wanted:
+        association = pi.Association(cluster, NAMESPACE, account, role, {}, None)
+        association.owner_arn = addon.arn
+        owned[association.id] = association
+        addon.associations.append(association.id)
+
+
+# The add-ons the catalog holds run in kube-system (``AddonInfo.defaultNamespace``).
+NAMESPACE = "kube-system"
+
+
 def _role(arn: str | None) -> str | None:
     if arn:
         validate_role_arn(arn)
@@ -283,6 +352,10 @@ def _create_addon(self: EKSResponse) -> ActionResult:
     name = self._get_param("addonName")
     token = self._get_param("clientRequestToken")
     configuration = self._get_param("configurationValues")
+    if self._get_param("resolveConflicts") == "PRESERVE":
+        raise invalid(
+            "Resolve conflicts option PRESERVE is not supported for operation CreateAddon", cluster_name, addon=name
+        )
     with LOCK:
         cluster = self.eks_backend.describe_cluster(cluster_name)
         addons = addons_of(cluster)
@@ -309,6 +382,9 @@ def _create_addon(self: EKSResponse) -> ActionResult:
             self._get_param("tags") or {},
             token,
         )
+        entries = self._get_param("podIdentityAssociations")
+        if entries:
+            _associate(self, cluster, addon, entries)
         addons[name] = addon
         begin(addon, "CREATING", TIMING.addon_create_ms)
         return ActionResult({"addon": addon.shape()})
@@ -325,10 +401,14 @@ def _update_addon(self: EKSResponse) -> ActionResult:
     configuration = self._get_param("configurationValues")
     role_arn = self._get_param("serviceAccountRoleArn")
     resolve = self._get_param("resolveConflicts")
+    entries = self._get_param("podIdentityAssociations")
     with LOCK:
         cluster, addon = _find(self)
         require_active(addon, f"Addon {addon.name}", cluster=cluster.name, addon=addon.name)
         params = []
+        if entries is not None:
+            _associate(self, cluster, addon, entries)
+            params.append(param("PodIdentityAssociations", entries))
         if version is not None:
             _check_version(CATALOG[addon.name], version, cluster.version, cluster.name)
             addon.version = version
@@ -347,8 +427,14 @@ def _update_addon(self: EKSResponse) -> ActionResult:
 
 
 def _delete_addon(self: EKSResponse) -> ActionResult:
+    preserve = str(self._get_param("preserve") or "").lower() == "true"
     with LOCK:
-        _, addon = _find(self)
+        cluster, addon = _find(self)
+        addon.preserved = preserve
+        if not preserve:
+            owned = _pi().associations_of(cluster)
+            for association_id in addon.associations:
+                owned.pop(association_id, None)
         if status_of(addon) != "DELETING":
             begin(addon, "DELETING", TIMING.delete_ms)
         return ActionResult({"addon": addon.shape()})

@@ -45,6 +45,8 @@ and ``POST /moto-api/reset`` drops them. Behaviour:
   update" [API]: a request that changes nothing is ``InvalidParameterException`` (wording
   unverified). Namespace and service account cannot change [API].
 * DeletePodIdentityAssociation answers the deleted association [API shape].
+* Associations an add-on makes (``eks_addons.py``) carry the add-on's ARN as ``ownerArn`` ("If
+  defined, the EKS Pod Identity association is owned by an Amazon EKS add-on" [API]).
 * Unknown id: ``ResourceNotFoundException`` (404; wording unverified).
 * ListPodIdentityAssociations: summaries (no ``roleArn``, times or tags [API]), sorted by id,
   ``namespace`` and ``serviceAccount`` filters, ``maxResults`` 1-100 / ``nextToken``.
@@ -111,6 +113,8 @@ class Association:
         self.target_role_arn: str | None = None
         self.external_id: str | None = None
         self.policy: str | None = None
+        # The add-on that made it (CreateAddon/UpdateAddon ``podIdentityAssociations``).
+        self.owner_arn: str | None = None
 
     def shape(self) -> dict[str, Any]:
         """The botocore ``PodIdentityAssociation`` shape."""
@@ -128,6 +132,7 @@ class Association:
             "targetRoleArn": self.target_role_arn,
             "externalId": self.external_id,
             "policy": self.policy,
+            "ownerArn": self.owner_arn,
         }
 
     def summary(self) -> dict[str, Any]:

@@ -1,21 +1,40 @@
 //! `iam_role`: a role named `<stack>-<name>` under the path `/gpustack/<stack>/`
 //! (refresh lists by that prefix), trusted by one AWS service, with managed and
 //! inline policies and optionally an instance profile of the same name.
-//! Everything but the name updates in place.
+//! Everything but the name updates in place. Its trust (`trust.rs`) is any of AWS services
+//! (`service`), EKS Pod Identity (`pod_identity = true`) and service accounts through the
+//! cluster's OIDC provider (`service_accounts`, IRSA); a change of trust is
+//! UpdateAssumeRolePolicy.
+
+mod trust;
 
 use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
 use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::{Absent, Ctx, Service, iam, tags};
+use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
+use trust::Trust;
 
 pub struct IamRole;
 
+/// One IRSA service account (`service_accounts` entry).
+const SERVICE_ACCOUNT: &[Attr] = &[
+    Attr::req("oidc_provider", Ty::Str, OnChange::Update),
+    Attr::req("namespace", Ty::Str, OnChange::Update),
+    Attr::req("name", Ty::Str, OnChange::Update),
+];
+
+/// The attributes that make the trust policy.
+const TRUST: [&str; 3] = ["service", "pod_identity", "service_accounts"];
+
 const ATTRS: &[Attr] = &[
-    Attr::req("service", Ty::Str, OnChange::Update),
+    Attr::opt("service", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("pod_identity", Ty::Bool, Default::Bool(false), OnChange::Update),
+    Attr::opt("service_accounts", Ty::List(&Ty::Object(SERVICE_ACCOUNT)), Default::EmptyList, OnChange::Update),
     Attr::opt("managed_policies", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
     Attr::opt("inline_policies", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
     Attr::opt("instance_profile", Ty::Bool, Default::Bool(false), OnChange::Update),
@@ -68,6 +87,7 @@ impl Kind for IamRole {
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        trust_sources(r, diags);
         if let Some(e) = r.attrs.get("inline_policies")
             && let Some(Value::Table(t)) = e.as_literal()
         {
@@ -93,9 +113,17 @@ impl Kind for IamRole {
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
-        if let Some(Value::List(l)) = inputs.get_mut("managed_policies") {
-            l.sort_by_key(|v| v.to_string());
-            l.dedup();
+        // `service = "pods.eks.amazonaws.com"` means EKS Pod Identity, whose trust also needs
+        // sts:TagSession (EKS UG `pod-id-role`): the same as `pod_identity = true`.
+        if inputs.get("service").and_then(Value::as_str) == Some(trust::POD_IDENTITY_PRINCIPAL) {
+            inputs.remove("service");
+            inputs.insert("pod_identity".into(), Value::Bool(true));
+        }
+        for k in ["managed_policies", "service_accounts"] {
+            if let Some(Value::List(l)) = inputs.get_mut(k) {
+                l.sort_by_key(|v| v.to_string());
+                l.dedup();
+            }
         }
     }
 
@@ -110,7 +138,7 @@ impl Kind for IamRole {
             .create_role()
             .role_name(name)
             .path(path(ctx))
-            .assume_role_policy_document(trust_policy(str_attr(req.inputs, "service")))
+            .assume_role_policy_document(Trust::of(req.inputs).document())
             .set_tags(Some(tags));
         let arn = match ctx.call(Service::Iam, "CreateRole", request.send()).await {
             Ok(out) => out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
@@ -141,8 +169,8 @@ impl Kind for IamRole {
                 None => address_tag(ctx, &name).await?,
             };
             let mut attrs = Attrs::new();
-            if let Some(svc) = r.assume_role_policy_document().and_then(trusted_service) {
-                attrs.insert("service".into(), Value::str(svc));
+            if let Some(t) = r.assume_role_policy_document().and_then(Trust::read) {
+                attrs.extend(t.attrs());
             }
             attrs.insert("name".into(), Value::str(name.clone()));
             let outputs = Attrs::from([("arn".into(), Value::str(r.arn())), ("name".into(), Value::str(name.clone()))]);
@@ -161,12 +189,8 @@ impl Kind for IamRole {
         changed: &[String],
     ) -> Result<Recorded> {
         let has = |f: &str| changed.iter().any(|c| c == f);
-        if has("service") {
-            let request = ctx
-                .iam
-                .update_assume_role_policy()
-                .role_name(id)
-                .policy_document(trust_policy(str_attr(new, "service")));
+        if TRUST.iter().any(|f| has(f)) {
+            let request = ctx.iam.update_assume_role_policy().role_name(id).policy_document(Trust::of(new).document());
             ctx.call(Service::Iam, "UpdateAssumeRolePolicy", request.send()).await?;
         }
         if has("managed_policies") || has("inline_policies") {
@@ -209,27 +233,60 @@ impl Kind for IamRole {
     }
 }
 
+/// A role needs someone to trust, and each IRSA entry a provider and a service account:
+/// every problem at the key it is about.
+fn trust_sources(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    let pod_identity = r.attrs.get("pod_identity").and_then(|e| e.as_literal()) == Some(&Value::Bool(true));
+    let accounts = r.attrs.get("service_accounts");
+    let any_account = accounts.is_some_and(|e| match (&e.kind, e.as_literal()) {
+        (ExprKind::List(l), _) => !l.is_empty(),
+        (_, Some(Value::List(l))) => !l.is_empty(),
+        _ => true,
+    });
+    if !r.attrs.contains_key("service") && !pod_identity && !any_account {
+        diags.push(
+            Diagnostic::error(format!("`{}` says no one may assume it", r.address), r.span.clone())
+                .help("set service = \"ec2.amazonaws.com\" (an AWS service), pod_identity = true (EKS Pod Identity), or service_accounts = [{ oidc_provider = \"${oidc_provider.main.arn}\", namespace = \"...\", name = \"...\" }] (IRSA)"),
+        );
+    }
+    let Some(ExprKind::List(items)) = accounts.map(|e| &e.kind) else { return };
+    for (n, item) in items.iter().enumerate() {
+        let ExprKind::Table(t) = &item.kind else { continue };
+        if let Some(e) = t.get("oidc_provider")
+            && let Some(Value::Str(arn)) = e.as_literal()
+            && (!arn.starts_with("arn:") || crate::resources::oidc_provider::issuer_of_arn(arn).is_none())
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}`: service_accounts[{n}].oidc_provider \"{arn}\" is not an IAM OIDC provider ARN", r.address),
+                    e.span.clone(),
+                )
+                .help("refer to the stack's provider, oidc_provider = \"${oidc_provider.main.arn}\", or write its ARN: arn:aws:iam::<account>:oidc-provider/oidc.eks.<region>.amazonaws.com/id/<id>"),
+            );
+        }
+        for (key, label) in [("namespace", true), ("name", false)] {
+            // `*` and `?` are StringLike wildcards (EKS UG `associate-service-account-role`).
+            if let Some(e) = t.get(key)
+                && let Some(Value::Str(v)) = e.as_literal()
+                && !crate::resources::pod_identity_association::kubernetes_name(&v.replace(['*', '?'], "x"), label)
+            {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`{}`: service_accounts[{n}].{key} \"{v}\" is not a Kubernetes name", r.address),
+                        e.span.clone(),
+                    )
+                    .help("lowercase letters, digits and '-' (a service account may have '.'), or * to match any"),
+                );
+            }
+        }
+    }
+}
+
 /// IAM's answer when a name is taken.
 const ALREADY_EXISTS: &str = "EntityAlreadyExists";
 
 fn path(ctx: &Ctx) -> String {
     format!("/gpustack/{}/", ctx.stack)
-}
-
-fn trust_policy(service: &str) -> String {
-    serde_json::json!({
-        "Version": "2012-10-17",
-        "Statement": [{ "Effect": "Allow", "Principal": { "Service": service }, "Action": "sts:AssumeRole" }]
-    })
-    .to_string()
-}
-
-/// The service a trust policy names (AWS returns the document URL-encoded).
-fn trusted_service(doc: &str) -> Option<String> {
-    let decoded = percent_decode(doc);
-    let j: serde_json::Value = serde_json::from_str(&decoded).or_else(|_| serde_json::from_str(doc)).ok()?;
-    let p = &j["Statement"][0]["Principal"]["Service"];
-    p.as_str().map(str::to_string).or_else(|| p[0].as_str().map(str::to_string))
 }
 
 /// `%XX` escapes decoded; a malformed escape or invalid UTF-8 is kept as written (lossy),
@@ -337,11 +394,28 @@ async fn remove_instance_profiles(ctx: &Ctx, role: &str) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn trusted_service(doc: &str) -> Option<String> {
+        Trust::read(doc)?.service
+    }
+
     #[test]
     fn reads_service_from_url_encoded_trust_policy() {
         let doc = "%7B%22Version%22%3A%222012-10-17%22%2C%22Statement%22%3A%5B%7B%22Effect%22%3A%22Allow%22%2C%22Principal%22%3A%7B%22Service%22%3A%22eks.amazonaws.com%22%7D%2C%22Action%22%3A%22sts%3AAssumeRole%22%7D%5D%7D";
         assert_eq!(trusted_service(doc).as_deref(), Some("eks.amazonaws.com"));
-        assert_eq!(trusted_service(&trust_policy("ec2.amazonaws.com")).as_deref(), Some("ec2.amazonaws.com"));
+        let ec2 = Trust { service: Some("ec2.amazonaws.com".into()), ..Trust::default() };
+        assert_eq!(trusted_service(&ec2.document()).as_deref(), Some("ec2.amazonaws.com"));
+    }
+
+    #[test]
+    fn the_pod_identity_principal_as_a_service_is_pod_identity() {
+        let mut i = Attrs::from([
+            ("service".into(), Value::str("pods.eks.amazonaws.com")),
+            ("pod_identity".into(), Value::Bool(false)),
+        ]);
+        IamRole.normalize(&mut i);
+        assert_eq!(Trust::of(&i), Trust { pod_identity: true, ..Trust::default() });
+        let doc: serde_json::Value = serde_json::from_str(&Trust::of(&i).document()).unwrap();
+        assert_eq!(doc["Statement"][0]["Action"], serde_json::json!(["sts:AssumeRole", "sts:TagSession"]));
     }
 
     #[test]
@@ -352,6 +426,9 @@ mod tests {
         assert_eq!(percent_decode("%"), "%");
         assert_eq!(percent_decode("%E2%82%AC%2"), "€%2");
         assert_eq!(percent_decode("%FF"), "\u{FFFD}");
-        assert_eq!(trusted_service("{\"Statement\":[{\"Principal\":{\"Service\":\"é%é\"}}]}").as_deref(), Some("é%é"));
+        assert_eq!(
+            trusted_service("{\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":{\"Service\":\"é%é\"}}]}").as_deref(),
+            Some("é%é")
+        );
     }
 }

@@ -1,0 +1,260 @@
+//! Workload IAM (issue 19): the roles pods get through EKS Pod Identity
+//! (`pod_identity_association`, `eks_addon.pod_identity`, Karpenter's controller) and through
+//! IRSA (`iam_role.service_accounts`, `eks_addon.service_account_role`) must be wired so that
+//! pods actually receive credentials: the Pod Identity agent runs on the cluster, the role
+//! trusts the mechanism that hands it out, an IRSA role names its own cluster's provider, and
+//! a known add-on's role is given to the service account the add-on runs as.
+
+use super::{lit, lit_str, referenced, span, target, written};
+use crate::stack::expr::ExprKind;
+use crate::stack::{Diagnostic, Expr, Resource, Stack};
+use crate::value::Value;
+
+/// EKS Pod Identity's service principal (EKS UG `pod-id-role`).
+const POD_IDENTITY_PRINCIPAL: &str = "pods.eks.amazonaws.com";
+
+/// Add-ons that call AWS, with the namespace and service accounts they run as, and whether a
+/// missing role is worth a warning (vpc-cni usually runs on the node role's
+/// AmazonEKS_CNI_Policy, EKS UG `cni-iam-role`). Service account names: EBS CSI
+/// `ebs-csi-controller-sa` and EFS CSI `efs-csi-controller-sa` / `efs-csi-node-sa` (the
+/// drivers' Helm charts and the EKS UG `ebs-csi`, `efs-csi` IRSA trust examples), Mountpoint
+/// for S3 `s3-csi-driver-sa` (EKS UG `s3-csi`), CloudWatch Observability `cloudwatch-agent` in
+/// `amazon-cloudwatch` (EKS UG `install-CloudWatch-Observability-EKS-addon`), vpc-cni
+/// `aws-node` (EKS UG `cni-iam-role`). The list is not every add-on: others are not checked.
+pub const ADDON_ACCOUNTS: &[(&str, &str, &[&str], bool)] = &[
+    ("aws-ebs-csi-driver", "kube-system", &["ebs-csi-controller-sa"], true),
+    ("aws-efs-csi-driver", "kube-system", &["efs-csi-controller-sa", "efs-csi-node-sa"], true),
+    ("aws-mountpoint-s3-csi-driver", "kube-system", &["s3-csi-driver-sa"], true),
+    ("amazon-cloudwatch-observability", "amazon-cloudwatch", &["cloudwatch-agent"], true),
+    ("vpc-cni", "kube-system", &["aws-node"], false),
+];
+
+pub fn workload_iam(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    for r in of_kind(stack, "pod_identity_association") {
+        needs_agent(stack, r, "gives its role through EKS Pod Identity", &mut d);
+        if let Some(e) = r.attrs.get("role") {
+            trusts_pod_identity(stack, r, e, &mut d);
+        }
+    }
+    for r in of_kind(stack, "eks_addon") {
+        addon(stack, r, &mut d);
+    }
+    for r in of_kind(stack, "iam_role") {
+        irsa_providers(stack, r, &mut d);
+    }
+    d
+}
+
+fn of_kind<'a>(stack: &'a Stack, kind: &'a str) -> impl Iterator<Item = &'a Resource> {
+    stack.resources.iter().filter(move |r| r.kind.name() == kind && r.values_ok)
+}
+
+/// True when the stack installs the `eks-pod-identity-agent` add-on on `cluster` (an address).
+pub(crate) fn has_pod_identity_agent(stack: &Stack, cluster: &str) -> bool {
+    of_kind(stack, "eks_addon").any(|a| {
+        lit_str(a, "addon").as_deref() == Some("eks-pod-identity-agent")
+            && target(stack, a, "cluster").is_some_and(|x| x.address == cluster)
+    })
+}
+
+/// Pods get Pod Identity credentials only from the agent ("The EKS Pod Identity Agent is
+/// required", EKS UG `pod-id-agent-setup`).
+fn needs_agent(stack: &Stack, r: &Resource, what: &str, d: &mut Vec<Diagnostic>) {
+    let Some(c) = referenced(stack, r, "cluster", "eks_cluster") else { return };
+    if !has_pod_identity_agent(stack, &c.address) {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` {what}, but `{}` has no eks-pod-identity-agent add-on: its pods would get no credentials",
+                    r.address, c.address
+                ),
+                span(r, "cluster"),
+            )
+            .help(format!(
+                "add [eks_addon.pod_identity] with cluster = \"${{{}.name}}\" and addon = \"eks-pod-identity-agent\"",
+                c.address
+            )),
+        );
+    }
+}
+
+/// A stack role handed out by Pod Identity must trust `pods.eks.amazonaws.com` (EKS refuses
+/// the association otherwise: "Trust policy of the role provided is invalid",
+/// hashicorp/terraform-provider-aws#41483).
+fn trusts_pod_identity(stack: &Stack, r: &Resource, e: &Expr, d: &mut Vec<Diagnostic>) {
+    let Some(role) = e.as_single_ref().and_then(|x| stack.get(&x.address)).filter(|t| t.kind.name() == "iam_role")
+    else {
+        return;
+    };
+    let pod = lit(role, "pod_identity") == Some(Value::Bool(true))
+        || lit_str(role, "service").as_deref() == Some(POD_IDENTITY_PRINCIPAL);
+    if !pod {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` gives `{}` through EKS Pod Identity, but that role does not trust pods.eks.amazonaws.com",
+                    r.address, role.address
+                ),
+                e.span.clone(),
+            )
+            .help(format!("set pod_identity = true in [{}]", role.address)),
+        );
+    }
+}
+
+/// Entries of a list of tables written inline (each with its spans); none for anything else.
+fn table_items(r: &Resource, k: &str) -> Vec<std::collections::BTreeMap<String, Expr>> {
+    match r.attrs.get(k).map(|e| &e.kind) {
+        Some(ExprKind::List(items)) => items
+            .iter()
+            .filter_map(|i| match &i.kind {
+                ExprKind::Table(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => vec![],
+    }
+}
+
+fn addon(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
+    let name = lit_str(r, "addon").unwrap_or_default();
+    let known = ADDON_ACCOUNTS.iter().find(|(a, ..)| *a == name);
+    let pod = table_items(r, "pod_identity");
+    if written(r, "pod_identity") {
+        needs_agent(stack, r, "gives roles through EKS Pod Identity (pod_identity)", d);
+    }
+    for entry in &pod {
+        if let Some(e) = entry.get("role") {
+            trusts_pod_identity(stack, r, e, d);
+        }
+        if let (Some((_, _, accounts, _)), Some(e)) = (known, entry.get("service_account"))
+            && let Some(Value::Str(sa)) = e.as_literal()
+            && !accounts.contains(&sa.as_str())
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: {name} runs as {}, not \"{sa}\"", r.address, accounts.join(" or ")),
+                    e.span.clone(),
+                )
+                .help(format!("set service_account = \"{}\"", accounts[0])),
+            );
+        }
+    }
+    if let Some((_, _, _, true)) = known
+        && !r.attrs.contains_key("service_account_role")
+        && !written(r, "pod_identity")
+    {
+        d.push(
+            Diagnostic::warning(
+                format!("`{}`: {name} calls AWS APIs, but has no role of its own; it falls back to the node role's permissions", r.address),
+                r.span.clone(),
+            )
+            .help("give it a role: pod_identity = [{ service_account = \"...\", role = \"${iam_role.NAME.arn}\" }] (an iam_role with pod_identity = true), or service_account_role = an IRSA role"),
+        );
+    }
+    if let Some(e) = r.attrs.get("service_account_role") {
+        irsa_addon_role(stack, r, e, known, d);
+    }
+}
+
+/// An add-on's IRSA role must trust its service account through its own cluster's provider.
+fn irsa_addon_role(
+    stack: &Stack,
+    r: &Resource,
+    e: &Expr,
+    known: Option<&(&str, &str, &[&str], bool)>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let Some(role) = e.as_single_ref().and_then(|x| stack.get(&x.address)).filter(|t| t.kind.name() == "iam_role")
+    else {
+        return;
+    };
+    let entries = table_items(role, "service_accounts");
+    if !written(role, "service_accounts") {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` gives `{}` through IRSA (service_account_role), but that role trusts no service account",
+                    r.address, role.address
+                ),
+                e.span.clone(),
+            )
+            .help(format!(
+                "add service_accounts = [{{ oidc_provider = \"${{oidc_provider.NAME.arn}}\", namespace = \"kube-system\", name = \"...\" }}] to [{}], or give the role through pod_identity instead",
+                role.address
+            )),
+        );
+        return;
+    }
+    let cluster = target(stack, r, "cluster").map(|c| c.address.clone());
+    for entry in &entries {
+        let provider = entry.get("oidc_provider").and_then(|p| p.as_single_ref()).and_then(|x| stack.get(&x.address));
+        let provider_cluster = provider
+            .filter(|p| p.kind.name() == "oidc_provider")
+            .and_then(|p| target(stack, p, "url"))
+            .map(|c| c.address.clone());
+        if let (Some(c), Some(pc)) = (&cluster, &provider_cluster)
+            && c != pc
+        {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` runs on `{c}`, but its role `{}` trusts the OIDC provider of `{pc}`: its tokens would be refused",
+                        r.address, role.address
+                    ),
+                    entry.get("oidc_provider").and_then(|p| p.span.clone()),
+                )
+                .help(format!("use the provider whose url is \"${{{c}.oidc_issuer}}\"")),
+            );
+        }
+    }
+    if let Some((name, namespace, accounts, _)) = known {
+        let lits = |k: &str, t: &std::collections::BTreeMap<String, Expr>| {
+            t.get(k).and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string))
+        };
+        let all_literal = entries.iter().all(|t| lits("namespace", t).is_some() && lits("name", t).is_some());
+        let covers = entries.iter().any(|t| {
+            let (ns, n) = (lits("namespace", t).unwrap_or_default(), lits("name", t).unwrap_or_default());
+            (ns == *namespace || ns == "*") && (accounts.contains(&n.as_str()) || n == "*")
+        });
+        if all_literal && !covers {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` gives `{}` to {name}, which runs as {namespace}/{}, but the role trusts none of its service accounts",
+                        r.address,
+                        role.address,
+                        accounts[0]
+                    ),
+                    e.span.clone(),
+                )
+                .help(format!(
+                    "add {{ oidc_provider = ..., namespace = \"{namespace}\", name = \"{}\" }} to service_accounts in [{}]",
+                    accounts[0], role.address
+                )),
+            );
+        }
+    }
+}
+
+/// IRSA needs the cluster's IAM OIDC provider: a reference must be to an `oidc_provider`
+/// (a literal ARN is a provider made elsewhere, checked for its form by `iam_role`).
+fn irsa_providers(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
+    for (n, entry) in table_items(r, "service_accounts").iter().enumerate() {
+        let Some(e) = entry.get("oidc_provider") else { continue };
+        let Some(x) = e.as_single_ref() else { continue };
+        if stack.get(&x.address).is_some_and(|t| t.kind.name() != "oidc_provider") || x.output != "arn" {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: service_accounts[{n}].oidc_provider refers to `{}.{}`, not an OIDC provider's ARN",
+                        r.address, x.address, x.output
+                    ),
+                    e.span.clone(),
+                )
+                .help("add [oidc_provider.main] with url = \"${eks_cluster.main.oidc_issuer}\" and refer to \"${oidc_provider.main.arn}\""),
+            );
+        }
+    }
+}
