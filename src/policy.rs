@@ -43,6 +43,9 @@ fn is_read(action: &str) -> bool {
         || (op.starts_with("Get") && !action.starts_with("ssm:GetParameter"))
 }
 
+/// Adds one statement: (sid, actions, resource, condition).
+type Push<'a> = dyn FnMut(&str, Vec<&str>, Json, Option<Json>) + 'a;
+
 /// What some `eks_cluster` options add, only for the stacks that use them (issue 19):
 /// - `encryption`: `eks:AssociateEncryptionConfig` on the stack's clusters, and on the keys
 ///   `kms:DescribeKey` and `kms:CreateGrant` (the grant EKS makes for the control plane, so only
@@ -54,7 +57,7 @@ fn is_read(action: &str) -> bool {
 ///   CloudWatch Logs actions on `/aws/eks/<cluster>/cluster` only (log-group ARNs, Service
 ///   Authorization Reference "Actions defined by Amazon CloudWatch Logs"); tags on
 ///   `CreateLogGroup` need `logs:TagResource` too (CloudWatch Logs API reference, CreateLogGroup).
-fn cluster_options(stack: &Stack, push: &mut dyn FnMut(&str, Vec<&str>, Json, Option<Json>)) {
+fn cluster_options(stack: &Stack, push: &mut Push) {
     let region = stack.region.as_str();
     let clusters: Vec<&crate::stack::Resource> =
         stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster").collect();
@@ -103,8 +106,7 @@ fn cluster_options(stack: &Stack, push: &mut dyn FnMut(&str, Vec<&str>, Json, Op
         r.attrs.contains_key("log_retention_days")
             || lit(r, "logging").is_some_and(|v| v.as_list().is_none_or(|l| !l.is_empty()))
     };
-    let read = groups(&exports);
-    if !read.is_empty() {
+    if clusters.iter().any(|r| exports(r)) {
         push(
             "LogsReadClusterLogGroups",
             vec!["logs:DescribeLogGroups"],

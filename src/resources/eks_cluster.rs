@@ -513,9 +513,10 @@ fn observe(c: &Cluster) -> Observed {
     if let Some(t) = c.upgrade_policy().and_then(|u| u.support_type()) {
         attrs.insert("support_type".into(), Value::str(t.as_str()));
     }
-    if let Some(admin) = c.access_config().and_then(|a| a.bootstrap_cluster_creator_admin_permissions()) {
-        attrs.insert("bootstrap_cluster_creator_admin".into(), Value::Bool(admin));
-    }
+    // Not read back: `service_cidr` (EKS reports the block it picked when none was asked for)
+    // and `bootstrap_cluster_creator_admin` (it only acted at creation). Both are create-only,
+    // so what state recorded is what the cluster has, and a cluster adopted by its tags or an
+    // [import] takes the file's word instead of being replaced over a setting that did nothing.
     if let Some(f) = c.kubernetes_network_config().and_then(|n| n.ip_family()) {
         attrs.insert("ip_family".into(), Value::str(f.as_str()));
     }
