@@ -107,17 +107,23 @@ fn the_cluster_options_example_applies_updates_in_place_and_destroys_its_log_gro
         .replace("log_retention_days  = 90", "log_retention_days  = 30")
         .replace("zonal_shift         = true", "zonal_shift         = false")
         .replace("deletion_protection = false", "deletion_protection = true")
+        .replace(
+            r#"upgrade_policy      = { support_type = "STANDARD" }"#,
+            r#"upgrade_policy      = { support_type = "EXTENDED" }"#,
+        )
         .replace(r#"kubernetes_groups = ["platform-ops"]"#, r#"kubernetes_groups = ["platform-ops", "auditors"]"#);
     env.write("s.toml", &changed);
     let plan = env.ok(&["plan", "s.toml"]);
     assert!(plan.stdout.contains("~ eks_cluster.main"), "{plan:?}");
     assert!(plan.stdout.contains("log_retention_days: 90 → 30"), "{plan:?}");
+    assert!(plan.stdout.contains("support_type: \"STANDARD\" → \"EXTENDED\""), "{plan:?}");
     assert!(plan.stdout.contains("~ eks_access_entry.ops"), "{plan:?}");
     assert!(plan.stdout.contains("0 to replace") && !plan.stdout.contains("-/+"), "nothing replaces: {plan:?}");
     env.ok(&["apply", "s.toml", "--auto-approve"]);
     let c = cluster(&env, "options-dev-main");
     assert_eq!(c.zonal_shift_config().and_then(|z| z.enabled()), Some(false));
     assert_eq!(c.deletion_protection(), Some(true));
+    assert_eq!(c.upgrade_policy().and_then(|u| u.support_type()).map(|s| s.as_str()), Some("EXTENDED"));
     assert_eq!(retention(&env, "options-dev-main"), Some(Some(30)));
     let entry = access_entry(&env, "options-dev-main", &role);
     assert_eq!(entry.kubernetes_groups(), ["auditors", "platform-ops"]);
