@@ -43,6 +43,94 @@ fn is_read(action: &str) -> bool {
         || (op.starts_with("Get") && !action.starts_with("ssm:GetParameter"))
 }
 
+/// Adds one statement: (sid, actions, resource, condition).
+type Push<'a> = dyn FnMut(&str, Vec<&str>, Json, Option<Json>) + 'a;
+
+/// What some `eks_cluster` options add, only for the stacks that use them (issue 19):
+/// - `encryption`: `eks:AssociateEncryptionConfig` on the stack's clusters, and on the keys
+///   `kms:DescribeKey` and `kms:CreateGrant` (the grant EKS makes for the control plane, so only
+///   for AWS resources: `kms:GrantIsForAWSResource`, KMS DG `conditions-kms`). The caller's KMS
+///   actions for CreateCluster are not in the EKS API reference; they are the ones EKS policies in
+///   the field grant (unverified here against AWS). An alias ARN is authorised on the key it
+///   names, so it allows the region's keys.
+/// - `logging` (refresh reads the group) and `log_retention_days` (the cluster owns the group):
+///   CloudWatch Logs actions on `/aws/eks/<cluster>/cluster` only (log-group ARNs, Service
+///   Authorization Reference "Actions defined by Amazon CloudWatch Logs"); tags on
+///   `CreateLogGroup` need `logs:TagResource` too (CloudWatch Logs API reference, CreateLogGroup).
+fn cluster_options(stack: &Stack, push: &mut Push) {
+    let region = stack.region.as_str();
+    let clusters: Vec<&crate::stack::Resource> =
+        stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster").collect();
+    let lit =
+        |r: &crate::stack::Resource, k: &str| r.attrs.get(k).map(|e| e.resolve(&|_| crate::value::Value::Unknown));
+    let name = |r: &crate::stack::Resource| match lit(r, "name") {
+        Some(crate::value::Value::Str(n)) => n,
+        Some(_) => "*".to_string(),
+        None => stack.default_physical_name(r),
+    };
+    let mut keys: BTreeSet<String> = BTreeSet::new();
+    for r in clusters.iter().filter(|r| r.attrs.contains_key("encryption")) {
+        let key = lit(r, "encryption")
+            .and_then(|v| v.as_table().and_then(|t| t.get("kms_key")).and_then(|k| k.as_str().map(str::to_string)));
+        match key.filter(|k| k.contains(":key/")) {
+            Some(k) => keys.insert(k),
+            None => keys.insert(format!("arn:aws:kms:{region}:*:key/*")),
+        };
+    }
+    if !keys.is_empty() {
+        push(
+            "EksEncryptStackClusters",
+            vec!["eks:AssociateEncryptionConfig"],
+            json!(format!("arn:aws:eks:{region}:*:cluster/*")),
+            Some(json!({ "StringEquals": { format!("aws:ResourceTag/{}", tags::STACK): stack.name } })),
+        );
+        push("KmsDescribeClusterKeys", vec!["kms:DescribeKey"], json!(keys), None);
+        push(
+            "KmsGrantClusterKeys",
+            vec!["kms:CreateGrant"],
+            json!(keys),
+            Some(json!({ "Bool": { "kms:GrantIsForAWSResource": "true" } })),
+        );
+    }
+    let groups = |f: &dyn Fn(&crate::stack::Resource) -> bool| -> Vec<String> {
+        clusters
+            .iter()
+            .filter(|r| f(r))
+            .flat_map(|r| {
+                let g = format!("arn:aws:logs:{region}:*:log-group:/aws/eks/{}/cluster", name(r));
+                [g.clone(), format!("{g}:*")]
+            })
+            .collect()
+    };
+    let exports = |r: &crate::stack::Resource| {
+        r.attrs.contains_key("log_retention_days")
+            || lit(r, "logging").is_some_and(|v| v.as_list().is_none_or(|l| !l.is_empty()))
+    };
+    if clusters.iter().any(|r| exports(r)) {
+        push(
+            "LogsReadClusterLogGroups",
+            vec!["logs:DescribeLogGroups"],
+            json!(format!("arn:aws:logs:{region}:*:log-group:*")),
+            None,
+        );
+    }
+    let owned = groups(&|r| r.attrs.contains_key("log_retention_days"));
+    if !owned.is_empty() {
+        push(
+            "LogsManageClusterLogGroups",
+            vec![
+                "logs:CreateLogGroup",
+                "logs:TagResource",
+                "logs:PutRetentionPolicy",
+                "logs:DeleteRetentionPolicy",
+                "logs:DeleteLogGroup",
+            ],
+            json!(owned),
+            None,
+        );
+    }
+}
+
 /// SageMaker (HyperPod clusters, training plans): creates carry the `gpustack:stack` tag,
 /// changes need it; plans are named `<stack>-…`. HyperPod's `CreateCluster` with an EKS
 /// orchestrator also needs the caller to hold the access-entry actions HyperPod uses on the
@@ -434,6 +522,7 @@ pub fn document(stack: &Stack) -> Json {
     );
     push("EventsManageStackRules", of(&|a| a.starts_with("events:") && !is_read(a)), rules, Some(resource_tag));
     sagemaker(stack, &has, &mut push);
+    cluster_options(stack, &mut push);
     push(
         "Ec2Quotas",
         of(&|a| a.starts_with("servicequotas:GetServiceQuota")),

@@ -4,15 +4,18 @@
 //! for people and tools, with access policies scoped to the cluster or to namespaces. Policies
 //! change in place; the cluster, the principal and the type replace (EKS cannot change them).
 //!
-//! It does not set `kubernetesGroups` or `username`, and it never lists the policies of an
-//! entry that is not `STANDARD`: EKS refuses that call (aws-controllers-k8s/community#2144).
+//! A `STANDARD` entry may also name Kubernetes RBAC groups (`kubernetes_groups`) and a
+//! `username`; both change in place (`UpdateAccessEntry`). `FARGATE_LINUX`, `HYBRID_LINUX` and
+//! `EC2_WINDOWS` are node types like `EC2_LINUX`: no policies, groups or username. It never
+//! lists the policies of an entry that is not `STANDARD`: EKS refuses that call
+//! (aws-controllers-k8s/community#2144).
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{AccessEntry, AccessScope, AccessScopeType, AuthenticationMode};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, eks, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
@@ -21,7 +24,16 @@ use crate::value::{Attrs, Value};
 
 pub struct EksAccessEntry;
 
-pub const TYPES: &[&str] = &["EC2_LINUX", "STANDARD"];
+/// botocore `CreateAccessEntryRequest.type` lists these and `EC2` (EKS Auto Mode, whose node
+/// entry takes an access policy: not offered until Auto Mode is) and `HYPERPOD_LINUX` (made by
+/// SageMaker HyperPod itself).
+pub const TYPES: &[&str] = &["EC2_LINUX", "STANDARD", "EC2_WINDOWS", "FARGATE_LINUX", "HYBRID_LINUX"];
+
+/// Prefixes EKS keeps for itself: "The username can't start with system:, eks:, aws:, amazon:,
+/// or iam:" (EKS UG `set-custom-username`); a group starting `system:` is refused with "The
+/// kubernetes group name system:masters is invalid, it cannot start with system:"
+/// (terraform-aws-modules/terraform-aws-eks#2915).
+const USERNAME_RESERVED: &[&str] = &["system:", "eks:", "aws:", "amazon:", "iam:"];
 
 const POLICY: &[Attr] = &[
     Attr::req("policy_arn", Ty::Str, OnChange::Update),
@@ -38,6 +50,13 @@ const ATTRS: &[Attr] = &[
     // the people who know the API; the one that matches it would fail Karpenter silently.
     Attr::req("type", Ty::Enum(TYPES), OnChange::Replace),
     Attr::opt("policies", Ty::List(&Ty::Object(POLICY)), Dflt::EmptyList, OnChange::Update),
+    // `kubernetesGroups`: RBAC group names the principal is put in (STANDARD only; "You can't use
+    // the --kubernetes-groups option when you specify a type other than STANDARD", EKS UG
+    // `creating-access-entries`). Replaced as a whole by `UpdateAccessEntry`.
+    Attr::opt("kubernetes_groups", Ty::List(&Ty::Str), Dflt::EmptyList, OnChange::Update),
+    // `username`: unset, EKS makes one from the ARN (the role's session for a role), which
+    // gpustack leaves alone (EKS UG `set-custom-username` recommends not setting it).
+    Attr::opt("username", Ty::Str, Dflt::None, OnChange::Update),
     TAGS,
 ];
 
@@ -61,6 +80,7 @@ impl Kind for EksAccessEntry {
             "eks:DescribeAccessEntry",
             "eks:ListAccessEntries",
             "eks:DeleteAccessEntry",
+            "eks:UpdateAccessEntry",
             "eks:AssociateAccessPolicy",
             "eks:DisassociateAccessPolicy",
             "eks:ListAssociatedAccessPolicies",
@@ -85,6 +105,7 @@ impl Kind for EksAccessEntry {
                 .help("write arn:aws:iam::ACCOUNT:role/NAME, or refer to a role: \"${iam_role.NAME.arn}\""),
             );
         }
+        groups_and_username(r, diags);
         for (policy_arn, scope) in written_policies(r) {
             if let Some(e) = policy_arn
                 && let Some(arn) = e.as_literal().and_then(Value::as_str)
@@ -111,6 +132,14 @@ impl Kind for EksAccessEntry {
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
+        // A set; empty is the default and what a state from before the attribute records.
+        if let Some(Value::List(g)) = inputs.get_mut("kubernetes_groups") {
+            g.sort_by_key(Value::interpolate);
+            g.dedup();
+            if g.is_empty() {
+                inputs.remove("kubernetes_groups");
+            }
+        }
         if let Some(Value::List(l)) = inputs.get_mut("policies") {
             for p in l.iter_mut() {
                 if let Value::Table(t) = p
@@ -124,6 +153,20 @@ impl Kind for EksAccessEntry {
         }
     }
 
+    /// EKS makes up a username when none is set: the one refresh sees counts only when the
+    /// stack chose it.
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        cur.extend(
+            observed
+                .iter()
+                .filter(|(k, _)| *k != "username" || recorded.contains_key("username"))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        self.normalize(&mut cur);
+        cur
+    }
+
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
         let (cluster, principal) = (str_attr(i, "cluster"), str_attr(i, "principal_arn"));
@@ -133,6 +176,8 @@ impl Kind for EksAccessEntry {
             .cluster_name(cluster)
             .principal_arn(principal)
             .r#type(str_attr(i, "type"))
+            .set_kubernetes_groups(Some(strings_attr(i, "kubernetes_groups")).filter(|g| !g.is_empty()))
+            .set_username(i.get("username").and_then(Value::as_str).map(str::to_string))
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
         let entry = match ctx.call(Service::Eks, "CreateAccessEntry", request.send()).await {
@@ -185,6 +230,15 @@ impl Kind for EksAccessEntry {
                 // Only a STANDARD entry may be asked for its policies (aws-facts §12).
                 let policies = if kind == "STANDARD" { associated(ctx, &cluster, &principal).await? } else { vec![] };
                 attrs.insert("policies".into(), Value::List(policies));
+                // EKS puts node entries in system:nodes itself; only a STANDARD entry's groups
+                // are the stack's.
+                if kind == "STANDARD" {
+                    let groups = a.kubernetes_groups().iter().map(|g| Value::str(g.clone())).collect();
+                    attrs.insert("kubernetes_groups".into(), Value::List(groups));
+                    if let Some(u) = a.username() {
+                        attrs.insert("username".into(), Value::str(u));
+                    }
+                }
                 self.normalize(&mut attrs);
                 let rec = recorded(a.access_entry_arn().unwrap_or_default());
                 out.push(Observed {
@@ -209,6 +263,23 @@ impl Kind for EksAccessEntry {
         changed: &[String],
     ) -> Result<Recorded> {
         let (cluster, principal) = (str_attr(new, "cluster"), str_attr(new, "principal_arn"));
+        let has = |k: &str| changed.iter().any(|c| c == k);
+        if has("kubernetes_groups") || has("username") {
+            // Groups are replaced as a whole (an empty list clears them). A username taken out of
+            // the stack is left as it is: EKS has no way back to the one it would make up.
+            let mut request = ctx
+                .eks
+                .update_access_entry()
+                .cluster_name(cluster)
+                .principal_arn(principal)
+                .set_kubernetes_groups(Some(strings_attr(new, "kubernetes_groups")));
+            if has("username")
+                && let Some(u) = new.get("username").and_then(Value::as_str)
+            {
+                request = request.username(u);
+            }
+            ctx.call(Service::Eks, "UpdateAccessEntry", request.send()).await?;
+        }
         if changed.iter().any(|c| c == "policies") {
             let (before, after): (BTreeMap<_, _>, BTreeMap<_, _>) =
                 (policies(old).into_iter().collect(), policies(new).into_iter().collect());
@@ -237,6 +308,48 @@ impl Kind for EksAccessEntry {
             .principal_arn(str_attr(inputs, "principal_arn"));
         ctx.call(Service::Eks, "DeleteAccessEntry", request.send()).await.absent_ok()?;
         Ok(())
+    }
+}
+
+/// Groups and a username only on STANDARD entries, and none of the names EKS keeps for itself.
+fn groups_and_username(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    let kind = r.attrs.get("type").and_then(|e| e.as_literal()).and_then(Value::as_str).unwrap_or("STANDARD");
+    for k in ["kubernetes_groups", "username"] {
+        if let Some(e) = r.attrs.get(k)
+            && kind != "STANDARD"
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}` is {kind}, which takes no `{k}` (only STANDARD entries do)", r.address),
+                    e.span.clone(),
+                )
+                .help(format!("remove `{k}`: EKS gives node entries their own identity (system:nodes)")),
+            );
+        }
+    }
+    if let Some(e) = r.attrs.get("kubernetes_groups")
+        && let Value::List(groups) = e.resolve(&|_| Value::Unknown)
+    {
+        for g in groups.iter().filter_map(Value::as_str).filter(|g| g.starts_with("system:")) {
+            diags.push(
+                Diagnostic::error(format!("`{}`: EKS refuses the Kubernetes group \"{g}\": group names cannot start with system:", r.address), e.span.clone())
+                    .help("bind your own group (e.g. \"platform-admins\") to a ClusterRole, or associate an access policy such as AmazonEKSClusterAdminPolicy"),
+            );
+        }
+    }
+    if let Some(e) = r.attrs.get("username")
+        && let Some(u) = e.as_literal().and_then(Value::as_str)
+        && let Some(p) = USERNAME_RESERVED.iter().find(|p| u.starts_with(**p))
+    {
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: EKS refuses the username \"{u}\": it cannot start with {p}", r.address),
+                e.span.clone(),
+            )
+            .help(
+                "pick a name outside system:, eks:, aws:, amazon: and iam:, or leave username out and let EKS make it",
+            ),
+        );
     }
 }
 

@@ -1,17 +1,24 @@
 //! `eks_cluster`: an EKS control plane. Creation takes ~10 minutes; the wait holds
 //! no concurrency slot. The Kubernetes version upgrades in place one minor version
-//! at a time; logging, endpoint access and the authentication mode update in place;
-//! role, subnets and security groups replace.
+//! at a time; logging, endpoint access, the authentication mode, the support type, zonal
+//! shift, deletion protection and the log retention update in place; secrets encryption is
+//! added in place (`AssociateEncryptionConfig`) and never removed or re-keyed (EKS refuses
+//! both); role, subnets, security groups, the IP family, the service CIDR and the creator's
+//! admin entry replace. With `log_retention_days` the cluster also owns its control-plane
+//! log group (`cluster_log_group`).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
-    AuthenticationMode, Cluster, ClusterStatus, CreateAccessConfigRequest, LogSetup, LogType, Logging, SupportType,
-    UpdateAccessConfigRequest, UpgradePolicyRequest, VpcConfigRequest,
+    AuthenticationMode, Cluster, ClusterStatus, CreateAccessConfigRequest, EncryptionConfig, IpFamily,
+    KubernetesNetworkConfigRequest, LogSetup, LogType, Logging, Provider, SupportType, UpdateAccessConfigRequest,
+    UpgradePolicyRequest, VpcConfigRequest, ZonalShiftConfigRequest,
 };
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
+use super::cluster_log_group as log_group;
+use super::cluster_options::{encryption_refusals, normalize_options, validate_options};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -24,6 +31,21 @@ pub struct EksCluster;
 const LOG_TYPES: &[&str] = &["api", "audit", "authenticator", "controllerManager", "scheduler"];
 /// Authentication modes in the only order EKS lets a cluster move through.
 const AUTH_MODES: &[&str] = &["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"];
+const SUPPORT_TYPES: &[&str] = &["STANDARD", "EXTENDED"];
+
+/// `encryptionConfig[0]`: EKS takes at most one (botocore `EncryptionConfigList`, max 1).
+const ENCRYPTION: &[Attr] = &[
+    // The key's ARN, or an alias ARN (botocore `Provider.keyArn`: "ARN or alias of the KMS key.
+    // The KMS key must be symmetric and created in the same Amazon Web Services Region as the cluster").
+    Attr::req("kms_key", Ty::Str, OnChange::Update),
+    // terraform-aws-eks's `encryption_config.resources`; "The only supported value is secrets"
+    // and it no longer changes what is encrypted (botocore `EncryptionConfig.resources`, deprecated
+    // 2025-03-05). Accepted so those files carry over; always sent as ["secrets"].
+    Attr::opt("resources", Ty::List(&Ty::Enum(&["secrets"])), Default::None, OnChange::Update),
+];
+
+/// terraform-aws-eks's `upgrade_policy = { support_type }`: the same field as `support_type`.
+const UPGRADE_POLICY: &[Attr] = &[Attr::opt("support_type", Ty::Enum(SUPPORT_TYPES), Default::None, OnChange::Update)];
 
 const ATTRS: &[Attr] = &[
     Attr::req("version", Ty::Str, OnChange::Update),
@@ -38,7 +60,28 @@ const ATTRS: &[Attr] = &[
     // EKS `upgradePolicy.supportType`. New clusters default to EXTENDED support on AWS's side,
     // which bills more per hour once a version leaves standard support (EKS UG
     // `kubernetes-versions`); gpustack asks for STANDARD unless told otherwise.
-    Attr::opt("support_type", Ty::Enum(&["STANDARD", "EXTENDED"]), Default::Str("STANDARD"), OnChange::Update),
+    Attr::opt("support_type", Ty::Enum(SUPPORT_TYPES), Default::Str("STANDARD"), OnChange::Update),
+    Attr::opt("upgrade_policy", Ty::Object(UPGRADE_POLICY), Default::None, OnChange::Update),
+    // Secrets encryption with a customer managed KMS key (`encryptionConfig`). Adding it later is
+    // `AssociateEncryptionConfig`; "You can't disable secrets encryption after enabling it"
+    // (EKS UG `enable-kms`), and no API changes the key: `check_update` refuses both.
+    Attr::opt("encryption", Ty::Object(ENCRYPTION), Default::None, OnChange::Update),
+    // `kubernetesNetworkConfig.ipFamily` / `.serviceIpv4Cidr`: "You can only specify an IP family
+    // when you create a cluster"; "You can only specify a custom CIDR block when you create a
+    // cluster" (botocore `KubernetesNetworkConfigRequest`).
+    Attr::opt("ip_family", Ty::Enum(&["ipv4", "ipv6"]), Default::Str("ipv4"), OnChange::Replace),
+    Attr::opt("service_cidr", Ty::Str, Default::None, OnChange::Replace),
+    // Days CloudWatch keeps the control-plane logs (`cluster_log_group`); unset, gpustack leaves
+    // the group to EKS (never expires).
+    Attr::opt("log_retention_days", Ty::Int, Default::None, OnChange::Update),
+    // ARC zonal shift (`zonalShiftConfig.enabled`), on create and by `UpdateClusterConfig`.
+    Attr::opt("zonal_shift", Ty::Bool, Default::Bool(false), OnChange::Update),
+    // `accessConfig.bootstrapClusterCreatorAdminPermissions` ("The default value is true",
+    // botocore `CreateAccessConfigRequest`); only on create: UpdateAccessConfigRequest has no such member.
+    Attr::opt("bootstrap_cluster_creator_admin", Ty::Bool, Default::Bool(true), OnChange::Replace),
+    // `deletionProtection` ("the cluster cannot be deleted unless deletion protection is first
+    // disabled. ... Default value is false": botocore `CreateClusterRequest`), create and update.
+    Attr::opt("deletion_protection", Ty::Bool, Default::Bool(false), OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
 ];
@@ -98,6 +141,7 @@ impl Kind for EksCluster {
                 .help("write the version as MAJOR.MINOR, for example version = \"1.33\""),
             );
         }
+        validate_options(r, diags);
         let public = r.attrs.get("endpoint_public_access").and_then(|e| e.as_literal()).and_then(|v| v.as_bool());
         if public == Some(false) {
             return;
@@ -121,6 +165,7 @@ impl Kind for EksCluster {
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
+        normalize_options(inputs);
         for k in ["subnets", "security_groups", "logging", "public_access_cidrs"] {
             if let Some(Value::List(l)) = inputs.get_mut(k) {
                 l.sort_by_key(|v| v.interpolate());
@@ -135,8 +180,28 @@ impl Kind for EksCluster {
         }
     }
 
+    /// Refresh cannot tell an alias from the key it names, nor a retention gpustack set from
+    /// one set by hand: the recorded key and whether gpustack manages the log group stay as
+    /// recorded; an encryption found on a cluster recorded without one is shown (and its
+    /// removal refused by `check_update`).
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        for (k, v) in observed {
+            let keep = match k.as_str() {
+                "encryption" => !recorded.contains_key("encryption"),
+                "log_retention_days" => recorded.contains_key("log_retention_days"),
+                _ => true,
+            };
+            if keep {
+                cur.insert(k.clone(), v.clone());
+            }
+        }
+        self.normalize(&mut cur);
+        cur
+    }
+
     fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
-        let mut out = vec![];
+        let mut out = encryption_refusals(old, new);
         let (ov, nv) = (str_attr(old, "version"), str_attr(new, "version"));
         if let (Some(o), Some(n)) = (eks::minor(ov), eks::minor(nv))
             && o != n
@@ -173,6 +238,22 @@ impl Kind for EksCluster {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
         let name = str_attr(i, "name");
+        // Before the cluster, so EKS finds it and the retention holds from the first log line.
+        if let Some(days) = int_attr(i, "log_retention_days") {
+            log_group::ensure(ctx, name, super::i32_of(days), eks::tag_map(ctx, req.address, i)).await?;
+        }
+        let mut network = KubernetesNetworkConfigRequest::builder();
+        if let Some(family) = i.get("ip_family").and_then(Value::as_str) {
+            network = network.ip_family(IpFamily::from(family));
+        }
+        if let Some(cidr) = i.get("service_cidr").and_then(Value::as_str) {
+            network = network.service_ipv4_cidr(cidr);
+        }
+        let mut access = CreateAccessConfigRequest::builder()
+            .authentication_mode(AuthenticationMode::from(str_attr(i, "authentication_mode")));
+        if let Some(admin) = i.get("bootstrap_cluster_creator_admin").and_then(Value::as_bool) {
+            access = access.bootstrap_cluster_creator_admin_permissions(admin);
+        }
         let call = ctx
             .eks
             .create_cluster()
@@ -181,11 +262,15 @@ impl Kind for EksCluster {
             .role_arn(str_attr(i, "role"))
             .resources_vpc_config(vpc_config(i, true))
             .logging(logging(i))
-            .access_config(
-                CreateAccessConfigRequest::builder()
-                    .authentication_mode(AuthenticationMode::from(str_attr(i, "authentication_mode")))
-                    .build(),
+            .access_config(access.build())
+            .kubernetes_network_config(network.build())
+            .set_encryption_config(encryption(i).map(|e| vec![e]))
+            .set_zonal_shift_config(
+                i.get("zonal_shift")
+                    .and_then(Value::as_bool)
+                    .map(|on| ZonalShiftConfigRequest::builder().enabled(on).build()),
             )
+            .set_deletion_protection(i.get("deletion_protection").and_then(Value::as_bool))
             .upgrade_policy(
                 UpgradePolicyRequest::builder().support_type(SupportType::from(str_attr(i, "support_type"))).build(),
             )
@@ -205,13 +290,23 @@ impl Kind for EksCluster {
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
-        Ok(ctx.stack_clusters().await?.iter().map(observe).collect())
+        let mut out = vec![];
+        for c in ctx.stack_clusters().await? {
+            let mut o = observe(&c);
+            // Only a cluster that exports logs has a group worth reading (one call each).
+            let exports = o.attrs.get("logging").and_then(Value::as_list).is_some_and(|l| !l.is_empty());
+            if exports && let Some(Some(days)) = log_group::retention(ctx, c.name().unwrap_or_default()).await? {
+                o.attrs.insert("log_retention_days".into(), Value::Int(days.into()));
+            }
+            out.push(o);
+        }
+        Ok(out)
     }
 
     async fn update(
         &self,
         ctx: &Ctx,
-        _address: &str,
+        address: &str,
         id: &str,
         old: &Attrs,
         new: &Attrs,
@@ -242,6 +337,34 @@ impl Kind for EksCluster {
             );
             config_update(ctx, &of, call, "support type").await?;
         }
+        if has("zonal_shift") {
+            let on = bool_attr(new, "zonal_shift");
+            let zonal = ZonalShiftConfigRequest::builder().enabled(on).build();
+            let call = ctx.eks.update_cluster_config().name(id).zonal_shift_config(zonal);
+            config_update(ctx, &of, call, "zonal shift").await?;
+        }
+        if has("deletion_protection") {
+            let call =
+                ctx.eks.update_cluster_config().name(id).deletion_protection(bool_attr(new, "deletion_protection"));
+            config_update(ctx, &of, call, "deletion protection").await?;
+        }
+        // Only an addition reaches here: `check_update` refuses a removal or another key.
+        if has("encryption")
+            && !old.contains_key("encryption")
+            && let Some(config) = encryption(new)
+        {
+            let _ = wait_active(ctx, id, eks::UPDATE_TIMEOUT).await?;
+            let call = ctx.eks.associate_encryption_config().cluster_name(id).encryption_config(config);
+            let out = ctx.call(Service::Eks, "AssociateEncryptionConfig", call.send()).await?;
+            let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
+            eks::wait_update(ctx, &of, &uid, &format!("secrets encryption of cluster {id}")).await?;
+        }
+        if has("log_retention_days") {
+            match int_attr(new, "log_retention_days") {
+                Some(days) => log_group::ensure(ctx, id, super::i32_of(days), eks::tag_map(ctx, address, new)).await?,
+                None => log_group::clear_retention(ctx, id).await?,
+            }
+        }
         if has("authentication_mode") {
             let call = ctx.eks.update_cluster_config().name(id).access_config(
                 UpdateAccessConfigRequest::builder()
@@ -257,23 +380,27 @@ impl Kind for EksCluster {
         Ok(recorded(&c))
     }
 
-    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+    async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         let sent = ctx.call(Service::Eks, "DeleteCluster", ctx.eks.delete_cluster().name(id).send()).await;
         let sent = sent.map_err(|e| {
-            if !e.has_code("ResourceInUseException") {
+            let hint = if e.has_code("ResourceInUseException") {
+                "node groups not managed by this stack may still be in the cluster: delete them first"
+            } else if inputs.get("deletion_protection").and_then(Value::as_bool) == Some(true) {
+                "the cluster has deletion protection: set deletion_protection = false and apply, then destroy"
+            } else {
                 return e;
-            }
-            let detail = format!(
-                "{}; node groups not managed by this stack may still be in the cluster: delete them first",
-                e.detail
-            );
-            AwsError { detail, ..e }
+            };
+            AwsError { detail: format!("{}; {hint}", e.detail), ..e }
         });
-        if sent.absent_ok()?.is_none() {
-            return Ok(());
+        if sent.absent_ok()?.is_some() {
+            let what = format!("deletion of cluster {id}");
+            eks::wait_deleted(&what, || describe(ctx, id), |c| c.status().map(|s| s.as_str())).await?;
         }
-        let what = format!("deletion of cluster {id}");
-        eks::wait_deleted(&what, || describe(ctx, id), |c| c.status().map(|s| s.as_str())).await
+        // The group goes after the cluster: EKS writes to it until the control plane is gone.
+        if inputs.contains_key("log_retention_days") {
+            log_group::delete(ctx, id).await?;
+        }
+        Ok(())
     }
 }
 
@@ -386,6 +513,19 @@ fn observe(c: &Cluster) -> Observed {
     if let Some(t) = c.upgrade_policy().and_then(|u| u.support_type()) {
         attrs.insert("support_type".into(), Value::str(t.as_str()));
     }
+    // Not read back: `service_cidr` (EKS reports the block it picked when none was asked for)
+    // and `bootstrap_cluster_creator_admin` (it only acted at creation). Both are create-only,
+    // so what state recorded is what the cluster has, and a cluster adopted by its tags or an
+    // [import] takes the file's word instead of being replaced over a setting that did nothing.
+    if let Some(f) = c.kubernetes_network_config().and_then(|n| n.ip_family()) {
+        attrs.insert("ip_family".into(), Value::str(f.as_str()));
+    }
+    attrs.insert("zonal_shift".into(), Value::Bool(c.zonal_shift_config().and_then(|z| z.enabled()) == Some(true)));
+    attrs.insert("deletion_protection".into(), Value::Bool(c.deletion_protection() == Some(true)));
+    if let Some(key) = c.encryption_config().iter().find_map(|e| e.provider().and_then(|p| p.key_arn())) {
+        let t = std::collections::BTreeMap::from([("kms_key".to_string(), Value::str(key))]);
+        attrs.insert("encryption".into(), Value::Table(t));
+    }
     EksCluster.normalize(&mut attrs);
     let rec = recorded(c);
     Observed::tagged(&all, rec, attrs)
@@ -412,4 +552,13 @@ fn recorded(c: &Cluster) -> Recorded {
         ("version".into(), Value::str(c.version().unwrap_or_default())),
     ]);
     Recorded { id: name, outputs }
+}
+
+/// `encryptionConfig[0]` from the `encryption` input. `resources` is deprecated in the model
+/// (it no longer changes what EKS encrypts) but is still what every tool sends (terraform's
+/// `aws_eks_cluster` requires it), so a request EKS has always accepted is kept.
+#[allow(deprecated)]
+fn encryption(i: &Attrs) -> Option<EncryptionConfig> {
+    let key = i.get("encryption")?.as_table()?.get("kms_key")?.as_str()?;
+    Some(EncryptionConfig::builder().resources("secrets").provider(Provider::builder().key_arn(key).build()).build())
 }

@@ -4,6 +4,8 @@
 pub mod capacity_block;
 pub mod capacity_reservation;
 mod cidr;
+mod cluster_log_group;
+pub mod cluster_options;
 mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;

@@ -60,16 +60,19 @@ fn entry(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-    if lit_str(r, "type").as_deref() == Some("EC2_LINUX") && written(r, "policies") {
+    // Every node type (EC2_LINUX, EC2_WINDOWS, FARGATE_LINUX, HYBRID_LINUX) refuses policies.
+    if let Some(kind) = lit_str(r, "type").filter(|t| t != "STANDARD")
+        && written(r, "policies")
+    {
         d.push(
             Diagnostic::error(
                 format!(
-                    "`{}` is EC2_LINUX, which takes no access policies (EKS answers only STANDARD entries)",
+                    "`{}` is {kind}, which takes no access policies (EKS answers only STANDARD entries)",
                     r.address
                 ),
                 span(r, "policies"),
             )
-            .help("remove `policies` (EC2_LINUX nodes get system:nodes), or make the entry type = \"STANDARD\""),
+            .help(format!("remove `policies` ({kind} nodes get system:nodes), or make the entry type = \"STANDARD\"")),
         );
     }
 }

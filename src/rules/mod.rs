@@ -7,6 +7,7 @@
 
 mod access;
 mod catalog;
+mod cluster;
 mod egress;
 mod eks_versions;
 pub(crate) mod hyperpod;
@@ -303,6 +304,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(egress::egress(stack));
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
+    d.extend(cluster::cluster(stack));
     d.extend(hyperpod::offline(stack));
     d.extend(workload_iam::workload_iam(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly

@@ -7,6 +7,7 @@ mod harness;
 
 mod aws_correct;
 mod capacity;
+mod cluster_options;
 mod crash;
 mod eks;
 mod faults;

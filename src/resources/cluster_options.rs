@@ -1,0 +1,252 @@
+//! The `eks_cluster` options beyond the control plane's core (DESIGN.md §2, issue 19): their
+//! offline checks, the canonical form plans compare, and the changes EKS refuses. The checks
+//! that need other resources (the VPC's blocks, the subnets' IPv6) are `rules::cluster`.
+
+use super::cluster_log_group as log_group;
+use crate::stack::{Diagnostic, Resource};
+use crate::value::{Attrs, Value};
+
+/// Canonical form: `upgrade_policy.support_type` is `support_type`; values equal to the API's
+/// default are left out, so a state recorded before these attributes existed compares equal
+/// (and a refreshed cluster too); `encryption.resources` is always ["secrets"].
+pub fn normalize_options(inputs: &mut Attrs) {
+    if let Some(Value::Table(t)) = inputs.remove("upgrade_policy")
+        && let Some(v) = t.get("support_type")
+    {
+        inputs.insert("support_type".into(), v.clone());
+    }
+    for (k, default) in [
+        ("ip_family", Value::str("ipv4")),
+        ("bootstrap_cluster_creator_admin", Value::Bool(true)),
+        ("zonal_shift", Value::Bool(false)),
+        ("deletion_protection", Value::Bool(false)),
+    ] {
+        if inputs.get(k) == Some(&default) {
+            inputs.remove(k);
+        }
+    }
+    if let Some(Value::Table(t)) = inputs.get_mut("encryption") {
+        t.remove("resources");
+    }
+}
+
+/// EKS cannot take secrets encryption away or change its key (EKS UG `enable-kms`: "You can't
+/// disable secrets encryption after enabling it. This action is irreversible"; the API has
+/// `AssociateEncryptionConfig` only, for "clusters that don't already have encryption enabled").
+pub fn encryption_refusals(old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
+    let key = |a: &Attrs| a.get("encryption").and_then(Value::as_table).and_then(|t| t.get("kms_key")).cloned();
+    match (key(old), key(new)) {
+        (Some(o), None) => vec![(
+            "encryption",
+            format!("EKS cannot turn secrets encryption off (the cluster encrypts with {})", o.interpolate()),
+            format!(
+                "keep encryption = {{ kms_key = \"{}\" }}; a cluster without it must be a new cluster (change `name`)",
+                o.interpolate()
+            ),
+        )],
+        (Some(o), Some(n)) if n.is_known() && o != n => vec![(
+            "encryption",
+            format!("EKS cannot change a cluster's secrets encryption key ({} → {})", o.interpolate(), n.interpolate()),
+            format!("keep kms_key = \"{}\"; another key needs a new cluster (change `name`)", o.interpolate()),
+        )],
+        _ => vec![],
+    }
+}
+
+/// Offline checks of the options each stands alone with (those that need the VPC or the
+/// subnets are `rules::cluster`).
+pub fn validate_options(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    let lit = |k: &str| {
+        r.attrs.get(k).map(|e| (e.resolve(&|_| Value::Unknown), e.span.clone())).filter(|(v, _)| v.is_known())
+    };
+    if r.attrs.contains_key("upgrade_policy") && r.attrs.contains_key("support_type") {
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: support_type and upgrade_policy.support_type are the same setting", r.address),
+                r.attrs.get("upgrade_policy").and_then(|e| e.span.clone()),
+            )
+            .help("keep one of them: support_type = \"STANDARD\", or upgrade_policy = { support_type = \"STANDARD\" }"),
+        );
+    }
+    if let Some((Value::Int(days), span)) = lit("log_retention_days")
+        && !log_group::RETENTION_DAYS.contains(&days)
+    {
+        let near = log_group::RETENTION_DAYS.iter().min_by_key(|d| (*d - days).abs()).copied().unwrap_or(30);
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: log_retention_days = {days} is not a retention CloudWatch Logs offers", r.address),
+                span,
+            )
+            .help(format!(
+                "use one of {} (the nearest is {near})",
+                log_group::RETENTION_DAYS.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            )),
+        );
+    }
+    let logs_on = match r.attrs.get("logging").map(|e| e.resolve(&|_| Value::Unknown)) {
+        Some(Value::List(l)) => !l.is_empty(),
+        Some(_) => true,
+        None => false,
+    };
+    if let Some((_, span)) = lit("log_retention_days").filter(|_| !logs_on) {
+        diags.push(
+            Diagnostic::warning(
+                format!(
+                    "`{}`: log_retention_days is set but `logging` exports no log type, so the group stays empty",
+                    r.address
+                ),
+                span,
+            )
+            .help("add the log types to export, e.g. logging = [\"api\", \"audit\", \"authenticator\"]"),
+        );
+    }
+    if let Some((Value::Str(mode), span)) = lit("authentication_mode")
+        && mode == "CONFIG_MAP"
+        && lit("bootstrap_cluster_creator_admin").is_some_and(|(v, _)| v == Value::Bool(false))
+    {
+        // EKS's answer, quoted in terraform-aws-modules/terraform-aws-eks#3026.
+        diags.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: EKS requires bootstrap_cluster_creator_admin = true when authentication_mode is CONFIG_MAP",
+                    r.address
+                ),
+                span,
+            )
+            .help("use authentication_mode = \"API\" (or \"API_AND_CONFIG_MAP\") and give admins an eks_access_entry"),
+        );
+    }
+    if let Some(e) = r.attrs.get("encryption")
+        && let Value::Table(t) = e.resolve(&|_| Value::Unknown)
+        && let Some(Value::Str(key)) = t.get("kms_key")
+        && let Some(problem) = kms_key_problem(key)
+    {
+        diags.push(
+            Diagnostic::error(format!("`{}`: encryption.kms_key \"{key}\" {problem}", r.address), e.span.clone()).help(
+                "write the key's ARN, arn:aws:kms:REGION:ACCOUNT:key/KEY-ID (or alias/NAME), in the cluster's region",
+            ),
+        );
+    }
+    if let Some((Value::Str(cidr), span)) = lit("service_cidr")
+        && let Some(problem) = service_cidr_problem(&cidr)
+    {
+        diags.push(
+            Diagnostic::error(format!("`{}`: service_cidr \"{cidr}\" {problem}", r.address), span)
+                .help("pick a /12 to /24 block inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 that no VPC or peered network uses, e.g. \"172.20.0.0/16\""),
+        );
+    }
+    if let Some((Value::Str(family), span)) = lit("ip_family")
+        && family == "ipv6"
+        && r.attrs.contains_key("service_cidr")
+    {
+        // botocore `KubernetesNetworkConfigRequest.serviceIpv4Cidr`: "Don't specify a value if you
+        // select ipv6"; services then get addresses from fc00::/7.
+        diags.push(
+            Diagnostic::error(format!("`{}`: service_cidr cannot be set on an ipv6 cluster", r.address), span)
+                .help("remove service_cidr: EKS gives an IPv6 cluster's services addresses from fc00::/7"),
+        );
+    }
+}
+
+/// Why a literal KMS key is not one EKS can use, if it is not.
+pub fn kms_key_problem(key: &str) -> Option<&'static str> {
+    let parts: Vec<&str> = key.splitn(6, ':').collect();
+    match parts.as_slice() {
+        ["arn", p, "kms", region, account, rest]
+            if p.starts_with("aws")
+                && !region.is_empty()
+                && account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit())
+                && (rest.strip_prefix("key/").is_some_and(|k| !k.is_empty())
+                    || rest.strip_prefix("alias/").is_some_and(|k| !k.is_empty())) =>
+        {
+            None
+        }
+        _ => Some("is not the ARN of a KMS key or alias"),
+    }
+}
+
+/// The rules of `serviceIpv4Cidr` that hold for the block alone (botocore
+/// `KubernetesNetworkConfigRequest`): inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, and
+/// "Between /24 and /12". Not overlapping the VPC is `rules::cluster`.
+pub fn service_cidr_problem(text: &str) -> Option<String> {
+    let Ok(net) = text.parse::<ipnet::Ipv4Net>() else {
+        return Some("is not an IPv4 CIDR block".into());
+    };
+    if net.addr() != net.network() {
+        return Some(format!("has host bits set (the block starting there is {})", net.trunc()));
+    }
+    if !(12..=24).contains(&net.prefix_len()) {
+        return Some(format!("is a /{}; EKS takes /12 to /24", net.prefix_len()));
+    }
+    let private: [ipnet::Ipv4Net; 3] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
+        .map(|b| b.parse().unwrap_or_else(|_| unreachable!("literal")));
+    if !private.iter().any(|p| p.contains(&net)) {
+        return Some("is not inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16".into());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_cidrs_follow_the_api_rules() {
+        assert_eq!(service_cidr_problem("172.20.0.0/16"), None);
+        assert_eq!(service_cidr_problem("10.100.0.0/24"), None);
+        assert_eq!(service_cidr_problem("172.16.0.0/12"), None);
+        assert!(service_cidr_problem("10.0.0.0/8").unwrap().contains("/12 to /24"));
+        assert!(service_cidr_problem("10.0.0.0/25").unwrap().contains("/12 to /24"));
+        assert!(service_cidr_problem("100.64.0.0/16").unwrap().contains("not inside"));
+        assert!(service_cidr_problem("10.0.0.1/16").unwrap().contains("host bits"));
+        assert!(service_cidr_problem("fd00::/108").unwrap().contains("not an IPv4"));
+    }
+
+    #[test]
+    fn kms_keys_are_key_or_alias_arns() {
+        assert_eq!(
+            kms_key_problem("arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
+            None
+        );
+        assert_eq!(kms_key_problem("arn:aws:kms:us-west-2:123456789012:alias/eks"), None);
+        assert!(kms_key_problem("alias/eks").is_some());
+        assert!(kms_key_problem("arn:aws:kms:us-west-2:123456789012:key/").is_some());
+        assert!(kms_key_problem("arn:aws:iam::123456789012:role/x").is_some());
+    }
+
+    #[test]
+    fn defaults_and_the_upgrade_policy_spelling_normalize_away() {
+        let mut a = Attrs::from([
+            ("ip_family".into(), Value::str("ipv4")),
+            ("zonal_shift".into(), Value::Bool(false)),
+            ("deletion_protection".into(), Value::Bool(true)),
+            ("bootstrap_cluster_creator_admin".into(), Value::Bool(true)),
+            ("support_type".into(), Value::str("STANDARD")),
+            (
+                "upgrade_policy".into(),
+                Value::Table([("support_type".to_string(), Value::str("EXTENDED"))].into_iter().collect()),
+            ),
+        ]);
+        normalize_options(&mut a);
+        assert_eq!(a.get("support_type"), Some(&Value::str("EXTENDED")));
+        assert_eq!(a.get("deletion_protection"), Some(&Value::Bool(true)));
+        for gone in ["ip_family", "zonal_shift", "bootstrap_cluster_creator_admin", "upgrade_policy"] {
+            assert!(!a.contains_key(gone), "{gone}: {a:?}");
+        }
+    }
+
+    #[test]
+    fn encryption_is_never_removed_or_rekeyed() {
+        let with = |k: &str| {
+            Attrs::from([(
+                "encryption".to_string(),
+                Value::Table([("kms_key".to_string(), Value::str(k))].into_iter().collect()),
+            )])
+        };
+        assert!(encryption_refusals(&Attrs::new(), &with("arn:a")).is_empty(), "adding is in place");
+        assert!(encryption_refusals(&with("arn:a"), &with("arn:a")).is_empty());
+        assert!(encryption_refusals(&with("arn:a"), &Attrs::new())[0].1.contains("cannot turn secrets encryption off"));
+        assert!(encryption_refusals(&with("arn:a"), &with("arn:b"))[0].1.contains("cannot change"));
+    }
+}
