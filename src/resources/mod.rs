@@ -7,6 +7,7 @@ mod cidr;
 mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
+pub mod gpu_operator;
 pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
@@ -58,6 +59,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &karpenter_pool::KarpenterPool,
     &hyperpod_cluster::HyperpodCluster,
     &priority_class::PriorityClass,
+    &gpu_operator::GpuOperator,
 ];
 
 /// Position in [`KINDS`]: a kind may depend on kinds of lower rank, so objects with no

@@ -9,6 +9,7 @@ mod access;
 mod catalog;
 mod egress;
 mod eks_versions;
+pub(crate) mod gpu_addons;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
 #[cfg(test)]
@@ -303,6 +304,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
     d.extend(hyperpod::offline(stack));
+    d.extend(gpu_addons::offline(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.
