@@ -491,4 +491,50 @@ instance_types  = ["g6.xlarge"]
         assert_eq!(nvidia_config(&t(&[("strategy", Value::str("time-slicing"))])).unwrap().0, "time-slicing-2");
         assert!(nvidia_config(&t(&[("strategy", Value::str("none"))])).is_none());
     }
+
+    #[test]
+    fn neuron_values_name_the_stacks_neuron_types_and_keys_of_the_pinned_chart() {
+        let stack = parsed(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[node_group.inf]
+cluster        = "main"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NEURON"
+instance_types = ["inf2.xlarge"]
+taints         = [{ key = "aws.amazon.com/neuron", value = "true", effect = "NO_SCHEDULE" }, { key = "serve", effect = "NO_EXECUTE" }]
+
+[node_group.cpu]
+cluster        = "main"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+instance_types = ["m6i.large"]
+
+[karpenter_pool.trn]
+cluster         = "main"
+node_role       = "node"
+subnets         = ["subnet-1"]
+security_groups = ["sg-1"]
+instance_families = ["trn1"]
+"#,
+        );
+        let f = neuron_device_plugin(&stack).unwrap();
+        assert_eq!(f.path, "neuron-device-plugin/values.yaml");
+        let v: Json = serde_yaml_ng::from_str(&without_comments(&f)).unwrap();
+        let types: Vec<&str> = v["neuronInstances"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        assert!(types.contains(&"inf2.xlarge") && types.contains(&"trn1.32xlarge"), "{types:?}");
+        assert!(!types.iter().any(|t| t.starts_with("m6i")), "{types:?}");
+        let keys: Vec<&str> =
+            v["devicePlugin"]["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
+        assert_eq!(keys, ["CriticalAddonsOnly", "aws.amazon.com/neuron", "serve"]);
+        let chart: Json =
+            serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/neuron-helm-chart-1.0.0.values.yaml")).unwrap();
+        assert_eq!(crate::resources::gpu_operator::unknown_keys(&v, &chart, ""), Vec::<String>::new());
+        assert_eq!(neuron_device_plugin(&stack), Some(f), "byte-identical");
+        assert_eq!(neuron_device_plugin(&parsed(HEAD)), None, "no Neuron types, no values");
+        assert!(neuron_type("trn2.48xlarge") && neuron_type("inf1.xlarge") && !neuron_type("inference.x"));
+    }
 }

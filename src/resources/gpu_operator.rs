@@ -113,13 +113,16 @@ impl Kind for GpuOperator {
     }
 
     fn render(&self, _address: &str, inputs: &Attrs, _outputs: &Attrs) -> Option<Manifest> {
+        let cluster = match str_attr(inputs, "cluster") {
+            "" => String::new(),
+            name => format!(" in cluster {name}"),
+        };
         let header = format!(
-            "# Helm values for NVIDIA's GPU Operator {version} on {cluster}, written by gpustack:\n\
+            "# Helm values for NVIDIA's GPU Operator {version}{cluster}, written by gpustack:\n\
              #   helm repo add nvidia https://helm.ngc.nvidia.com/nvidia\n\
              #   helm upgrade --install gpu-operator nvidia/gpu-operator --version {version} \\\n\
              #     --namespace {ns} --create-namespace -f gpu-operator/values.yaml\n",
             version = str_attr(inputs, "version"),
-            cluster = str_attr(inputs, "cluster"),
             ns = str_attr(inputs, "namespace"),
         );
         let values = values(inputs);
