@@ -478,6 +478,10 @@ instance_types  = ["g6.xlarge"]
         let keys: Vec<&str> =
             values["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
         assert_eq!(keys, vec!["CriticalAddonsOnly", "nvidia.com/gpu", "inference"]);
+        let chart: Json =
+            serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/nvidia-device-plugin-0.20.0.values.yaml"))
+                .unwrap();
+        assert_eq!(crate::resources::gpu_operator::unknown_keys(&values, &chart, ""), Vec::<String>::new());
         assert_eq!(nvidia_device_plugin(&stack), Some(f), "byte-identical");
     }
 

@@ -267,7 +267,7 @@ fn one_device_plugin_per_node(stack: &Stack, d: &mut Vec<Diagnostic>) {
             if !(ec2.starts_with('p') || ec2.starts_with('g')) {
                 continue;
             }
-            let labels = fields.get("labels").and_then(|e| e.as_literal()).cloned();
+            let labels = fields.get("labels").map(|e| e.resolve(&|_| Value::Unknown));
             if !labelled(labels) {
                 d.push(
                     Diagnostic::error(
