@@ -485,4 +485,24 @@ gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
             the(&format!("{BASE}{OPERATOR}{addon}"), "HyperPod task governance needs a HyperPod cluster");
         assert!(error && help.contains("hyperpod_cluster"), "{help}");
     }
+
+    #[test]
+    fn hyperpod_nvidia_groups_keep_their_own_device_plugin() {
+        let example = include_str!("../../examples/hybrid-hyperpod.toml");
+        let with_operator = format!("{example}\n[gpu_operator.main]\ncluster = \"${{eks_cluster.main.name}}\"\n");
+        let (error, message, help) = the(&with_operator, "group `train` (ml.p5.48xlarge)");
+        assert!(error && message.contains("HyperPod's dependencies chart"), "{message}");
+        assert!(
+            help.contains("instance_groups.train: labels = { \"nvidia.com/gpu.deploy.operands\" = \"false\" }"),
+            "{help}"
+        );
+        let labelled = with_operator.replace(
+            "labels             = { \"gpustack.io/capacity\" = \"baseline\",",
+            "labels             = { \"nvidia.com/gpu.deploy.operands\" = \"false\", \"gpustack.io/capacity\" = \"baseline\",",
+        );
+        assert_ne!(labelled, with_operator);
+        none(&labelled, "group `train`");
+        // The shipped example (task governance on its HyperPod cluster) has no such report.
+        none(example, "HyperPod task governance needs");
+    }
 }
