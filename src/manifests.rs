@@ -216,12 +216,24 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
     ]);
     taints.retain(|(k, e)| !(k == "nvidia.com/gpu" && e == "NoSchedule"));
     if let (false, Json::Array(mut all), Json::Array(more)) = (taints.is_empty(), defaults, tolerations_json(&taints)) {
-        all.extend(more);
+        all.extend(more.clone());
         values["tolerations"] = Json::Array(all);
+        // GPU Feature Discovery stays off (the chart's default; gpu_operator.gfd is gpustack's
+        // way to run it), but if it is turned on here, it publishes through NFD workers that
+        // tolerate only nvidia.com/gpu=present (chart values.yaml v0.20.0, `nfd.worker`): they
+        // get the GPU groups' taints too, so GFD's labels reach the tainted nodes.
+        let mut nfd = vec![
+            json!({ "key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule" }),
+            json!({ "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }),
+        ];
+        nfd.extend(more);
+        values["nfd"] = json!({ "worker": { "tolerations": nfd } });
     }
     let header = "# Helm values for the NVIDIA device plugin on AL2023 node groups, written by gpustack:\n\
                   #   helm install nvdp nvdp/nvidia-device-plugin -n kube-system -f nvidia-device-plugin/values.yaml\n\
-                  # A node takes the config its label nvidia.com/device-plugin.config names (default: whole GPUs).\n";
+                  # A node takes the config its label nvidia.com/device-plugin.config names (default: whole GPUs).\n\
+                  # GPU Feature Discovery is off here; a gpu_operator with gfd = true runs it (or --set gfd.enabled=true:\n\
+                  # the NFD workers below already tolerate the GPU nodes' taints).\n";
     Some(File { path: "nvidia-device-plugin/values.yaml".into(), text: helm_values(header, &values) })
 }
 
@@ -478,6 +490,13 @@ instance_types  = ["g6.xlarge"]
         let keys: Vec<&str> =
             values["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
         assert_eq!(keys, vec!["CriticalAddonsOnly", "nvidia.com/gpu", "inference"]);
+        let nfd: Vec<&str> = values["nfd"]["worker"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(nfd, vec!["node-role.kubernetes.io/master", "nvidia.com/gpu", "inference"]);
         let chart: Json =
             serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/nvidia-device-plugin-0.20.0.values.yaml"))
                 .unwrap();
