@@ -66,9 +66,18 @@ fn pool_al2023(pool: &Resource) -> bool {
     lit_str(pool, "ami").is_some_and(|a| a.starts_with("al2023"))
 }
 
-/// A pool of NVIDIA GPUs: it limits GPUs, or lists NVIDIA types.
+/// A pool of NVIDIA GPUs: it lists NVIDIA types or families (by the embedded catalog), or,
+/// listing neither, limits GPUs.
 fn gpu_pool(pool: &Resource) -> bool {
-    pool.attrs.contains_key("gpu_limit") || strings(lit(pool, "instance_types")).iter().any(|t| nvidia_type(t))
+    let types = strings(lit(pool, "instance_types"));
+    let families = strings(lit(pool, "instance_families"));
+    if types.is_empty() && families.is_empty() {
+        return pool.attrs.contains_key("gpu_limit");
+    }
+    let in_family =
+        |i: &&crate::aws::catalog::InstanceInfo| families.iter().any(|f| i.name.split('.').next() == Some(f.as_str()));
+    types.iter().any(|t| nvidia_type(t))
+        || crate::aws::catalog::embedded().all().filter(in_family).any(|i| i.is_nvidia())
 }
 
 fn pools(stack: &Stack) -> impl Iterator<Item = &Resource> {
@@ -447,6 +456,14 @@ gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
         none(&format!("{br}labels = {{ \"nvidia.com/gpu.deploy.operands\" = \"false\" }}\n"), "runs Bottlerocket");
         // Without an operator, Bottlerocket groups need nothing.
         none(&br.replace(OPERATOR, ""), "runs Bottlerocket");
+        // Bottlerocket GPU pools too; a Trainium pool has no NVIDIA plugin to collide with.
+        let pool = |types: &str| {
+            format!(
+                "{BASE}{OPERATOR}\n[karpenter_pool.p]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"node\"\nsubnets = [\"subnet-1\"]\nsecurity_groups = [\"sg-1\"]\ngpu_limit = 16\ninstance_types = [{types}]\n"
+            )
+        };
+        assert!(the(&pool("\"g6.xlarge\""), "`karpenter_pool.p` launches Bottlerocket GPU nodes").0);
+        none(&pool("\"trn1.2xlarge\""), "launches Bottlerocket GPU nodes");
     }
 
     #[test]
