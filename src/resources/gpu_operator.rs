@@ -154,12 +154,11 @@ impl Kind for GpuOperator {
     }
 }
 
-/// `v26.7.0`: NVIDIA's chart versions carry a `v` and three numbers.
+/// `v26.7.0`: NVIDIA's chart versions carry a `v` and three numbers; `26.7.0` names the same
+/// chart (Helm reads versions as semver, which takes the `v` as optional).
 fn chart_version(v: &str) -> bool {
-    v.strip_prefix('v').is_some_and(|rest| {
-        let parts: Vec<&str> = rest.split('.').collect();
-        parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-    })
+    let parts: Vec<&str> = v.strip_prefix('v').unwrap_or(v).split('.').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// The chart's defaults that a list given in values would replace whole (values.yaml at
@@ -284,7 +283,8 @@ mod tests {
     fn chart_versions_have_a_v_and_three_numbers() {
         assert!(chart_version("v26.7.0"));
         assert!(chart_version("v25.10.1"));
-        assert!(!chart_version("26.7.0"));
+        assert!(chart_version("26.7.0"));
+        assert!(!chart_version("v26.7.0-rc.1"));
         assert!(!chart_version("v26.7"));
         assert!(!chart_version("latest"));
     }
