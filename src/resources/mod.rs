@@ -4,6 +4,7 @@
 pub mod capacity_block;
 pub mod capacity_reservation;
 mod cidr;
+mod dcgm_exporter;
 mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
@@ -60,6 +61,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &hyperpod_cluster::HyperpodCluster,
     &priority_class::PriorityClass,
     &gpu_operator::GpuOperator,
+    &dcgm_exporter::DcgmExporter,
 ];
 
 /// Position in [`KINDS`]: a kind may depend on kinds of lower rank, so objects with no

@@ -126,6 +126,28 @@ pub(crate) fn operator_nodes(stack: &Stack, op: &Resource) -> OperatorNodes {
     }
 }
 
+/// The instance types `["g6.xlarge", …]` and taints `[{ key, effect }]` of the AL2023 NVIDIA
+/// node groups in `r`'s cluster: where a `dcgm_exporter` runs (AL2023's containerd runs
+/// containers with NVIDIA's runtime; on Bottlerocket a pod sees GPUs only through the device
+/// plugin, so the exporter is not pinned there).
+pub(crate) fn nvidia_nodes(stack: &Stack, r: &Resource) -> (Value, Value) {
+    let mut types = BTreeSet::new();
+    let mut taints = BTreeSet::new();
+    let effect = |e: &str| crate::resources::karpenter_pool::k8s_effect(e).to_string();
+    for ng in node_groups(stack).filter(|ng| {
+        same_cluster(r.attrs.get("cluster"), ng.attrs.get("cluster")) && nvidia_al2023(stack, ng).is_some()
+    }) {
+        types.extend(group_types(stack, ng));
+        taints.extend(super::karpenter::taints(ng, "taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+    }
+    let types = types.into_iter().map(Value::str).collect();
+    let taints = taints
+        .into_iter()
+        .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
+        .collect();
+    (Value::List(types), Value::List(taints))
+}
+
 /// True when a `gpu_operator` with its device plugin on serves `ng`'s cluster: the standalone
 /// NVIDIA device plugin's values are then not written (one plugin per node).
 pub(crate) fn operator_runs_device_plugin(stack: &Stack, ng: &Resource) -> bool {
@@ -138,6 +160,7 @@ pub(crate) fn offline(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
     al2023_mig(stack, &mut d);
     one_operator_per_cluster(stack, &mut d);
+    one_dcgm_exporter(stack, &mut d);
     one_device_plugin_per_node(stack, &mut d);
     drivers_in_the_ami(stack, &mut d);
     cloudwatch_role(stack, &mut d);
@@ -206,6 +229,26 @@ fn al2023_mig(stack: &Stack, d: &mut Vec<Diagnostic>) {
                     span(ng, "gpu_sharing"),
                 )
                 .help("keep one entry in mig_profile, for the GPU of the group's instance type"),
+            );
+        }
+    }
+}
+
+/// One DCGM exporter per GPU: a `dcgm_exporter` next to a `gpu_operator` that runs its own
+/// (`dcgm_exporter`, default true) would export every GPU twice.
+fn one_dcgm_exporter(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for ex in stack.resources.iter().filter(|r| r.kind.name() == "dcgm_exporter") {
+        let Some(op) = operator_of(stack, ex, "cluster") else { continue };
+        if lit(op, "dcgm_exporter").and_then(|v| v.as_bool()) != Some(false) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` and `{}` both run NVIDIA's DCGM exporter in one cluster", ex.address, op.address),
+                    ex.span.clone(),
+                )
+                .help(format!(
+                    "remove `{}` (the operator exports GPU metrics), or set dcgm_exporter = false in [{}]",
+                    ex.address, op.address
+                )),
             );
         }
     }
@@ -472,6 +515,13 @@ gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
         assert!(the(&text, "sets driver = true").0);
         assert!(the(&text, "sets toolkit = true").0);
         none(&format!("{BASE}{OPERATOR}"), "sets driver");
+    }
+
+    #[test]
+    fn one_dcgm_exporter_per_cluster() {
+        let ex = "\n[dcgm_exporter.main]\ncluster = \"${eks_cluster.main.name}\"\n";
+        assert!(the(&format!("{BASE}{OPERATOR}{ex}"), "both run NVIDIA's DCGM exporter").0);
+        none(&format!("{BASE}{OPERATOR}dcgm_exporter = false\n{ex}"), "DCGM exporter");
     }
 
     #[test]

@@ -296,3 +296,28 @@ fn neuron_example_applies_and_renders_the_neuron_device_plugin() {
     env.ok(&["destroy", &file, "--auto-approve"]);
     assert_eq!(env.tagged("neuron-dev").total(), 0);
 }
+
+/// A `dcgm_exporter` without a GPU Operator: recorded by apply, written by `manifests` pinned
+/// to the AL2023 GPU group's instance type and tolerating its taint (the chart would otherwise
+/// run on every node, and fail where there is no GPU).
+#[test]
+fn dcgm_exporter_renders_for_the_clusters_nvidia_groups() {
+    let env = Env::new();
+    let stack = format!(
+        "{}\n[dcgm_exporter.main]\ncluster = \"${{eks_cluster.main.name}}\"\n",
+        al2023_stack("{ strategy = \"time-slicing\", replicas = 4 }", "AL2023_x86_64_NVIDIA")
+    );
+    env.write("al.toml", &stack);
+    let plan = env.ok(&["plan", "al.toml"]);
+    assert!(plan.stdout.contains("   » dcgm_exporter.main"), "{plan:?}");
+    env.ok(&["apply", "al.toml", "--auto-approve"]);
+    env.ok(&["manifests", "al.toml", "--out", "k8s"]);
+    let values = std::fs::read_to_string(env.path("k8s/dcgm-exporter/values.yaml")).unwrap();
+    let v: serde_json::Value = serde_yaml_ng::from_str(&values).unwrap();
+    let terms = &v["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    assert_eq!(terms[0]["matchExpressions"][0]["values"], serde_json::json!(["g6.xlarge"]), "{values}");
+    assert_eq!(v["tolerations"][1]["key"], "nvidia.com/gpu", "{values}");
+    // The standalone device plugin still serves the group (no operator).
+    assert!(env.path("k8s/nvidia-device-plugin/values.yaml").exists());
+    env.ok(&["destroy", "al.toml", "--auto-approve"]);
+}
