@@ -9,7 +9,7 @@
 //! values vendored in tests/k8s/charts/dcgm-exporter-4.8.2.values.yaml.
 
 use async_trait::async_trait;
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
 use super::{Create, Kind, Manifest, Observed, Recorded, Result, Schema, bool_attr, rendered, str_attr, strings_attr};
 use crate::aws::Ctx;
@@ -133,6 +133,7 @@ impl Kind for DcgmExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value as Json;
 
     #[test]
     fn the_exporter_runs_only_on_the_clusters_nvidia_groups_and_tolerates_them() {
