@@ -20,6 +20,10 @@ pub(crate) const OPERANDS_OFF: (&str, &str) = ("nvidia.com/gpu.deploy.operands",
 /// `sagemaker-hyperpod-eks-operate-console-ui-governance`).
 pub(crate) const CLOUDWATCH_ADDON: &str = "amazon-cloudwatch-observability";
 pub(crate) const TASK_GOVERNANCE_ADDON: &str = "amazon-sagemaker-hyperpod-taskgovernance";
+/// (namespace, name) of the CloudWatch agent's service account (EKS UG
+/// `amazon-cloudwatch-observability`: `eksctl create iamserviceaccount --name cloudwatch-agent
+/// --namespace amazon-cloudwatch`).
+pub(crate) const CLOUDWATCH_SERVICE_ACCOUNT: (&str, &str) = ("amazon-cloudwatch", "cloudwatch-agent");
 
 /// The stack's `gpu_operator`s.
 fn operators(stack: &Stack) -> impl Iterator<Item = &Resource> {
@@ -374,8 +378,19 @@ fn cloudwatch_role(stack: &Stack, d: &mut Vec<Diagnostic>) {
             .filter(|r| r.kind.name() == "iam_role")
             .is_some_and(|r| strings(lit(r, "managed_policies")).iter().any(|p| p.ends_with(&format!("/{POLICY}"))))
     });
+    // A Pod Identity association of its own for the agent's service account (any kind named
+    // so, with an attribute naming `cloudwatch-agent`) gives it a role too.
+    let associated = stack
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "pod_identity_association")
+        .any(|r| r.attrs.keys().any(|k| lit_str(r, k).as_deref() == Some(CLOUDWATCH_SERVICE_ACCOUNT.1)));
     for a in addons(stack, CLOUDWATCH_ADDON) {
-        if a.attrs.contains_key("service_account_role") || a.attrs.contains_key("pod_identity") || node_role_has_it {
+        if a.attrs.contains_key("service_account_role")
+            || a.attrs.contains_key("pod_identity")
+            || node_role_has_it
+            || associated
+        {
             continue;
         }
         d.push(
@@ -384,7 +399,7 @@ fn cloudwatch_role(stack: &Stack, d: &mut Vec<Diagnostic>) {
                 span(a, "addon"),
             )
             .help(format!(
-                "give it an iam_role with managed_policies = [\"arn:aws:iam::aws:policy/{POLICY}\", \"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess\"] trusted by service account amazon-cloudwatch/cloudwatch-agent, as service_account_role (IRSA) or pod_identity"
+                "give it an iam_role with managed_policies = [\"arn:aws:iam::aws:policy/{POLICY}\", \"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess\"] trusted by service account {}/{}, as service_account_role (IRSA) or pod_identity", CLOUDWATCH_SERVICE_ACCOUNT.0, CLOUDWATCH_SERVICE_ACCOUNT.1
             )),
         );
     }
