@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use crate::plan::desired_inputs;
 use crate::resources::launch_template::gpu_sharing::nvidia_config;
 use crate::resources::{self, karpenter_pool::k8s_effect};
-use crate::rules::{al2023_sharing, lit, lit_str, node_groups, referenced, strings};
+use crate::rules::{al2023_sharing, gpu_addons, lit, lit_str, node_groups, referenced, strings};
 use crate::stack::{Resource, Stack};
 use crate::state::State;
 use crate::value::{Attrs, Value, attrs_from_json};
@@ -60,10 +60,15 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack), hyperpod_dependencies(stack)]
-        .into_iter()
-        .flatten()
-        .chain(karpenter_values(stack, state))
+    for f in [
+        efa_device_plugin(stack),
+        nvidia_device_plugin(stack),
+        neuron_device_plugin(stack),
+        hyperpod_dependencies(stack),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(karpenter_values(stack, state))
     {
         files.insert(f.path, f.text);
     }
@@ -111,7 +116,7 @@ fn helm_values(header: &str, values: &Json) -> String {
 
 /// Tolerations for the taints `(key, effect)`: the plugin's pods must run on the tainted GPU
 /// nodes they serve.
-fn tolerations(taints: &BTreeSet<(String, String)>) -> Json {
+fn tolerations_json(taints: &BTreeSet<(String, String)>) -> Json {
     Json::Array(
         taints.iter().map(|(key, effect)| json!({ "key": key, "operator": "Exists", "effect": effect })).collect(),
     )
@@ -154,7 +159,7 @@ pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
         "supportedInstanceLabels": { "keys": ["node.kubernetes.io/instance-type"], "values": types },
     });
     if !taints.is_empty() {
-        values["tolerations"] = tolerations(&taints);
+        values["tolerations"] = tolerations_json(&taints);
     }
     let header = "# Helm values for the EFA device plugin, written by gpustack for the stack's EFA instance types:\n\
                   #   helm install aws-efa-k8s-device-plugin eks/aws-efa-k8s-device-plugin -n kube-system -f efa-device-plugin/values.yaml\n";
@@ -166,10 +171,14 @@ pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
 /// (plus `default`, whole GPUs, for nodes without the label), each picked by the node label
 /// `nvidia.com/device-plugin.config=<name>` (the rules say which labels a group lacks).
 /// Nothing for Bottlerocket: a second plugin there conflicts with the host's (bottlerocket#4309).
+/// Nor for groups whose cluster has a `gpu_operator` with its device plugin: the operator's
+/// values carry their configs (one device plugin per node).
 pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
     let mut configs: BTreeMap<String, Json> = BTreeMap::new();
     let mut taints = BTreeSet::new();
-    for (ng, _, sharing) in al2023_sharing(stack) {
+    for (ng, _, sharing) in
+        al2023_sharing(stack).into_iter().filter(|(ng, _, _)| !gpu_addons::operator_runs_device_plugin(stack, ng))
+    {
         let Some((name, config)) = nvidia_config(&sharing) else { continue };
         configs.insert(name, config);
         taints.extend(taints_of(ng, "taints"));
@@ -206,14 +215,106 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
         { "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" },
     ]);
     taints.retain(|(k, e)| !(k == "nvidia.com/gpu" && e == "NoSchedule"));
-    if let (false, Json::Array(mut all), Json::Array(more)) = (taints.is_empty(), defaults, tolerations(&taints)) {
-        all.extend(more);
+    if let (false, Json::Array(mut all), Json::Array(more)) = (taints.is_empty(), defaults, tolerations_json(&taints)) {
+        all.extend(more.clone());
         values["tolerations"] = Json::Array(all);
+        // GPU Feature Discovery stays off (the chart's default; gpu_operator.gfd is gpustack's
+        // way to run it), but if it is turned on here, it publishes through NFD workers that
+        // tolerate only nvidia.com/gpu=present (chart values.yaml v0.20.0, `nfd.worker`): they
+        // get the GPU groups' taints too, so GFD's labels reach the tainted nodes.
+        let mut nfd = vec![
+            json!({ "key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule" }),
+            json!({ "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }),
+        ];
+        nfd.extend(more);
+        values["nfd"] = json!({ "worker": { "tolerations": nfd } });
     }
     let header = "# Helm values for the NVIDIA device plugin on AL2023 node groups, written by gpustack:\n\
                   #   helm install nvdp nvdp/nvidia-device-plugin -n kube-system -f nvidia-device-plugin/values.yaml\n\
-                  # A node takes the config its label nvidia.com/device-plugin.config names (default: whole GPUs).\n";
+                  # A node takes the config its label nvidia.com/device-plugin.config names (default: whole GPUs).\n\
+                  # GPU Feature Discovery is off here; a gpu_operator with gfd = true runs it (or --set gfd.enabled=true:\n\
+                  # the NFD workers below already tolerate the GPU nodes' taints).\n";
     Some(File { path: "nvidia-device-plugin/values.yaml".into(), text: helm_values(header, &values) })
+}
+
+/// The pinned commit of aws-neuron/neuron-helm-charts whose `charts/neuron-helm-chart`
+/// (chart version 1.0.0) the Neuron values are written for; its values.yaml is vendored in
+/// tests/k8s/charts/ and the keys below are checked against it.
+pub const NEURON_CHART_COMMIT: &str = "8172e5e144bd49fec836619d2a41ab8cc10e83a8";
+
+/// Inferentia and Trainium families (`inf1`, `inf2`, `trn1`, `trn1n`, `trn2`, …).
+fn neuron_type(t: &str) -> bool {
+    let family = t.split('.').next().unwrap_or_default();
+    ["inf", "trn"].iter().any(|p| family.strip_prefix(p).is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())))
+}
+
+/// `neuron-device-plugin/values.yaml`, for AWS's `neuron-helm-chart`, when a node group or
+/// pool runs Inferentia or Trainium types (on AL2023_x86_64_NEURON or Bottlerocket: neither
+/// runs the plugin on the host, so without it no pod gets `aws.amazon.com/neuroncore` or
+/// `aws.amazon.com/neurondevice`). The chart has no affinity value: it builds a required
+/// node affinity from `neuronInstances`, whose default list misses trn2 and newer types, so
+/// the list is exactly the stack's Neuron types (families of pools expanded from the
+/// embedded catalog); the plugin tolerates those nodes' taints besides its defaults
+/// (`devicePlugin.tolerations`: CriticalAddonsOnly, aws.amazon.com/neuron:NoSchedule). The
+/// node problem detector stays as the chart ships it (it tolerates every taint); the Neuron
+/// scheduler extension stays off (the chart's default). HyperPod nodes get the plugin from
+/// HyperPod's own chart.
+pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
+    let mut types = BTreeSet::new();
+    let mut taints = BTreeSet::new();
+    for ng in node_groups(stack) {
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
+        let ng_types: Vec<String> = strings(lit(ng, "instance_types"))
+            .into_iter()
+            .chain(lt.and_then(|lt| lit_str(lt, "instance_type")))
+            .filter(|t| neuron_type(t))
+            .collect();
+        if ng_types.is_empty() {
+            continue;
+        }
+        types.extend(ng_types);
+        taints.extend(taints_of(ng, "taints"));
+        if let Some(lt) = lt {
+            taints.extend(taints_of(lt, "node_taints"));
+        }
+    }
+    for pool in stack.resources.iter().filter(|r| r.kind.name() == "karpenter_pool") {
+        let families = strings(lit(pool, "instance_families"));
+        let from_families = crate::aws::catalog::embedded()
+            .all()
+            .map(|i| i.name.clone())
+            .filter(|t| families.iter().any(|f| t.split('.').next() == Some(f.as_str())));
+        let pool_types: Vec<String> =
+            strings(lit(pool, "instance_types")).into_iter().chain(from_families).filter(|t| neuron_type(t)).collect();
+        if pool_types.is_empty() {
+            continue;
+        }
+        types.extend(pool_types);
+        taints.extend(taints_of(pool, "node_taints"));
+    }
+    if types.is_empty() {
+        return None;
+    }
+    let mut tolerations = vec![
+        json!({ "key": "CriticalAddonsOnly", "operator": "Exists" }),
+        json!({ "key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule" }),
+    ];
+    taints.retain(|(k, e)| !(k == "aws.amazon.com/neuron" && e == "NoSchedule"));
+    if let Json::Array(more) = tolerations_json(&taints) {
+        tolerations.extend(more);
+    }
+    let values = json!({
+        "neuronInstances": types,
+        "devicePlugin": { "tolerations": tolerations },
+        "scheduler": { "enabled": false },
+    });
+    let header = format!(
+        "# Helm values for the AWS Neuron device plugin, written by gpustack for the stack's Inferentia/Trainium types:\n\
+         #   helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart -n kube-system -f neuron-device-plugin/values.yaml\n\
+         # Pods request aws.amazon.com/neuroncore (one NeuronCore) or aws.amazon.com/neurondevice (one device).\n\
+         # Written for aws-neuron/neuron-helm-charts {NEURON_CHART_COMMIT} (chart 1.0.0).\n"
+    );
+    Some(File { path: "neuron-device-plugin/values.yaml".into(), text: helm_values(&header, &values) })
 }
 
 /// The ml.* instance types of the stack's HyperPod groups, sorted.
@@ -389,6 +490,17 @@ instance_types  = ["g6.xlarge"]
         let keys: Vec<&str> =
             values["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
         assert_eq!(keys, vec!["CriticalAddonsOnly", "nvidia.com/gpu", "inference"]);
+        let nfd: Vec<&str> = values["nfd"]["worker"]["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(nfd, vec!["node-role.kubernetes.io/master", "nvidia.com/gpu", "inference"]);
+        let chart: Json =
+            serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/nvidia-device-plugin-0.20.0.values.yaml"))
+                .unwrap();
+        assert_eq!(crate::resources::gpu_operator::unknown_keys(&values, &chart, ""), Vec::<String>::new());
         assert_eq!(nvidia_device_plugin(&stack), Some(f), "byte-identical");
     }
 
@@ -401,5 +513,51 @@ instance_types  = ["g6.xlarge"]
         assert_eq!(nvidia_config(&t(&[("strategy", Value::str("mig"))])).unwrap().1["flags"]["migStrategy"], "mixed");
         assert_eq!(nvidia_config(&t(&[("strategy", Value::str("time-slicing"))])).unwrap().0, "time-slicing-2");
         assert!(nvidia_config(&t(&[("strategy", Value::str("none"))])).is_none());
+    }
+
+    #[test]
+    fn neuron_values_name_the_stacks_neuron_types_and_keys_of_the_pinned_chart() {
+        let stack = parsed(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[node_group.inf]
+cluster        = "main"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NEURON"
+instance_types = ["inf2.xlarge"]
+taints         = [{ key = "aws.amazon.com/neuron", value = "true", effect = "NO_SCHEDULE" }, { key = "serve", effect = "NO_EXECUTE" }]
+
+[node_group.cpu]
+cluster        = "main"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+instance_types = ["m6i.large"]
+
+[karpenter_pool.trn]
+cluster         = "main"
+node_role       = "node"
+subnets         = ["subnet-1"]
+security_groups = ["sg-1"]
+instance_families = ["trn1"]
+"#,
+        );
+        let f = neuron_device_plugin(&stack).unwrap();
+        assert_eq!(f.path, "neuron-device-plugin/values.yaml");
+        let v: Json = serde_yaml_ng::from_str(&without_comments(&f)).unwrap();
+        let types: Vec<&str> = v["neuronInstances"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        assert!(types.contains(&"inf2.xlarge") && types.contains(&"trn1.32xlarge"), "{types:?}");
+        assert!(!types.iter().any(|t| t.starts_with("m6i")), "{types:?}");
+        let keys: Vec<&str> =
+            v["devicePlugin"]["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
+        assert_eq!(keys, ["CriticalAddonsOnly", "aws.amazon.com/neuron", "serve"]);
+        let chart: Json =
+            serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/neuron-helm-chart-1.0.0.values.yaml")).unwrap();
+        assert_eq!(crate::resources::gpu_operator::unknown_keys(&v, &chart, ""), Vec::<String>::new());
+        assert_eq!(neuron_device_plugin(&stack), Some(f), "byte-identical");
+        assert_eq!(neuron_device_plugin(&parsed(HEAD)), None, "no Neuron types, no values");
+        assert!(neuron_type("trn2.48xlarge") && neuron_type("inf1.xlarge") && !neuron_type("inference.x"));
     }
 }

@@ -17,7 +17,8 @@ use crate::state::backend::Backend;
 
 Run after apply: the YAML takes subnet, security group and reservation ids from state. The
 output is byte-identical between runs, so a GitOps diff shows only real changes. Helm values
-(efa-device-plugin/values.yaml, nvidia-device-plugin/values.yaml) are written only with --out.")]
+(efa-device-plugin/, nvidia-device-plugin/, neuron-device-plugin/, gpu-operator/values.yaml, …)
+are written only with --out.")]
 pub struct ManifestsArgs {
     /// The stack file (TOML)
     stack: PathBuf,

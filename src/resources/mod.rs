@@ -6,9 +6,11 @@ pub mod capacity_reservation;
 mod cidr;
 mod cluster_log_group;
 pub mod cluster_options;
+mod dcgm_exporter;
 mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
+pub mod gpu_operator;
 pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
@@ -67,6 +69,8 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &karpenter_pool::KarpenterPool,
     &hyperpod_cluster::HyperpodCluster,
     &priority_class::PriorityClass,
+    &gpu_operator::GpuOperator,
+    &dcgm_exporter::DcgmExporter,
 ];
 
 /// Position in [`KINDS`]: a kind may depend on kinds of lower rank, so objects with no

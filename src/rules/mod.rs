@@ -10,6 +10,7 @@ mod catalog;
 mod cluster;
 mod egress;
 mod eks_versions;
+pub(crate) mod gpu_addons;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
 #[cfg(test)]
@@ -307,6 +308,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(cluster::cluster(stack));
     d.extend(hyperpod::offline(stack));
     d.extend(workload_iam::workload_iam(stack));
+    d.extend(gpu_addons::offline(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

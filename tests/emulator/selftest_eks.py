@@ -39,7 +39,16 @@ DEFAULT_TIMINGS = {
     "delete_ms": 300,
     "update_ms": 300,
 }
-ADDONS = ("vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-ebs-csi-driver", "aws-efs-csi-driver")
+ADDONS = (
+    "vpc-cni",
+    "coredns",
+    "kube-proxy",
+    "eks-pod-identity-agent",
+    "aws-ebs-csi-driver",
+    "aws-efs-csi-driver",
+    "amazon-cloudwatch-observability",
+    "amazon-sagemaker-hyperpod-taskgovernance",
+)
 K8S = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 
 
@@ -458,7 +467,7 @@ def addon_versions(env: Env) -> None:
     every = eks.describe_addon_versions()["addons"]
     check(
         sorted(a["addonName"] for a in every) == sorted(ADDONS),
-        "DescribeAddonVersions lists the six add-ons",
+        "DescribeAddonVersions lists the eight add-ons",
     )
     for addon in ADDONS:
         for k8s in K8S:
@@ -492,15 +501,17 @@ def addon_versions(env: Env) -> None:
             "eks-pod-identity-agent": "v1.3.8-eksbuild.2",
             "aws-ebs-csi-driver": "v1.48.0-eksbuild.2",
             "aws-efs-csi-driver": "v2.1.4-eksbuild.1",
+            "amazon-cloudwatch-observability": "v6.2.0-eksbuild.1",
+            "amazon-sagemaker-hyperpod-taskgovernance": "v1.6.0-eksbuild.1",
         },
         f"defaults for 1.31: {default_131}",
     )
-    first = eks.describe_addon_versions(maxResults=2)
-    second = eks.describe_addon_versions(maxResults=2, nextToken=first["nextToken"])
-    third = eks.describe_addon_versions(maxResults=2, nextToken=second["nextToken"])
-    names = [a["addonName"] for page in (first, second, third) for a in page["addons"]]
+    pages = [eks.describe_addon_versions(maxResults=2)]
+    while "nextToken" in pages[-1] and len(pages) < 10:
+        pages.append(eks.describe_addon_versions(maxResults=2, nextToken=pages[-1]["nextToken"]))
+    names = [a["addonName"] for page in pages for a in page["addons"]]
     check(
-        sorted(names) == sorted(ADDONS) and "nextToken" not in third,
+        sorted(names) == sorted(ADDONS) and len(pages) == (len(ADDONS) + 1) // 2,
         "DescribeAddonVersions pages with maxResults/nextToken",
     )
     check(eks.describe_addon_versions(addonName="nope")["addons"] == [], "unknown add-on name: no versions")

@@ -131,7 +131,7 @@ pub fn check(e: &Expr, diags: &mut Vec<Diagnostic>) {
 }
 
 /// The NVIDIA device plugin's config for a `gpu_sharing` table, and its name: `time-slicing-4`,
-/// `mps-4`, `mig-mixed`; None for strategy "none". Sharing renames the resource to
+/// `mps-4`, `mig`; None for strategy "none". Sharing renames the resource to
 /// `nvidia.com/gpu.shared` and refuses requests for more than one, as Bottlerocket's settings
 /// do by default, so a pod asks for the same resource on either OS (aws-facts §4, §14).
 pub fn nvidia_config(sharing: &BTreeMap<String, Value>) -> Option<(String, Json)> {
@@ -152,8 +152,10 @@ pub fn nvidia_config(sharing: &BTreeMap<String, Value>) -> Option<(String, Json)
         "time-slicing" => Some((format!("time-slicing-{replicas}"), shared("timeSlicing"))),
         "mps" => Some((format!("mps-{replicas}"), shared("mps"))),
         // The plugin exposes MIG partitions (`nvidia.com/mig-<g>g.<mem>gb`); making them needs
-        // NVIDIA's MIG manager, which the EKS AL2023 AMI is not known to run (aws-facts §14).
-        "mig" => Some(("mig-mixed".into(), json!({ "version": "v1", "flags": { "migStrategy": "mixed" } }))),
+        // NVIDIA's MIG manager, which the EKS AL2023 AMI does not run: on AL2023 only a
+        // `gpu_operator` with `mig` makes them, and its render sets the strategy it runs
+        // (docs/aws-facts-gpu-addons.md §3).
+        "mig" => Some(("mig".into(), json!({ "version": "v1", "flags": { "migStrategy": "mixed" } }))),
         _ => None,
     }
 }
@@ -177,5 +179,28 @@ pub fn nvidia_labels(sharing: &BTreeMap<String, Value>) -> Option<(String, Vec<(
     if sharing.get("strategy").and_then(Value::as_str) == Some("mps") {
         labels.push(("nvidia.com/mps.capable", "true".into()));
     }
+    if let Some((config, _, _)) = mig_layout(sharing) {
+        labels.push(("nvidia.com/mig.config", config));
+    }
     Some((name, labels))
+}
+
+/// The MIG layout of a `gpu_sharing = { strategy = "mig", mig_profile = {...} }` table as
+/// NVIDIA's MIG manager takes it: the name of its mig-parted config (`all-1g.10gb`, the
+/// naming of mig-parted's own examples: every GPU of the node cut the same way), the
+/// profile, and slices per GPU. The node label `nvidia.com/mig.config=<name>` selects it
+/// (NVIDIA/gpu-operator v26.7.0 `controllers/state_manager.go` `migConfigLabelKey`). A
+/// `mig_profile` value is a profile or a partition count of its GPU model (`MIG_MODELS`);
+/// with several models the first (sorted) decides, and the rules refuse models that
+/// disagree. None for other strategies or an unknown value.
+pub fn mig_layout(sharing: &BTreeMap<String, Value>) -> Option<(String, String, i64)> {
+    if sharing.get("strategy").and_then(Value::as_str) != Some("mig") {
+        return None;
+    }
+    let profile = sharing.get("mig_profile").and_then(Value::as_table)?;
+    let (model, v) = profile.iter().next()?;
+    let v = v.as_str()?;
+    let m = crate::aws::catalog::MIG_MODELS.iter().find(|m| m.key == model)?;
+    let (count, p) = m.layouts.iter().find(|(n, p)| *n == v || *p == v)?;
+    Some((format!("all-{p}"), p.to_string(), count.parse().ok()?))
 }

@@ -533,9 +533,10 @@ fn recorded(n: &Nodegroup) -> Recorded {
 }
 
 /// `gpu_sharing` on a node group configures the NVIDIA device plugin of AL2023 NVIDIA nodes:
-/// time-slicing or MPS, checked as the launch template checks it. MIG is refused: making
-/// the partitions on AL2023 needs NVIDIA's MIG manager, which the EKS AL2023 AMI is not known
-/// to run (aws-facts §14); Bottlerocket makes them from its launch template's settings.
+/// time-slicing or MPS, checked as the launch template checks it. MIG needs NVIDIA's MIG
+/// manager, which the EKS AL2023 AMI does not run: the stack rule `rules::gpu_addons`
+/// allows it only with a `gpu_operator` that has `mig` (it sees the whole stack; this
+/// check sees one resource). Bottlerocket makes them from its launch template's settings.
 fn al2023_sharing(r: &Resource, diags: &mut Vec<Diagnostic>) {
     let Some(e) = r.attrs.get("gpu_sharing") else { return };
     super::launch_template::gpu_sharing::check(e, diags);
@@ -547,19 +548,6 @@ fn al2023_sharing(r: &Resource, diags: &mut Vec<Diagnostic>) {
                 e.span.clone(),
             )
             .help("set ami_type = \"AL2023_x86_64_NVIDIA\" (or ARM_64), or for Bottlerocket put gpu_sharing in the launch template"),
-        );
-    }
-    let strategy = e
-        .resolve(&|_| Value::Unknown)
-        .as_table()
-        .and_then(|t| t.get("strategy").and_then(|v| v.as_str().map(str::to_string)));
-    if strategy.as_deref() == Some("mig") {
-        diags.push(
-            Diagnostic::error(
-                format!("`{}`: MIG on AL2023 needs NVIDIA's MIG manager, which gpustack does not set up", r.address),
-                e.span.clone(),
-            )
-            .help("use strategy = \"time-slicing\" or \"mps\" here, or MIG on a Bottlerocket launch template"),
         );
     }
 }

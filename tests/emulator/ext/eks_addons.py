@@ -1,8 +1,8 @@
 """EKS add-ons: CreateAddon, DescribeAddon, UpdateAddon, DeleteAddon, ListAddons,
 DescribeAddonVersions (moto 5.2.5 has none of them: its REST routes answer 404).
 
-The catalog holds vpc-cni, coredns, kube-proxy, eks-pod-identity-agent, aws-ebs-csi-driver and
-aws-efs-csi-driver,
+The catalog holds vpc-cni, coredns, kube-proxy, eks-pod-identity-agent, aws-ebs-csi-driver,
+aws-efs-csi-driver, amazon-cloudwatch-observability and amazon-sagemaker-hyperpod-taskgovernance,
 each with versions compatible with some of Kubernetes 1.28-1.34 and one default per Kubernetes
 version (for 1.31: vpc-cni v1.19.5-eksbuild.1, coredns v1.11.4-eksbuild.14, kube-proxy
 v1.31.13-eksbuild.2, eks-pod-identity-agent v1.3.8-eksbuild.2, aws-ebs-csi-driver
@@ -163,6 +163,30 @@ CATALOG: dict[str, AddonProduct] = {
                 AddonRelease("v2.1.4-eksbuild.1", ALL, ALL),
                 AddonRelease("v2.0.9-eksbuild.1", _versions("1.28", "1.33"), ()),
             ),
+        ),
+        # Container Insights with NVIDIA GPU metrics: EKS UG `amazon-cloudwatch-observability`;
+        # v6.2.0-eksbuild.1 is named by CloudWatch UG `install-CloudWatch-Observability-EKS-addon`
+        # (OTel metrics from that version), v3.1.0 is the first with EKS Pod Identity
+        # (CloudWatch UG `Container-Insights-setup-EKS-addon`). The exact build suffix of
+        # v3.1.0 and the compatibility matrix are not verified here.
+        AddonProduct(
+            "amazon-cloudwatch-observability",
+            "observability",
+            True,
+            (
+                AddonRelease("v6.2.0-eksbuild.1", ALL, ALL),
+                AddonRelease("v3.1.0-eksbuild.1", _versions("1.28", "1.32"), ()),
+            ),
+        ),
+        # HyperPod task governance (Kueue inside): SageMaker DG
+        # `sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade` names
+        # v1.6.0-eksbuild.1 (Kueue v0.19.2); HyperPod supports Kubernetes 1.28-1.34
+        # (SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
+        AddonProduct(
+            "amazon-sagemaker-hyperpod-taskgovernance",
+            "machine-learning",
+            False,
+            (AddonRelease("v1.6.0-eksbuild.1", ALL, ALL),),
         ),
     )
 }

@@ -1,0 +1,590 @@
+//! Rules for what runs on the GPU nodes besides the nodes themselves: NVIDIA's GPU Operator
+//! (`gpu_operator`: MIG on AL2023, one device plugin per node, drivers the AMI already has),
+//! the add-ons that need something of the stack (`amazon-cloudwatch-observability` a role,
+//! `amazon-sagemaker-hyperpod-taskgovernance` a HyperPod cluster), and what the operator's
+//! values take from the stack ([`operator_nodes`]). Facts and sources:
+//! docs/aws-facts-gpu-addons.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{lit, lit_str, node_groups, referenced, same_object, span, strings};
+use crate::resources::launch_template::gpu_sharing::{mig_layout, nvidia_config};
+use crate::stack::{Diagnostic, Resource, Stack};
+use crate::value::Value;
+
+/// The label that turns every GPU Operator operand off on a node (NVIDIA/gpu-operator
+/// v26.7.0 `controllers/state_manager.go`: `commonOperandsLabelKey`, `hasOperandsDisabled`).
+pub(crate) const OPERANDS_OFF: (&str, &str) = ("nvidia.com/gpu.deploy.operands", "false");
+
+/// The add-on names (EKS UG `amazon-cloudwatch-observability`; SageMaker DG
+/// `sagemaker-hyperpod-eks-operate-console-ui-governance`).
+pub(crate) const CLOUDWATCH_ADDON: &str = "amazon-cloudwatch-observability";
+pub(crate) const TASK_GOVERNANCE_ADDON: &str = "amazon-sagemaker-hyperpod-taskgovernance";
+/// (namespace, name) of the CloudWatch agent's service account (EKS UG
+/// `amazon-cloudwatch-observability`: `eksctl create iamserviceaccount --name cloudwatch-agent
+/// --namespace amazon-cloudwatch`).
+pub(crate) const CLOUDWATCH_SERVICE_ACCOUNT: (&str, &str) = ("amazon-cloudwatch", "cloudwatch-agent");
+
+/// The stack's `gpu_operator`s.
+fn operators(stack: &Stack) -> impl Iterator<Item = &Resource> {
+    stack.resources.iter().filter(|r| r.kind.name() == "gpu_operator")
+}
+
+/// The operator managing the nodes of `r`'s cluster (`cluster`, or `eks_cluster` for HyperPod).
+fn operator_of<'a>(stack: &'a Stack, r: &Resource, attr: &str) -> Option<&'a Resource> {
+    operators(stack).find(|op| same_cluster(op.attrs.get("cluster"), r.attrs.get(attr)))
+}
+
+/// Two `cluster` expressions name one EKS cluster (references to one `eks_cluster`, by any
+/// output: a node group names it, HyperPod gives its ARN).
+fn same_cluster(a: Option<&crate::stack::Expr>, b: Option<&crate::stack::Expr>) -> bool {
+    same_object(a, b)
+}
+
+/// The instance types a node group runs: its `instance_types`, or its template's `instance_type`.
+fn group_types(stack: &Stack, ng: &Resource) -> Vec<String> {
+    let mut types = strings(lit(ng, "instance_types"));
+    if let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") {
+        types.extend(lit_str(lt, "instance_type"));
+    }
+    types
+}
+
+fn nvidia_type(t: &str) -> bool {
+    crate::aws::catalog::embedded().get(t).is_some_and(|i| i.is_nvidia())
+}
+
+/// The NVIDIA OS a node group runs: `Some(true)` AL2023, `Some(false)` Bottlerocket (ami
+/// "auto" picks Bottlerocket NVIDIA for NVIDIA types), None for no NVIDIA AMI.
+fn nvidia_al2023(stack: &Stack, ng: &Resource) -> Option<bool> {
+    let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
+    match ami.as_str() {
+        a if a.contains("NVIDIA") => Some(a.starts_with("AL2023_")),
+        "auto" if group_types(stack, ng).iter().any(|t| nvidia_type(t)) => Some(false),
+        _ => None,
+    }
+}
+
+/// A pool renders an AL2023 AMI (`ami = "al2023@…"`), else Bottlerocket.
+fn pool_al2023(pool: &Resource) -> bool {
+    lit_str(pool, "ami").is_some_and(|a| a.starts_with("al2023"))
+}
+
+/// A pool of NVIDIA GPUs: it lists NVIDIA types or families (by the embedded catalog), or,
+/// listing neither, limits GPUs.
+fn gpu_pool(pool: &Resource) -> bool {
+    let types = strings(lit(pool, "instance_types"));
+    let families = strings(lit(pool, "instance_families"));
+    if types.is_empty() && families.is_empty() {
+        return pool.attrs.contains_key("gpu_limit");
+    }
+    let in_family =
+        |i: &&crate::aws::catalog::InstanceInfo| families.iter().any(|f| i.name.split('.').next() == Some(f.as_str()));
+    types.iter().any(|t| nvidia_type(t))
+        || crate::aws::catalog::embedded().all().filter(in_family).any(|i| i.is_nvidia())
+}
+
+fn pools(stack: &Stack) -> impl Iterator<Item = &Resource> {
+    stack.resources.iter().filter(|r| r.kind.name() == "karpenter_pool")
+}
+
+/// What a `gpu_operator`'s values take from the stack, as its computed inputs.
+pub(crate) struct OperatorNodes {
+    /// `[{ key, effect }]`: the taints of the AL2023 GPU nodes it serves.
+    pub tolerations: Value,
+    /// `{ name = yaml }`: the device plugin's sharing configs those groups select.
+    pub sharing_configs: Value,
+    /// `{ "all-1g.10gb" = { "1g.10gb" = 7 } }`: the MIG layouts those groups select.
+    pub mig_configs: Value,
+}
+
+/// The AL2023 NVIDIA node groups and pools of the operator's cluster, read for its values.
+pub(crate) fn operator_nodes(stack: &Stack, op: &Resource) -> OperatorNodes {
+    let mut taints: BTreeSet<(String, String)> = BTreeSet::new();
+    let in_cluster = |r: &Resource| same_cluster(op.attrs.get("cluster"), r.attrs.get("cluster"));
+    let effect = |e: &str| crate::resources::karpenter_pool::k8s_effect(e).to_string();
+    for ng in node_groups(stack).filter(|ng| in_cluster(ng) && nvidia_al2023(stack, ng) == Some(true)) {
+        taints.extend(super::karpenter::taints(ng, "taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+    }
+    for pool in pools(stack).filter(|p| in_cluster(p) && pool_al2023(p) && gpu_pool(p)) {
+        taints.extend(super::karpenter::taints(pool, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+    }
+    let mut sharing = BTreeMap::new();
+    let mut mig = BTreeMap::new();
+    for (_, name, table) in super::al2023_sharing(stack).into_iter().filter(|(ng, _, _)| in_cluster(ng)) {
+        if let Some((_, config)) = nvidia_config(&table) {
+            sharing.insert(name, Value::str(serde_yaml_ng::to_string(&config).unwrap_or_default()));
+        }
+        if let Some((config, profile, count)) = mig_layout(&table) {
+            mig.insert(config, Value::Table(BTreeMap::from([(profile, Value::Int(count))])));
+        }
+    }
+    let tolerations = taints
+        .into_iter()
+        .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
+        .collect();
+    OperatorNodes {
+        tolerations: Value::List(tolerations),
+        sharing_configs: Value::Table(sharing),
+        mig_configs: Value::Table(mig),
+    }
+}
+
+/// The instance types `["g6.xlarge", …]` and taints `[{ key, effect }]` of the AL2023 NVIDIA
+/// node groups in `r`'s cluster: where a `dcgm_exporter` runs (AL2023's containerd runs
+/// containers with NVIDIA's runtime; on Bottlerocket a pod sees GPUs only through the device
+/// plugin, so the exporter is not pinned there).
+pub(crate) fn nvidia_nodes(stack: &Stack, r: &Resource) -> (Value, Value) {
+    let mut types = BTreeSet::new();
+    let mut taints = BTreeSet::new();
+    let effect = |e: &str| crate::resources::karpenter_pool::k8s_effect(e).to_string();
+    for ng in node_groups(stack).filter(|ng| {
+        same_cluster(r.attrs.get("cluster"), ng.attrs.get("cluster")) && nvidia_al2023(stack, ng).is_some()
+    }) {
+        types.extend(group_types(stack, ng));
+        taints.extend(super::karpenter::taints(ng, "taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+    }
+    let types = types.into_iter().map(Value::str).collect();
+    let taints = taints
+        .into_iter()
+        .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
+        .collect();
+    (Value::List(types), Value::List(taints))
+}
+
+/// True when a `gpu_operator` with its device plugin on serves `ng`'s cluster: the standalone
+/// NVIDIA device plugin's values are then not written (one plugin per node).
+pub(crate) fn operator_runs_device_plugin(stack: &Stack, ng: &Resource) -> bool {
+    operator_of(stack, ng, "cluster")
+        .is_some_and(|op| lit(op, "device_plugin").and_then(|v| v.as_bool()) != Some(false))
+}
+
+/// Rules that need only the stack.
+pub(crate) fn offline(stack: &Stack) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    al2023_mig(stack, &mut d);
+    one_operator_per_cluster(stack, &mut d);
+    one_dcgm_exporter(stack, &mut d);
+    one_device_plugin_per_node(stack, &mut d);
+    drivers_in_the_ami(stack, &mut d);
+    cloudwatch_role(stack, &mut d);
+    task_governance(stack, &mut d);
+    d
+}
+
+/// MIG on AL2023 needs NVIDIA's MIG manager, which the EKS AL2023 NVIDIA AMI does not run
+/// (it ships the driver, toolkit and fabric manager only: aws-facts-gpu-addons §1): the
+/// stack's `gpu_operator` for the cluster must run it (`mig`), and a group's layout must
+/// be one profile, as the node label that selects it is one value.
+fn al2023_mig(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for ng in node_groups(stack) {
+        let Some(sharing) = lit(ng, "gpu_sharing").and_then(|v| v.as_table().cloned()) else { continue };
+        if sharing.get("strategy").and_then(Value::as_str) != Some("mig") {
+            continue;
+        }
+        if !lit_str(ng, "ami_type").is_some_and(|a| a.starts_with("AL2023_") && a.contains("NVIDIA")) {
+            continue; // the node group's own check says gpu_sharing is for AL2023
+        }
+        let op = operator_of(stack, ng, "cluster");
+        let with_mig = op.filter(|op| op.attrs.contains_key("mig"));
+        if with_mig.is_none() {
+            let help = match op {
+                Some(op) => format!("add mig = {{ strategy = \"mixed\" }} to [{}], so its MIG manager partitions these GPUs", op.address),
+                None => "add [gpu_operator.main] with cluster = \"${eks_cluster.NAME.name}\" and mig = { strategy = \"mixed\" } (NVIDIA's MIG manager partitions the GPUs), use strategy = \"time-slicing\" or \"mps\", or MIG on a Bottlerocket launch template".into(),
+            };
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: MIG on AL2023 needs NVIDIA's MIG manager, which the AMI does not run and no gpu_operator with `mig` in this stack runs for its cluster", ng.address),
+                    span(ng, "gpu_sharing"),
+                )
+                .help(help),
+            );
+        } else if let Some(op) = with_mig
+            && lit(op, "device_plugin").and_then(|v| v.as_bool()) == Some(false)
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: MIG slices need a device plugin, but `{}` sets device_plugin = false", ng.address, op.address),
+                    span(op, "device_plugin"),
+                )
+                .help("remove device_plugin = false: the operator's device plugin advertises the MIG slices its MIG manager makes"),
+            );
+        }
+        let profile = sharing.get("mig_profile").and_then(Value::as_table).cloned().unwrap_or_default();
+        let layouts: BTreeSet<String> = profile
+            .iter()
+            .filter_map(|(k, v)| {
+                let one = BTreeMap::from([
+                    ("strategy".to_string(), Value::str("mig")),
+                    ("mig_profile".to_string(), Value::Table(BTreeMap::from([(k.clone(), v.clone())]))),
+                ]);
+                mig_layout(&one).map(|(name, _, _)| name)
+            })
+            .collect();
+        if layouts.len() > 1 {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: mig_profile asks for {} layouts ({}); on AL2023 one node label (nvidia.com/mig.config) selects one",
+                        ng.address,
+                        layouts.len(),
+                        layouts.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                    span(ng, "gpu_sharing"),
+                )
+                .help("keep one entry in mig_profile, for the GPU of the group's instance type"),
+            );
+        }
+    }
+}
+
+/// One DCGM exporter per GPU: a `dcgm_exporter` next to a `gpu_operator` that runs its own
+/// (`dcgm_exporter`, default true) would export every GPU twice.
+fn one_dcgm_exporter(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for ex in stack.resources.iter().filter(|r| r.kind.name() == "dcgm_exporter") {
+        let Some(op) = operator_of(stack, ex, "cluster") else { continue };
+        if lit(op, "dcgm_exporter").and_then(|v| v.as_bool()) != Some(false) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` and `{}` both run NVIDIA's DCGM exporter in one cluster", ex.address, op.address),
+                    ex.span.clone(),
+                )
+                .help(format!(
+                    "remove `{}` (the operator exports GPU metrics), or set dcgm_exporter = false in [{}]",
+                    ex.address, op.address
+                )),
+            );
+        }
+    }
+}
+
+fn one_operator_per_cluster(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    let ops: Vec<&Resource> = operators(stack).collect();
+    for (i, op) in ops.iter().enumerate() {
+        if let Some(first) = ops[..i].iter().find(|o| same_cluster(o.attrs.get("cluster"), op.attrs.get("cluster"))) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` and `{}` install the GPU Operator in one cluster", first.address, op.address),
+                    span(op, "cluster"),
+                )
+                .help("keep one gpu_operator per cluster: two would deploy every operand twice on each GPU node"),
+            );
+        }
+    }
+}
+
+/// One device plugin per node: on Bottlerocket NVIDIA nodes the plugin runs on the host
+/// (bottlerocket#4309) and HyperPod's dependencies chart runs its own on ml.* nodes, so the
+/// operator must leave those nodes alone. The node label `nvidia.com/gpu.deploy.operands=false`
+/// makes it remove all its operands from a node ([`OPERANDS_OFF`]).
+fn one_device_plugin_per_node(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    let labelled = |labels: Option<Value>| {
+        labels.as_ref().and_then(Value::as_table).and_then(|t| t.get(OPERANDS_OFF.0)).and_then(Value::as_str)
+            == Some(OPERANDS_OFF.1)
+    };
+    let help = |attr: &str| {
+        format!(
+            "add {attr} = {{ \"{}\" = \"{}\" }}: the GPU Operator then deploys nothing on these nodes",
+            OPERANDS_OFF.0, OPERANDS_OFF.1
+        )
+    };
+    for ng in node_groups(stack) {
+        let Some(op) = operator_of(stack, ng, "cluster") else { continue };
+        let template_labels =
+            referenced(stack, ng, "launch_template", "launch_template").and_then(|lt| lit(lt, "node_labels"));
+        if nvidia_al2023(stack, ng) == Some(false) && !labelled(lit(ng, "labels")) && !labelled(template_labels) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` runs Bottlerocket, whose NVIDIA device plugin runs on the host, and `{}` would deploy a second one on its nodes", ng.address, op.address),
+                    span(ng, "labels"),
+                )
+                .help(help("labels")),
+            );
+        }
+    }
+    for pool in pools(stack).filter(|p| !pool_al2023(p) && gpu_pool(p)) {
+        let Some(op) = operator_of(stack, pool, "cluster") else { continue };
+        if !labelled(lit(pool, "node_labels")) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}` launches Bottlerocket GPU nodes, whose NVIDIA device plugin runs on the host, and `{}` would deploy a second one on them", pool.address, op.address),
+                    span(pool, "node_labels"),
+                )
+                .help(help("node_labels")),
+            );
+        }
+    }
+    for hp in super::hyperpod::clusters(stack) {
+        let Some(op) = operator_of(stack, hp, "eks_cluster") else { continue };
+        for (name, (g, fields)) in super::hyperpod::groups(hp) {
+            let t =
+                fields.get("instance_type").and_then(|e| e.as_literal()).and_then(Value::as_str).unwrap_or_default();
+            let ec2 = t.strip_prefix("ml.").unwrap_or(t);
+            if !(ec2.starts_with('p') || ec2.starts_with('g')) {
+                continue;
+            }
+            let labels = fields.get("labels").map(|e| e.resolve(&|_| Value::Unknown));
+            if !labelled(labels) {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}` group `{name}` ({t}) gets NVIDIA's device plugin from HyperPod's dependencies chart, and `{}` would deploy a second one", hp.address, op.address),
+                        g.span.clone(),
+                    )
+                    .help(format!("add to instance_groups.{name}: labels = {{ \"{}\" = \"{}\" }}", OPERANDS_OFF.0, OPERANDS_OFF.1)),
+                );
+            }
+        }
+    }
+}
+
+/// EKS NVIDIA AMIs ship the driver and the container toolkit (aws-facts-gpu-addons §1): the
+/// operator's would fight them for the GPU.
+fn drivers_in_the_ami(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for op in operators(stack) {
+        let groups: Vec<&Resource> = node_groups(stack)
+            .filter(|ng| same_cluster(op.attrs.get("cluster"), ng.attrs.get("cluster")))
+            .filter(|ng| nvidia_al2023(stack, ng).is_some())
+            .collect();
+        let Some(first) = groups.first() else { continue };
+        for attr in ["driver", "toolkit"] {
+            if lit(op, attr).and_then(|v| v.as_bool()) == Some(true) {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` sets {attr} = true, but `{}` runs an EKS NVIDIA AMI, which ships the NVIDIA driver and container toolkit",
+                            op.address, first.address
+                        ),
+                        span(op, attr),
+                    )
+                    .help(format!("remove {attr} = true: a second {attr} on these nodes cannot load while the AMI's holds the GPU")),
+                );
+            }
+        }
+    }
+}
+
+fn addons<'a>(stack: &'a Stack, name: &'a str) -> impl Iterator<Item = &'a Resource> + 'a {
+    stack.resources.iter().filter(move |r| r.kind.name() == "eks_addon" && lit_str(r, "addon").as_deref() == Some(name))
+}
+
+/// The CloudWatch agent writes metrics and logs with `CloudWatchAgentServerPolicy` (EKS UG
+/// `amazon-cloudwatch-observability`: IRSA for service account `cloudwatch-agent` in
+/// namespace `amazon-cloudwatch`, or EKS Pod Identity from add-on v3.1.0, or the node role).
+/// Without one of them it runs and sends nothing.
+fn cloudwatch_role(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    const POLICY: &str = "CloudWatchAgentServerPolicy";
+    let node_role_has_it = node_groups(stack).any(|ng| {
+        super::target(stack, ng, "node_role")
+            .filter(|r| r.kind.name() == "iam_role")
+            .is_some_and(|r| strings(lit(r, "managed_policies")).iter().any(|p| p.ends_with(&format!("/{POLICY}"))))
+    });
+    // A Pod Identity association of its own for the agent's service account (any kind named
+    // so, with an attribute naming `cloudwatch-agent`) gives it a role too.
+    let associated = stack
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "pod_identity_association")
+        .any(|r| r.attrs.keys().any(|k| lit_str(r, k).as_deref() == Some(CLOUDWATCH_SERVICE_ACCOUNT.1)));
+    for a in addons(stack, CLOUDWATCH_ADDON) {
+        if a.attrs.contains_key("service_account_role")
+            || a.attrs.contains_key("pod_identity")
+            || node_role_has_it
+            || associated
+        {
+            continue;
+        }
+        d.push(
+            Diagnostic::warning(
+                format!("`{}`: the CloudWatch agent has no role to write metrics with (no service_account_role, pod_identity, or node role with {POLICY})", a.address),
+                span(a, "addon"),
+            )
+            .help(format!(
+                "give it an iam_role with managed_policies = [\"arn:aws:iam::aws:policy/{POLICY}\", \"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess\"] trusted by service account {}/{}, as service_account_role (IRSA) or pod_identity", CLOUDWATCH_SERVICE_ACCOUNT.0, CLOUDWATCH_SERVICE_ACCOUNT.1
+            )),
+        );
+    }
+}
+
+/// Task governance runs on a HyperPod cluster's EKS orchestrator: it needs a
+/// `hyperpod_cluster` on that EKS cluster (SageMaker DG
+/// `sagemaker-hyperpod-eks-operate-console-ui-governance-setup`).
+fn task_governance(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for a in addons(stack, TASK_GOVERNANCE_ADDON) {
+        let on_cluster = super::hyperpod::clusters(stack)
+            .any(|hp| same_cluster(hp.attrs.get("eks_cluster"), a.attrs.get("cluster")));
+        if !on_cluster {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: HyperPod task governance needs a HyperPod cluster orchestrated by this EKS cluster, and the stack has none", a.address),
+                    span(a, "cluster"),
+                )
+                .help("add a hyperpod_cluster with eks_cluster = \"${eks_cluster.NAME.arn}\" of this add-on's cluster, or remove the add-on"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::stack::{Source, VarSources};
+
+    /// (error?, message, help) of everything the load step reports for `text`.
+    fn reports(text: &str) -> Vec<(bool, String, String)> {
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let diags = match crate::load::check(Source::new("t.toml", text.into()), &vars) {
+            Ok(stack) => stack.warnings,
+            Err(d) => d.items,
+        };
+        diags.iter().map(|d| (d.is_error(), d.message.clone(), d.help.clone().unwrap_or_default())).collect()
+    }
+
+    fn the(text: &str, message: &str) -> (bool, String, String) {
+        let all = reports(text);
+        let hits: Vec<_> = all.iter().filter(|r| r.1.contains(message)).cloned().collect();
+        assert_eq!(hits.len(), 1, "one report with {message:?}: {all:#?}");
+        hits[0].clone()
+    }
+
+    fn none(text: &str, message: &str) {
+        let all = reports(text);
+        assert!(!all.iter().any(|r| r.1.contains(message)), "no {message:?}: {all:#?}");
+    }
+
+    const BASE: &str = r#"[stack]
+name = "g"
+region = "us-west-2"
+
+[iam_role.node]
+service          = "ec2.amazonaws.com"
+managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"]
+
+[eks_cluster.main]
+version = "1.33"
+role    = "arn:aws:iam::123456789012:role/c"
+subnets = ["subnet-1", "subnet-2"]
+endpoint_public_access = false
+endpoint_private_access = true
+
+[node_group.system]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "${iam_role.node.arn}"
+subnets        = ["subnet-1"]
+instance_types = ["m6i.large"]
+
+[node_group.h100]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "${iam_role.node.arn}"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NVIDIA"
+instance_types = ["p5.48xlarge"]
+gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
+"#;
+
+    const OPERATOR: &str =
+        "\n[gpu_operator.main]\ncluster = \"${eks_cluster.main.name}\"\nmig = { strategy = \"mixed\" }\n";
+
+    #[test]
+    fn mig_on_al2023_needs_a_gpu_operator_with_mig() {
+        let (error, _, help) = the(BASE, "MIG on AL2023 needs NVIDIA's MIG manager");
+        assert!(error);
+        assert!(help.contains("add [gpu_operator.main]"), "{help}");
+        let no_mig = format!("{BASE}\n[gpu_operator.main]\ncluster = \"${{eks_cluster.main.name}}\"\n");
+        let (_, _, help) = the(&no_mig, "MIG on AL2023 needs NVIDIA's MIG manager");
+        assert!(help.contains("add mig = { strategy = \"mixed\" } to [gpu_operator.main]"), "{help}");
+        none(&format!("{BASE}{OPERATOR}"), "MIG on AL2023");
+        let off = format!("{BASE}{OPERATOR}device_plugin = false\n");
+        assert!(the(&off, "MIG slices need a device plugin").0);
+    }
+
+    #[test]
+    fn a_group_selects_one_mig_layout() {
+        let two = BASE
+            .replace("{ \"h100.80gb\" = \"1g.10gb\" }", "{ \"h100.80gb\" = \"1g.10gb\", \"a100.80gb\" = \"3g.40gb\" }");
+        let (error, message, _) = the(&format!("{two}{OPERATOR}"), "mig_profile asks for 2 layouts");
+        assert!(error && message.contains("all-1g.10gb, all-3g.40gb"), "{message}");
+    }
+
+    #[test]
+    fn the_operator_stays_off_nodes_that_have_a_device_plugin() {
+        let br = format!(
+            "{BASE}{OPERATOR}\n[node_group.br]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"${{iam_role.node.arn}}\"\nsubnets = [\"subnet-1\"]\ninstance_types = [\"g6.xlarge\"]\n"
+        );
+        let (error, _, help) = the(&br, "`node_group.br` runs Bottlerocket");
+        assert!(error && help.contains("\"nvidia.com/gpu.deploy.operands\" = \"false\""), "{help}");
+        none(&format!("{br}labels = {{ \"nvidia.com/gpu.deploy.operands\" = \"false\" }}\n"), "runs Bottlerocket");
+        // Without an operator, Bottlerocket groups need nothing.
+        none(&br.replace(OPERATOR, ""), "runs Bottlerocket");
+        // Bottlerocket GPU pools too; a Trainium pool has no NVIDIA plugin to collide with.
+        let pool = |types: &str| {
+            format!(
+                "{BASE}{OPERATOR}\n[karpenter_pool.p]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"node\"\nsubnets = [\"subnet-1\"]\nsecurity_groups = [\"sg-1\"]\ngpu_limit = 16\ninstance_types = [{types}]\n"
+            )
+        };
+        assert!(the(&pool("\"g6.xlarge\""), "`karpenter_pool.p` launches Bottlerocket GPU nodes").0);
+        none(&pool("\"trn1.2xlarge\""), "launches Bottlerocket GPU nodes");
+    }
+
+    #[test]
+    fn the_amis_driver_and_toolkit_are_not_installed_twice() {
+        let text = format!("{BASE}{OPERATOR}driver = true\ntoolkit = true\n");
+        assert!(the(&text, "sets driver = true").0);
+        assert!(the(&text, "sets toolkit = true").0);
+        none(&format!("{BASE}{OPERATOR}"), "sets driver");
+    }
+
+    #[test]
+    fn one_dcgm_exporter_per_cluster() {
+        let ex = "\n[dcgm_exporter.main]\ncluster = \"${eks_cluster.main.name}\"\n";
+        assert!(the(&format!("{BASE}{OPERATOR}{ex}"), "both run NVIDIA's DCGM exporter").0);
+        none(&format!("{BASE}{OPERATOR}dcgm_exporter = false\n{ex}"), "DCGM exporter");
+    }
+
+    #[test]
+    fn two_operators_in_one_cluster_are_refused() {
+        let text = format!("{BASE}{OPERATOR}\n[gpu_operator.again]\ncluster = \"${{eks_cluster.main.name}}\"\n");
+        assert!(the(&text, "install the GPU Operator in one cluster").0);
+    }
+
+    #[test]
+    fn the_cloudwatch_agent_needs_a_role() {
+        let addon =
+            "\n[eks_addon.cw]\ncluster = \"${eks_cluster.main.name}\"\naddon = \"amazon-cloudwatch-observability\"\n";
+        let text = format!("{BASE}{OPERATOR}{addon}");
+        let (error, _, help) = the(&text, "the CloudWatch agent has no role");
+        assert!(!error && help.contains("amazon-cloudwatch/cloudwatch-agent"), "{help}");
+        none(&format!("{text}service_account_role = \"arn:aws:iam::123456789012:role/cw\"\n"), "no role");
+        let node = text.replace(
+            "AmazonEKSWorkerNodePolicy\"]",
+            "AmazonEKSWorkerNodePolicy\", \"arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy\"]",
+        );
+        none(&node, "no role");
+    }
+
+    #[test]
+    fn task_governance_needs_a_hyperpod_cluster_on_its_eks_cluster() {
+        let addon = "\n[eks_addon.tg]\ncluster = \"${eks_cluster.main.name}\"\naddon = \"amazon-sagemaker-hyperpod-taskgovernance\"\n";
+        let (error, _, help) =
+            the(&format!("{BASE}{OPERATOR}{addon}"), "HyperPod task governance needs a HyperPod cluster");
+        assert!(error && help.contains("hyperpod_cluster"), "{help}");
+    }
+
+    #[test]
+    fn hyperpod_nvidia_groups_keep_their_own_device_plugin() {
+        let example = include_str!("../../examples/hybrid-hyperpod.toml");
+        let with_operator = format!("{example}\n[gpu_operator.main]\ncluster = \"${{eks_cluster.main.name}}\"\n");
+        let (error, message, help) = the(&with_operator, "group `train` (ml.p5.48xlarge)");
+        assert!(error && message.contains("HyperPod's dependencies chart"), "{message}");
+        assert!(
+            help.contains("instance_groups.train: labels = { \"nvidia.com/gpu.deploy.operands\" = \"false\" }"),
+            "{help}"
+        );
+        let labelled = with_operator.replace(
+            "labels             = { \"gpustack.io/capacity\" = \"baseline\",",
+            "labels             = { \"nvidia.com/gpu.deploy.operands\" = \"false\", \"gpustack.io/capacity\" = \"baseline\",",
+        );
+        assert_ne!(labelled, with_operator);
+        none(&labelled, "group `train`");
+        // The shipped example (task governance on its HyperPod cluster) has no such report.
+        none(example, "HyperPod task governance needs");
+    }
+}
