@@ -33,6 +33,7 @@ const ATTRS: &[Attr] = &[
     Attr::opt("egress", Ty::List(&Ty::Object(RULE)), Default::EmptyList, OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
+    super::existing::EXISTING,
 ];
 
 impl Schema for SecurityGroup {
@@ -61,7 +62,29 @@ impl Kind for SecurityGroup {
         ]
     }
 
+    async fn read_existing(
+        &self,
+        ctx: &Ctx,
+        lookups: &[super::existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        super::existing::resolve(lookups, "security group", "group-id", |filters| async move {
+            let pages = ctx.ec2.describe_security_groups().set_filters(Some(filters)).into_paginator().send();
+            let groups = ctx
+                .all_pages(Service::Ec2, "DescribeSecurityGroups", pages, |p| p.security_groups.unwrap_or_default())
+                .await?;
+            Ok(groups
+                .iter()
+                .map(|g| {
+                    let id = g.group_id().unwrap_or_default().to_string();
+                    recorded(id, g.group_name().unwrap_or_default().to_string())
+                })
+                .collect())
+        })
+        .await
+    }
+
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        super::existing::validate(r, "sg-", true, diags);
         for dir in ["ingress", "egress"] {
             let Some(crate::stack::expr::ExprKind::List(rules)) = r.attrs.get(dir).map(|e| &e.kind) else { continue };
             // Literal rules seen so far, by meaning (description aside), for duplicates.

@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, InternetGateway, ResourceType, RouteTable, VpcAttributeName};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, str_attr};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, existing, str_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -18,6 +18,7 @@ const ATTRS: &[Attr] = &[
     // Always true (not settable): computed so that refresh can show DNS turned off as drift.
     Attr::computed("dns", Ty::Bool, OnChange::Update),
     TAGS,
+    existing::EXISTING,
 ];
 
 /// Tag on the route table that public subnets use.
@@ -31,7 +32,7 @@ impl Schema for Vpc {
         ATTRS
     }
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str)]
+        &[("id", Ty::Str), ("cidr_block", Ty::Str)]
     }
 }
 
@@ -61,6 +62,26 @@ impl Kind for Vpc {
         inputs.entry("dns".into()).or_insert(Value::Bool(true));
     }
 
+    fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
+        existing::validate(r, "vpc-", false, diags);
+    }
+
+    async fn read_existing(
+        &self,
+        ctx: &Ctx,
+        lookups: &[existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        existing::resolve(lookups, "VPC", "vpc-id", |filters| async move {
+            let pages = ctx.ec2.describe_vpcs().set_filters(Some(filters)).into_paginator().send();
+            let vpcs = ctx.all_pages(Service::Ec2, "DescribeVpcs", pages, |p| p.vpcs.unwrap_or_default()).await?;
+            Ok(vpcs
+                .iter()
+                .map(|v| recorded(v.vpc_id().unwrap_or_default().to_string(), v.cidr_block().unwrap_or_default()))
+                .collect())
+        })
+        .await
+    }
+
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let request = ctx
             .ec2
@@ -73,7 +94,7 @@ impl Kind for Vpc {
         if bool_attr(req.inputs, "internet_gateway") {
             attach_gateway(ctx, req.address, &id, req.inputs, req.token).await?;
         }
-        Ok(recorded(id))
+        Ok(recorded(id, str_attr(req.inputs, "cidr_block")))
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
@@ -132,7 +153,7 @@ impl Kind for Vpc {
         if changed.iter().any(|c| c == "tags") {
             tags::sync_ec2(ctx, id, old, new).await?;
         }
-        Ok(recorded(id.to_string()))
+        Ok(recorded(id.to_string(), str_attr(new, "cidr_block")))
     }
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
@@ -170,7 +191,7 @@ async fn stack_vpcs(ctx: &Ctx) -> Result<Vec<Observed>> {
                 ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
                 ("tags".into(), tags::observed(&all)),
             ]);
-            Observed::tagged(&all, recorded(id), attrs)
+            Observed::tagged(&all, recorded(id, v.cidr_block().unwrap_or_default()), attrs)
         })
         .collect())
 }
@@ -190,8 +211,11 @@ async fn dns_enabled(ctx: &Ctx, vpc: &str) -> Result<bool> {
     Ok(support == Some(true) && hostnames == Some(true))
 }
 
-fn recorded(id: String) -> Recorded {
-    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone()))]), id }
+fn recorded(id: String, cidr_block: &str) -> Recorded {
+    Recorded {
+        outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("cidr_block".into(), Value::str(cidr_block))]),
+        id,
+    }
 }
 
 /// Gives the VPC an attached, tagged internet gateway and the public route table.
