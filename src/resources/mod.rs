@@ -21,6 +21,7 @@ mod placement_group;
 mod priority_class;
 pub mod rendered;
 mod security_group;
+mod security_group_rule;
 mod subnet;
 pub mod training_plan;
 mod vpc;
@@ -44,6 +45,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &nat_gateway::NatGatewayKind,
     &iam_role::IamRole,
     &security_group::SecurityGroup,
+    &security_group_rule::SecurityGroupRuleKind,
     &vpc_endpoint::VpcEndpointKind,
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
