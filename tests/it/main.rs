@@ -18,6 +18,7 @@ mod karpenter_aws;
 mod lifecycle;
 mod locking;
 mod manifests;
+mod network;
 mod offline;
 mod refresh;
 mod robustness;
