@@ -215,6 +215,21 @@ def security_group_rules(c: Clients) -> None:
     check(found[0].get("Description") == "new", "ModifySecurityGroupRules keeps the rule id")
 
 
+def vpc_blocks(c: Clients) -> None:
+    """ext/vpc_cidr_blocks.py: the VPC UG's association restrictions and overlaps."""
+    ec2 = c.ec2
+    vpc = ec2.create_vpc(CidrBlock="10.98.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="100.64.0.0/16")[0] is None,
+          "100.64.0.0/16 next to a 10/8 primary is allowed")
+    for cidr in ("192.168.0.0/16", "172.16.0.0/16", "198.19.0.0/16"):
+        check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock=cidr)[0] == "InvalidVpc.Range",
+              f"{cidr} next to a 10/8 primary -> InvalidVpc.Range")
+    check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="10.98.128.0/17")[0] == "InvalidVpc.Range",
+          "a block overlapping the primary -> InvalidVpc.Range")
+    check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="10.99.0.0/29")[0] == "InvalidVpc.Range",
+          "a /29 block -> InvalidVpc.Range")
+
+
 def parameters(c: Clients) -> None:
     # botocore 1.44.5 ec2: CreatePlacementGroup.Strategy is enum PlacementStrategy.
     code, status, message = error(c.ec2.create_placement_group, GroupName="x", Strategy="tight")
@@ -1017,6 +1032,7 @@ def main() -> int:
     try:
         filters(c)
         security_group_rules(c)
+        vpc_blocks(c)
         parameters(c)
         request_log_region(c)
         egress_kinds(c)

@@ -219,3 +219,45 @@ fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     env.ok(&["destroy", "--auto-approve", "pair.toml"]);
     assert_eq!(env.tagged("sgpair-dev").total(), 0);
 }
+
+#[test]
+fn secondary_cidr_blocks_are_added_and_removed_in_place_and_hold_subnets() {
+    let env = Env::new();
+    let base = "[stack]\nname = \"sec\"\nregion = \"us-west-2\"\n\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n";
+    let pods = "\n[subnet.pods_a]\nvpc = \"${vpc.main.id}\"\ncidr_block = \"100.64.0.0/19\"\navailability_zone = \"us-west-2a\"\n";
+    env.write("a.toml", &format!("{base}secondary_cidr_blocks = [\"100.64.0.0/16\"]\n{pods}"));
+    env.ok(&["apply", "--auto-approve", "a.toml"]);
+    let vpc = env.state("sec")["resources"]["vpc.main"]["id"].as_str().unwrap().to_string();
+    let blocks = |env: &Env| {
+        let (ec2, vpc) = (env.emu.ec2(), vpc.clone());
+        block_on(async move {
+            let v = ec2.describe_vpcs().vpc_ids(&vpc).send().await.unwrap();
+            let mut b: Vec<String> = v.vpcs()[0]
+                .cidr_block_association_set()
+                .iter()
+                .filter(|a| a.cidr_block_state().and_then(|s| s.state()).map(|s| s.as_str()) == Some("associated"))
+                .filter_map(|a| a.cidr_block().map(String::from))
+                .collect();
+            b.sort();
+            b
+        })
+    };
+    assert_eq!(blocks(&env), ["10.0.0.0/16", "100.64.0.0/16"]);
+    assert_eq!(env.run(&["plan", "--detailed-exitcode", "a.toml"]).code, 0);
+    // Another block: an update in place, the VPC keeps its id.
+    env.write("b.toml", &format!("{base}secondary_cidr_blocks = [\"100.64.0.0/16\", \"10.1.0.0/16\"]\n{pods}"));
+    let plan = env.ok(&["plan", "b.toml"]);
+    assert!(plan.stdout.contains("~ vpc.main                           update in place"), "{plan:?}");
+    env.ok(&["apply", "--auto-approve", "b.toml"]);
+    assert_eq!(blocks(&env), ["10.0.0.0/16", "10.1.0.0/16", "100.64.0.0/16"]);
+    assert_eq!(env.state("sec")["resources"]["vpc.main"]["id"], vpc.as_str());
+    env.ok(&["apply", "--auto-approve", "a.toml"]);
+    assert_eq!(blocks(&env), ["10.0.0.0/16", "100.64.0.0/16"]);
+    // A block the primary's range excludes is refused offline, where it is written.
+    env.write("c.toml", &format!("{base}secondary_cidr_blocks = [\"192.168.0.0/16\"]\n"));
+    let v = env.run(&["validate", "c.toml"]);
+    assert_eq!(v.code, 1, "{v:?}");
+    assert!(v.stderr.contains("secondary block 192.168.0.0/16 is in 192.168.0.0/16, which AWS refuses"), "{v:?}");
+    env.ok(&["destroy", "--auto-approve", "a.toml"]);
+    assert_eq!(env.tagged("sec").total(), 0);
+}
