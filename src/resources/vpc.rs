@@ -65,10 +65,17 @@ impl Kind for Vpc {
     }
     fn normalize(&self, inputs: &mut Attrs) {
         inputs.entry("dns".into()).or_insert(Value::Bool(true));
-        // A set: the order blocks are written in means nothing to AWS.
-        if let Some(Value::List(blocks)) = inputs.get_mut("secondary_cidr_blocks") {
-            blocks.sort_by_key(|b| b.to_string());
-            blocks.dedup();
+        // A set: the order blocks are written in means nothing to AWS. None is no list at all,
+        // so state recorded before the attribute existed compares equal.
+        match inputs.get_mut("secondary_cidr_blocks") {
+            Some(Value::List(blocks)) if blocks.is_empty() => {
+                inputs.remove("secondary_cidr_blocks");
+            }
+            Some(Value::List(blocks)) => {
+                blocks.sort_by_key(|b| b.to_string());
+                blocks.dedup();
+            }
+            _ => {}
         }
     }
 
