@@ -131,7 +131,7 @@ impl Kind for Subnet {
             let pages = ctx.ec2.describe_subnets().set_filters(Some(filters)).into_paginator().send();
             let found =
                 ctx.all_pages(Service::Ec2, "DescribeSubnets", pages, |p| p.subnets.unwrap_or_default()).await?;
-            Ok(found.iter().map(|sn| recorded_of(sn)).collect())
+            Ok(found.iter().map(recorded_of).collect())
         })
         .await
     }

@@ -72,6 +72,23 @@ fn outside_vpc(env: &Env, b_name: &str) -> (String, String, String, String) {
     })
 }
 
+/// Every call made since the last reset is in `gpustack policy`'s document for the stack.
+fn calls_are_in_the_policy(env: &Env, args: &[&str]) {
+    let mut cmd = vec!["policy"];
+    cmd.extend_from_slice(args);
+    let policy: serde_json::Value = serde_json::from_str(&env.ok(&cmd).stdout).unwrap();
+    let allowed: std::collections::BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+        .collect();
+    let made: std::collections::BTreeSet<String> =
+        env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
+    let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
+    assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
+}
+
 /// True when the VPC and its subnets are all still there.
 fn still_there(env: &Env, vpc: &str, subnets: &[&str]) -> bool {
     let ec2 = env.emu.ec2();
@@ -100,6 +117,7 @@ fn the_existing_vpc_example_applies_into_a_vpc_it_does_not_own_and_leaves_it() {
     };
     let run = |cmd: &[&str]| env.run(&with(cmd).iter().map(String::as_str).collect::<Vec<_>>());
 
+    env.emu.reset_requests();
     let plan = run(&["plan"]);
     assert_eq!(plan.code, 0, "{plan:?}");
     // Reads, with what AWS says of each: the tag lookup found subnet b in its zone.
@@ -130,6 +148,8 @@ fn the_existing_vpc_example_applies_into_a_vpc_it_does_not_own_and_leaves_it() {
     assert_eq!(destroy.code, 0, "{destroy:?}");
     assert!(destroy.stdout.contains("Destroy complete"), "{destroy:?}");
     assert!(still_there(&env, &vpc, &[&a, &b]), "destroy must not touch what the stack does not own");
+    let policy_args: Vec<String> = [file.clone()].into_iter().chain(vars.iter().cloned()).collect();
+    calls_are_in_the_policy(&env, &policy_args.iter().map(String::as_str).collect::<Vec<_>>());
     let st = env.state("shared-dev");
     assert_eq!(st["resources"].as_object().map_or(0, |r| r.len()), 0, "{st}");
     assert_eq!(env.tagged("shared-dev").total(), 0);
@@ -184,6 +204,7 @@ fn existing_refuses_attributes_that_would_create_the_object() {
 fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     let env = Env::new();
     let file = example("security-group-pair.toml");
+    env.emu.reset_requests();
     let apply = env.run(&["apply", "--auto-approve", &file]);
     assert_eq!(apply.code, 0, "{apply:?}");
     let st = env.state("sgpair-dev");
@@ -218,6 +239,7 @@ fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
     env.ok(&["destroy", "--auto-approve", "pair.toml"]);
     assert_eq!(env.tagged("sgpair-dev").total(), 0);
+    calls_are_in_the_policy(&env, &["pair.toml"]);
 }
 
 #[test]
