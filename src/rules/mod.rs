@@ -376,7 +376,8 @@ pub(crate) fn stack_security_groups<'a>(stack: &'a Stack, r: &Resource) -> Optio
         .iter()
         .filter_map(|e| e.as_single_ref())
         .filter_map(|x| stack.get(&x.address))
-        .filter(|g| g.kind.name() == "security_group")
+        // A group read with `existing` has rules the stack file does not show.
+        .filter(|g| g.kind.name() == "security_group" && !crate::resources::existing::is_existing(g))
         .collect();
     (groups.len() == items.len()).then_some(groups)
 }

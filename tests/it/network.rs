@@ -283,3 +283,41 @@ fn secondary_cidr_blocks_are_added_and_removed_in_place_and_hold_subnets() {
     env.ok(&["destroy", "--auto-approve", "a.toml"]);
     assert_eq!(env.tagged("sec").total(), 0);
 }
+
+#[test]
+fn an_existing_capacity_reservation_is_read_for_its_zone_and_never_cancelled() {
+    let env = Env::new();
+    let ec2 = env.emu.ec2();
+    let cr = block_on(async move {
+        let out = ec2
+            .create_capacity_reservation()
+            .instance_type("g6.xlarge")
+            .instance_platform(aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+            .availability_zone("us-west-2b")
+            .instance_count(1)
+            .instance_match_criteria(aws_sdk_ec2::types::InstanceMatchCriteria::Targeted)
+            .end_date_type(aws_sdk_ec2::types::EndDateType::Unlimited)
+            .send()
+            .await
+            .unwrap();
+        out.capacity_reservation().unwrap().capacity_reservation_id().unwrap().to_string()
+    });
+    env.write(
+        "s.toml",
+        &format!(
+            "[stack]\nname = \"odcr\"\nregion = \"us-west-2\"\n\n[capacity_reservation.team]\nexisting = \"{cr}\"\n\n[launch_template.gpu]\ninstance_type = \"g6.xlarge\"\ncapacity_reservation = \"${{capacity_reservation.team.id}}\"\nmarket = \"on-demand\"\ndata_volume = {{ size_gib = 200 }}\n\n[output]\nzone = \"${{capacity_reservation.team.availability_zone}}\"\n"
+        ),
+    );
+    let plan = env.ok(&["plan", "s.toml"]);
+    assert!(plan.stdout.contains("<= capacity_reservation.team"), "{plan:?}");
+    assert!(plan.stdout.contains(&format!("read {cr} (existing, not managed")), "{plan:?}");
+    assert!(plan.stdout.contains("availability_zone: (none) → \"us-west-2b\""), "{plan:?}");
+    env.ok(&["apply", "--auto-approve", "s.toml"]);
+    assert_eq!(env.ok(&["output", "--state", "state/odcr.json", "zone"]).stdout.trim(), "us-west-2b");
+    let destroy = env.ok(&["destroy", "--auto-approve", "s.toml"]);
+    assert!(!destroy.stdout.contains("CancelCapacityReservation"), "{destroy:?}");
+    assert!(
+        !env.emu.requests().iter().any(|(_, action)| action == "CancelCapacityReservation"),
+        "a reservation the stack does not own is never cancelled"
+    );
+}
