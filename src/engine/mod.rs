@@ -76,10 +76,16 @@ pub async fn execute(
     let adoptions: Vec<(String, ResourceState)> =
         plan.changes.iter().filter_map(|c| c.adopt.clone().map(|e| (c.address.clone(), e))).collect();
     // Adopted objects exist in AWS already: like results, they need not be stored before acting.
+    // Objects the stack reads but does not own (`existing`) leave state without an AWS call.
+    let forgotten: Vec<String> =
+        plan.changes.iter().filter(|c| c.action == Action::Forget).map(|c| c.address.clone()).collect();
     journal
         .record(|s| {
             for (a, e) in adoptions {
                 s.resources.insert(a, e);
+            }
+            for a in &forgotten {
+                s.resources.remove(a);
             }
         })
         .await?;
@@ -258,8 +264,8 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
                 let k = push(&mut ops, &mut dbc, ci, op, false);
                 forward.insert(a, k);
             }
-            // State-only: nothing to run.
-            Action::Adopt => {}
+            // State-only: recorded (or dropped) in the first write, nothing to run.
+            Action::Adopt | Action::Read | Action::Forget => {}
         }
     }
     // Creates and updates after those of their dependencies.

@@ -19,6 +19,13 @@ pub enum Action {
     Retain,
     /// Record in state an object found by its tags, or a state-only change; AWS untouched.
     Adopt,
+    /// Read an object the stack names but does not own (`existing = ...`): its outputs are
+    /// recorded in state for the resources that refer to it; AWS is untouched (Terraform's
+    /// data sources, `<=`).
+    Read,
+    /// Drop a read object (`existing`) from state: it is no longer in the stack, or the
+    /// stack is destroyed. AWS is untouched, the object stays as it is (Terraform's `.`).
+    Forget,
     /// Written as Kubernetes YAML by `gpustack manifests`, never applied to AWS: the file,
     /// and its text as last applied (none when new) and as it will be.
     Render(Box<Rendering>),
@@ -53,6 +60,8 @@ impl Action {
             Action::DeleteThenCreate => "-/+",
             Action::Delete | Action::Retain => "-",
             Action::Adopt => "=",
+            Action::Read => "<=",
+            Action::Forget => ".",
             Action::Render(_) => "»",
         }
     }
@@ -67,6 +76,8 @@ impl Action {
             Action::Delete => "delete",
             Action::Retain => "retain",
             Action::Adopt => "adopt",
+            Action::Read => "read",
+            Action::Forget => "forget",
             Action::Render(_) => "render",
         }
     }
@@ -109,6 +120,8 @@ mod tests {
             (Action::Delete, "-", "delete"),
             (Action::Retain, "-", "retain"),
             (Action::Adopt, "=", "adopt"),
+            (Action::Read, "<=", "read"),
+            (Action::Forget, ".", "forget"),
             (Action::Render(Box::new(Rendering { file: "f".into(), old: None, new: "n".into() })), "»", "render"),
         ];
         for (a, sym, name) in all {

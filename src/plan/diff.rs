@@ -113,6 +113,12 @@ fn resource_change(
             None => st.resources.get(a).map(|e| attrs_from_json(&e.outputs)),
         }
     };
+    if let Some(e) = r.attrs.get("existing") {
+        let value = e.resolve(&|x: &OutputRef| {
+            outputs_of(&x.address).and_then(|o| o.get(&x.output).cloned()).unwrap_or(Value::Unknown)
+        });
+        return read_change(r, value, recorded, refreshed, planned, errors);
+    }
     let desired = desired_inputs(stack, idx, &outputs_of);
     if kind.rendered() {
         return rendered_change(kind, r, recorded, desired, planned);
@@ -187,6 +193,99 @@ fn resource_change(
         return change.adopt.is_some().then_some(change);
     }
     Some(change)
+}
+
+/// A resource that names an object the stack does not own (`existing`): `Read` when what
+/// refresh read differs from what state recorded (or nothing is recorded), nothing when in
+/// sync. Offline only a literal id is known; state's record stands until the next read.
+fn read_change(
+    r: &Resource,
+    value: Value,
+    recorded: Option<&ResourceState>,
+    refreshed: &Refreshed,
+    planned: &mut PlannedOutputs,
+    errors: &mut Vec<Diagnostic>,
+) -> Option<Change> {
+    let span = r.attrs.get("existing").and_then(|e| e.span.clone()).or(r.span.clone());
+    let inputs = Attrs::from([("existing".to_string(), value.clone())]);
+    if let Some(e) = recorded.filter(|e| !resources::existing::in_state(e)) {
+        errors.push(
+            Diagnostic::error(
+                format!("`{}` ({}) was created by this stack; `existing` names objects the stack does not own", r.address, e.id),
+                span,
+            )
+            .help("remove `existing` to keep managing it, or destroy it first (gpustack destroy --target) and name the object that takes its place"),
+        );
+        planned.insert(r.address.clone(), None);
+        return None;
+    }
+    let same = |e: &ResourceState| attrs_from_json(&e.inputs) == inputs;
+    let mut c = new_change(r.address.clone(), r.kind.name(), Action::Read, None);
+    let entry = |id: &str, outputs: &Attrs| ResourceState {
+        kind: r.kind.name().to_string(),
+        id: id.to_string(),
+        inputs: attrs_to_json(&inputs),
+        outputs: attrs_to_json(outputs),
+        deps: vec![],
+        prevent_destroy: false,
+    };
+    if refreshed.skipped {
+        if let Some(e) = recorded.filter(|e| same(e)) {
+            planned.insert(r.address.clone(), Some(attrs_from_json(&e.outputs)));
+            return None;
+        }
+        let literal = value.as_str().map(str::to_string);
+        let outputs = literal.as_ref().map(|id| Attrs::from([("id".to_string(), Value::str(id.clone()))]));
+        planned.insert(r.address.clone(), outputs.clone());
+        c.id = literal.clone();
+        c.adopt = literal.as_ref().zip(outputs.as_ref()).map(|(id, o)| entry(id, o));
+        c.note = Some("not read offline (--refresh=false); a refreshing plan reads it".into());
+        return Some(c);
+    }
+    match refreshed.existing.get(&r.address) {
+        None => {
+            errors.push(
+                Diagnostic::error(
+                    format!("`{}`: the lookup depends on an object this plan creates, so there is nothing to read yet", r.address),
+                    span,
+                )
+                .help("an existing object lives in a VPC that exists: name that VPC by id, or by a `vpc` resource with `existing`"),
+            );
+            planned.insert(r.address.clone(), None);
+            None
+        }
+        Some(Err(why)) => {
+            errors.push(
+                Diagnostic::error(format!("`{}`: {why}", r.address), span).help(
+                    "check the id or the tags (and the stack's region); a tag lookup must match exactly one object",
+                ),
+            );
+            planned.insert(r.address.clone(), None);
+            None
+        }
+        Some(Ok(read)) => {
+            planned.insert(r.address.clone(), Some(read.outputs.clone()));
+            let old_outputs = recorded.map(|e| attrs_from_json(&e.outputs)).unwrap_or_default();
+            if recorded.is_some_and(|e| same(e) && e.id == read.id) && old_outputs == read.outputs {
+                return None;
+            }
+            c.id = Some(read.id.clone());
+            c.fields = read
+                .outputs
+                .iter()
+                .filter(|(k, v)| old_outputs.get(*k) != Some(*v))
+                .map(|(k, v)| FieldDiff {
+                    path: k.clone(),
+                    old: old_outputs.get(k).cloned(),
+                    new: Some(v.clone()),
+                    forces_replace: false,
+                })
+                .collect();
+            c.old_outputs = old_outputs;
+            c.adopt = Some(entry(&read.id, &read.outputs));
+            Some(c)
+        }
+    }
 }
 
 /// A rendered resource (Kubernetes YAML): `Render` with the YAML's diff when it is new or
@@ -291,6 +390,13 @@ fn removals(
     let mut deletes = vec![];
     for (address, e) in &st.resources {
         if wanted(address) || scope.is_some_and(|s| !s.contains(address)) {
+            continue;
+        }
+        // An object read with `existing` is only forgotten: nothing is deleted.
+        if resources::existing::in_state(e) {
+            let mut c = delete_change(address, e, false, None);
+            c.action = Action::Forget;
+            deletes.push(c);
             continue;
         }
         if e.prevent_destroy || stack.get(address).is_some_and(|r| r.prevent_destroy) {

@@ -57,7 +57,7 @@ pub fn to_json(plan: &Plan) -> Json {
         .collect();
     // One count per action name, every name present (0 when absent), in a fixed order.
     let mut summary = Map::new();
-    for name in ["create", "purchase", "update", "replace", "delete", "retain", "adopt", "render"] {
+    for name in ["create", "purchase", "update", "replace", "delete", "retain", "adopt", "read", "forget", "render"] {
         summary.insert(name.into(), plan.changes.iter().filter(|c| c.action.name() == name).count().into());
     }
     summary.insert("unchanged".into(), plan.unchanged.into());

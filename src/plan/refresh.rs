@@ -26,6 +26,10 @@ pub struct Refreshed {
     pub strays: Vec<(String, ResourceState)>,
     pub notes: HashMap<String, String>,
     pub skipped: bool,
+    /// What refresh read for the resources that name an object they do not own
+    /// (`existing`): its id and outputs, or why it could not be read (no match, several).
+    /// Absent for one whose lookup is not known yet (its `vpc` is created by this plan).
+    pub existing: HashMap<String, std::result::Result<resources::Recorded, String>>,
     /// Addresses whose pending create found nothing tagged for them: the call may still be
     /// landing (AWS shows new objects after a moment), so look again before creating anew.
     pub unconfirmed: Vec<String>,
@@ -80,7 +84,55 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         found.push((kind, observed));
     }
     found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
-    Ok(merge(stack, state, found))
+    let mut out = merge(stack, state, found);
+    out.existing = read_existing(ctx, stack, out.state.as_ref()).await?;
+    Ok(out)
+}
+
+/// Reads the objects the stack names with `existing`, kind by kind in dependency order (a
+/// subnet looked up in an existing VPC needs that VPC's id first): one call per kind for the
+/// literal ids, one per tag lookup.
+async fn read_existing(
+    ctx: &Ctx,
+    stack: &Stack,
+    state: Option<&State>,
+) -> Result<HashMap<String, std::result::Result<resources::Recorded, String>>> {
+    let mut read: HashMap<String, std::result::Result<resources::Recorded, String>> = HashMap::new();
+    for kind in resources::KINDS {
+        let mut asked: Vec<(String, resources::existing::Lookup)> = vec![];
+        for r in stack.resources.iter().filter(|r| r.kind.name() == kind.name()) {
+            let Some(e) = r.attrs.get("existing") else { continue };
+            let value = e.resolve(&|x| {
+                let outputs = match read.get(&x.address) {
+                    Some(Ok(rec)) => Some(&rec.outputs),
+                    Some(Err(_)) => None,
+                    None => None,
+                };
+                let recorded =
+                    state.and_then(|s| s.resources.get(&x.address)).map(|e| crate::value::attrs_from_json(&e.outputs));
+                outputs
+                    .cloned()
+                    .or(recorded)
+                    .and_then(|o| o.get(&x.output).cloned())
+                    .unwrap_or(crate::value::Value::Unknown)
+            });
+            if let Some(l) = resources::existing::Lookup::of(&value) {
+                asked.push((r.address.clone(), l));
+            }
+        }
+        if asked.is_empty() {
+            continue;
+        }
+        let lookups: Vec<resources::existing::Lookup> = asked.iter().map(|(_, l)| l.clone()).collect();
+        let answers = kind
+            .read_existing(ctx, &lookups)
+            .await
+            .with_context(|| format!("reading the existing {} objects stack {} names", kind.name(), ctx.stack))?;
+        for ((address, _), answer) in asked.into_iter().zip(answers) {
+            read.insert(address, answer);
+        }
+    }
+    Ok(read)
 }
 
 /// What the state's pending creates of `kind` journaled by name ([`Kind::pending_token`]),
@@ -112,8 +164,15 @@ pub fn merge(stack: &Stack, state: Option<&State>, found: Vec<(&'static dyn Kind
     let mut out = Refreshed::default();
     for (kind, observed) in found {
         let mut by_id: HashMap<String, Observed> = observed.into_iter().map(|o| (o.id.clone(), o)).collect();
-        let addresses: Vec<String> =
-            st.resources.iter().filter(|(_, e)| e.kind == kind.name()).map(|(a, _)| a.clone()).collect();
+        // Objects read with `existing` are not the stack's: refresh neither drops their
+        // entries (they carry no stack tag) nor treats them as strays.
+        by_id.retain(|id, _| !st.resources.values().any(|e| resources::existing::in_state(e) && e.id == *id));
+        let addresses: Vec<String> = st
+            .resources
+            .iter()
+            .filter(|(_, e)| e.kind == kind.name() && !resources::existing::in_state(e))
+            .map(|(a, _)| a.clone())
+            .collect();
         for a in addresses {
             let id = st.resources[&a].id.clone();
             match by_id.remove(&id) {

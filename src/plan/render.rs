@@ -24,7 +24,7 @@ fn color_of(a: &Action) -> &'static str {
         Action::Update => "33",
         Action::DeleteThenCreate | Action::CreateThenDelete => "35",
         Action::Delete | Action::Retain => "31",
-        Action::Adopt | Action::Render(_) => "36",
+        Action::Adopt | Action::Render(_) | Action::Read | Action::Forget => "36",
     }
 }
 
@@ -62,6 +62,14 @@ pub fn summary(plan: &Plan) -> String {
     let adopt = plan.count(|a| *a == Action::Adopt);
     if adopt > 0 {
         let _ = write!(s, ", {adopt} to adopt");
+    }
+    let read = plan.count(|a| *a == Action::Read);
+    if read > 0 {
+        let _ = write!(s, ", {read} to read");
+    }
+    let forget = plan.count(|a| *a == Action::Forget);
+    if forget > 0 {
+        let _ = write!(s, ", {forget} to forget");
     }
     let render = plan.count(|a| matches!(a, Action::Render(_)));
     if render > 0 {
@@ -141,6 +149,13 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             None => "delete".into(),
         },
         Action::Adopt => "record in state (no change to AWS)".into(),
+        Action::Read => match &c.id {
+            Some(id) => format!("read {id} (existing, not managed: no change to AWS)"),
+            None => "read (existing, not managed: no change to AWS)".into(),
+        },
+        Action::Forget => {
+            format!("forget {} (existing, not managed: left in AWS as it is)", c.id.as_deref().unwrap_or_default())
+        }
         Action::Render(r) => format!("render {} (gpustack manifests; no change to AWS)", r.file),
     };
     let line = format!("{sym:>4} {:<34} {what}", c.address);
@@ -219,12 +234,12 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
                 }
             }
         }
-        Action::Update | Action::DeleteThenCreate | Action::CreateThenDelete | Action::Adopt => {
+        Action::Update | Action::DeleteThenCreate | Action::CreateThenDelete | Action::Adopt | Action::Read => {
             for f in &c.fields {
                 render_field(out, f);
             }
         }
-        Action::Delete | Action::Retain => {}
+        Action::Delete | Action::Retain | Action::Forget => {}
     }
 }
 

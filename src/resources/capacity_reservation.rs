@@ -30,6 +30,7 @@ const ATTRS: &[Attr] = &[
     Attr::opt("platform", Ty::Enum(PLATFORMS), Default::Str("Linux/UNIX"), OnChange::Replace),
     Attr::opt("tenancy", Ty::Enum(&["default", "dedicated"]), Default::Str("default"), OnChange::Replace),
     TAGS,
+    super::existing::EXISTING,
 ];
 
 /// An RFC 3339 timestamp in the stack, checked.
@@ -84,7 +85,68 @@ impl Kind for CapacityReservationKind {
         ]
     }
 
+    /// A reservation the stack does not own (shared by another account or team, or bought
+    /// by hand): read by id (`CapacityReservationIds`; the API has no id filter) or by
+    /// `tag:<key>` filters, cancelled, expired and failed ones left out of a tag lookup.
+    async fn read_existing(
+        &self,
+        ctx: &Ctx,
+        lookups: &[super::existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        use super::existing::Lookup;
+        let mut out = vec![];
+        for l in lookups {
+            let found: Vec<CapacityReservation> = match l {
+                Lookup::Id(id) => {
+                    let request = ctx.ec2.describe_capacity_reservations().capacity_reservation_ids(id);
+                    match ctx.call(Service::Ec2, "DescribeCapacityReservations", request.send()).await {
+                        Ok(o) => o.capacity_reservations().to_vec(),
+                        Err(e)
+                            if e.code.as_deref().is_some_and(|c| c.contains("NotFound") || c.contains("Malformed")) =>
+                        {
+                            vec![]
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Lookup::Tags { tags: _, vpc: _ } => {
+                    let pages = ctx
+                        .ec2
+                        .describe_capacity_reservations()
+                        .set_filters(Some(l.ec2_filters()))
+                        .into_paginator()
+                        .send();
+                    let mut all = ctx
+                        .all_pages(Service::Ec2, "DescribeCapacityReservations", pages, |p| {
+                            p.capacity_reservations.unwrap_or_default()
+                        })
+                        .await?;
+                    all.retain(|r| {
+                        matches!(
+                            r.state(),
+                            Some(
+                                CapacityReservationState::Active
+                                    | CapacityReservationState::Scheduled
+                                    | CapacityReservationState::Pending
+                            )
+                        )
+                    });
+                    all
+                }
+            };
+            let found = found
+                .iter()
+                .map(|r| (r.capacity_reservation_id().unwrap_or_default().to_string(), recorded(Some(r))))
+                .collect();
+            out.push(super::existing::one(l, "capacity reservation", found).map(|(_, r)| r));
+        }
+        Ok(out)
+    }
+
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        if super::existing::is_existing(r) {
+            return super::existing::validate(r, "cr-", false, diags);
+        }
         check_time(r, "end_date", diags);
         // An ODCR bills for its reserved instances, used or not, until cancelled: one left by a
         // lost stack bills on with no end (EC2 UG `capacity-reservations-pricing`).

@@ -1,9 +1,9 @@
 //! IPv4 CIDR blocks as EC2 takes them, checked offline with `ipnet`: the syntax, the
 //! /16 to /28 size of a VPC or subnet block, a subnet inside its VPC's block, and no two
-//! subnets of one VPC overlapping. The third is gpustack's limit, not AWS's: a `vpc` has
-//! exactly one IPv4 block, while AWS lets a VPC take secondary blocks ("You can associate
-//! secondary IPv4 CIDR blocks with your VPC", VPC UG `vpc-cidr-blocks`; EC2 API
-//! `AssociateVpcCidrBlock`), which gpustack does not manage. Only literal blocks are checked (variables count as
+//! subnets of one VPC overlapping, and a VPC's `secondary_cidr_blocks` (EC2 API
+//! `AssociateVpcCidrBlock`; VPC UG `vpc-cidr-blocks`: the association restrictions by the
+//! primary block's range, the per-VPC quota); a subnet may sit in any of its VPC's blocks.
+//! Only literal blocks are checked (variables count as
 //! literal once substituted); a block that comes from another resource's output is AWS's to
 //! judge at apply time.
 
@@ -60,6 +60,88 @@ fn block(r: &Resource, diags: &mut Vec<Diagnostic>) -> Option<Ipv4Net> {
     Some(net)
 }
 
+/// A VPC's literal, well-formed secondary blocks (problems are reported by [`check_secondary`]).
+fn secondary_blocks(vpc: &Resource) -> Vec<Ipv4Net> {
+    let Some(e) = vpc.attrs.get("secondary_cidr_blocks").filter(|_| vpc.kind.name() == "vpc") else { return vec![] };
+    let Some(Value::List(items)) = Some(e.resolve(&|_| Value::Unknown)) else { return vec![] };
+    items.iter().filter_map(|v| v.as_str()?.parse::<Ipv4Net>().ok()).filter(|n| n.addr() == n.network()).collect()
+}
+
+/// The ranges a secondary block may not come from, given the primary's range: the VPC UG's
+/// "IPv4 CIDR block association restrictions" table (`vpc-cidr-blocks`): with a primary in
+/// 10.0.0.0/8, no 172.16.0.0/12, 192.168.0.0/16 or 198.19.0.0/16; in 172.16.0.0/12, no
+/// 10.0.0.0/8, 192.168.0.0/16 or 198.19.0.0/16; in 192.168.0.0/16, no 10.0.0.0/8,
+/// 172.16.0.0/12 or 198.19.0.0/16; in 198.19.0.0/16, none of the three RFC 1918 ranges; a
+/// publicly routable primary excludes all four. 100.64.0.0/10 (RFC 6598, the range the EKS
+/// custom-networking guides use for pods) is allowed with every primary.
+fn restricted(primary: &Ipv4Net) -> Vec<Ipv4Net> {
+    let all: [Ipv4Net; 4] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "198.19.0.0/16"]
+        .map(|s| s.parse().unwrap_or_else(|_| Ipv4Net::default()));
+    match all.iter().position(|r| r.contains(primary)) {
+        Some(home) => all.iter().enumerate().filter(|(i, _)| *i != home).map(|(_, r)| *r).collect(),
+        None if "100.64.0.0/10".parse::<Ipv4Net>().is_ok_and(|c| c.contains(primary)) => vec![],
+        None => all.to_vec(),
+    }
+}
+
+/// AWS's default quota of IPv4 blocks per VPC, primary included (VPC UG `amazon-vpc-limits`,
+/// "IPv4 CIDR blocks per VPC": 5, adjustable up to 50).
+const BLOCKS_PER_VPC: usize = 5;
+
+/// A VPC's `secondary_cidr_blocks`: each a /16 to /28 block without host bits, apart from the
+/// primary and from each other, from a range the primary allows; more than the default quota
+/// is a warning (it can be raised).
+fn check_secondary(vpc: &Resource, primary: Option<Ipv4Net>, diags: &mut Vec<Diagnostic>) {
+    let Some(e) = vpc.attrs.get("secondary_cidr_blocks") else { return };
+    let Value::List(items) = e.resolve(&|_| Value::Unknown) else { return };
+    let a = &vpc.address;
+    let mut seen: Vec<Ipv4Net> = primary.into_iter().collect();
+    for v in &items {
+        let Some(text) = v.as_str() else { continue };
+        let net = match text.parse::<Ipv4Net>() {
+            Ok(n) if PREFIXES.contains(&n.prefix_len()) && n.addr() == n.network() => n,
+            _ => {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`{a}`: secondary block \"{text}\" is not an IPv4 /16 to /28 block"),
+                        e.span.clone(),
+                    )
+                    .help("write the first address and a prefix length from /16 to /28, e.g. \"100.64.0.0/16\""),
+                );
+                continue;
+            }
+        };
+        if let Some(range) =
+            primary.and_then(|p| restricted(&p).into_iter().find(|r| r.contains(&net) || net.contains(r)))
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{a}`: secondary block {net} is in {range}, which AWS refuses next to a primary block in {}", primary.map(|p| p.to_string()).unwrap_or_default()),
+                    e.span.clone(),
+                )
+                .help("pick a block from the primary's own private range or from 100.64.0.0/10 (VPC UG vpc-cidr-blocks, association restrictions)"),
+            );
+        }
+        if let Some(other) = seen.iter().find(|o| o.contains(&net) || net.contains(*o)) {
+            diags.push(
+                Diagnostic::error(format!("`{a}`: secondary block {net} overlaps {other}"), e.span.clone())
+                    .help("a VPC's blocks are apart from each other; pick a range none of them covers"),
+            );
+        } else {
+            seen.push(net);
+        }
+    }
+    if items.len() + 1 > BLOCKS_PER_VPC {
+        diags.push(
+            Diagnostic::warning(
+                format!("`{a}` has {} IPv4 blocks; AWS's default quota is {BLOCKS_PER_VPC} per VPC", items.len() + 1),
+                e.span.clone(),
+            )
+            .help("ask for more with Service Quotas (VPC: IPv4 CIDR blocks per VPC, up to 50) before applying"),
+        );
+    }
+}
+
 /// Every VPC and subnet block of the stack, and how the subnets sit in their VPCs.
 pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags: &mut Vec<Diagnostic>) {
     let blocks: Vec<Option<Ipv4Net>> = resources
@@ -69,12 +151,22 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
             _ => None,
         })
         .collect();
+    for (i, r) in resources.iter().enumerate().filter(|(_, r)| r.kind.name() == "vpc" && r.values_ok) {
+        check_secondary(r, blocks[i], diags);
+    }
     // Subnets per VPC address, in file order: (index, block).
     let mut seen: HashMap<&str, Vec<(usize, Ipv4Net)>> = HashMap::new();
     for (i, r) in resources.iter().enumerate().filter(|(_, r)| r.kind.name() == "subnet") {
         let (Some(net), Some(vpc)) = (blocks[i], r.attrs.get("vpc").and_then(Expr::as_single_ref)) else { continue };
         let Some(&v) = by_address.get(&vpc.address) else { continue };
         let span = r.attrs.get("cidr_block").and_then(|e| e.span.clone());
+        // A subnet may sit in any of the VPC's blocks, the primary or a secondary one.
+        let secondary = secondary_blocks(&resources[v]);
+        if secondary.iter().any(|b| b.contains(&net)) {
+            let siblings = seen.entry(vpc.address.as_str()).or_default();
+            siblings.push((i, net));
+            continue;
+        }
         if let Some(vpc_net) = blocks[v].filter(|_| resources[v].kind.name() == "vpc")
             && !vpc_net.contains(&net)
         {
@@ -84,7 +176,7 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
                     span.clone(),
                 )
                 .help(format!(
-                    "gpustack gives a VPC one IPv4 block, so a subnet's block lies within it ({} to {}); AWS's secondary VPC blocks (VPC UG vpc-cidr-blocks) are not managed by gpustack",
+                    "a subnet's block lies within one of its VPC's blocks ({} to {}), or add its range to the VPC's secondary_cidr_blocks",
                     vpc_net.network(),
                     vpc_net.broadcast()
                 )),
@@ -127,5 +219,17 @@ mod tests {
         assert!(vpc.contains(&a) && a.contains(&inner) && !vpc.contains(&outside));
         assert!(rule_cidr_problem("::/0").is_none() && rule_cidr_problem("10.0.0.1/32").is_none());
         assert!(rule_cidr_problem("10.0.0.0/33").is_some() && rule_cidr_problem("10.0.0.0").is_some());
+    }
+
+    #[test]
+    fn secondary_ranges_follow_the_primary() {
+        let n = |s: &str| s.parse::<Ipv4Net>().unwrap();
+        let r10 = restricted(&n("10.0.0.0/16"));
+        assert!(r10.iter().any(|r| r.contains(&n("192.168.0.0/20"))));
+        assert!(r10.iter().any(|r| r.contains(&n("198.19.0.0/16"))));
+        assert!(!r10.iter().any(|r| r.contains(&n("10.1.0.0/16")) || r.contains(&n("100.64.0.0/16"))));
+        let public = restricted(&n("52.0.0.0/16"));
+        assert_eq!(public.len(), 4);
+        assert!(restricted(&n("192.168.0.0/16")).iter().any(|r| r.contains(&n("10.0.0.0/16"))));
     }
 }

@@ -11,6 +11,7 @@ mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
 pub mod gpu_operator;
+pub mod existing;
 pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
@@ -26,6 +27,7 @@ pub mod pod_identity_association;
 mod priority_class;
 pub mod rendered;
 mod security_group;
+mod security_group_rule;
 mod subnet;
 pub mod training_plan;
 mod vpc;
@@ -49,6 +51,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &nat_gateway::NatGatewayKind,
     &iam_role::IamRole,
     &security_group::SecurityGroup,
+    &security_group_rule::SecurityGroupRuleKind,
     &vpc_endpoint::VpcEndpointKind,
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
@@ -326,6 +329,16 @@ pub trait Kind: Schema {
     /// directly by that name; `None` when the kind has no such token or nothing has it.
     async fn find_pending(&self, _ctx: &Ctx, _address: &str, _token: &str) -> Result<Option<Observed>> {
         Ok(None)
+    }
+    /// For a kind that accepts `existing` (an object the stack does not own): the objects
+    /// `lookups` name, in order, each with its id and outputs or why it was not found (none,
+    /// or several for a tag lookup). Literal ids are read in one call.
+    async fn read_existing(
+        &self,
+        _ctx: &Ctx,
+        lookups: &[existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        Ok(lookups.iter().map(|_| Err(format!("a {} cannot be read with `existing`", self.name()))).collect())
     }
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}

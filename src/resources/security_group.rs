@@ -33,6 +33,7 @@ const ATTRS: &[Attr] = &[
     Attr::opt("egress", Ty::List(&Ty::Object(RULE)), Default::EmptyList, OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
+    super::existing::EXISTING,
 ];
 
 impl Schema for SecurityGroup {
@@ -58,10 +59,33 @@ impl Kind for SecurityGroup {
             "ec2:AuthorizeSecurityGroupEgress",
             "ec2:RevokeSecurityGroupIngress",
             "ec2:RevokeSecurityGroupEgress",
+            "ec2:DescribeSecurityGroupRules",
         ]
     }
 
+    async fn read_existing(
+        &self,
+        ctx: &Ctx,
+        lookups: &[super::existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        super::existing::resolve(lookups, "security group", "group-id", |filters| async move {
+            let pages = ctx.ec2.describe_security_groups().set_filters(Some(filters)).into_paginator().send();
+            let groups = ctx
+                .all_pages(Service::Ec2, "DescribeSecurityGroups", pages, |p| p.security_groups.unwrap_or_default())
+                .await?;
+            Ok(groups
+                .iter()
+                .map(|g| {
+                    let id = g.group_id().unwrap_or_default().to_string();
+                    recorded(id, g.group_name().unwrap_or_default().to_string())
+                })
+                .collect())
+        })
+        .await
+    }
+
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
+        super::existing::validate(r, "sg-", true, diags);
         for dir in ["ingress", "egress"] {
             let Some(crate::stack::expr::ExprKind::List(rules)) = r.attrs.get(dir).map(|e| &e.kind) else { continue };
             // Literal rules seen so far, by meaning (description aside), for duplicates.
@@ -85,7 +109,7 @@ impl Kind for SecurityGroup {
                         .help("add from_port (and to_port for a range), or use protocol = \"-1\" for all traffic"),
                     );
                 }
-                check_ports(dir, n, t, diags);
+                check_ports(&format!("{dir}[{n}]"), t, diags);
                 if let Some(e) = t.get("cidr")
                     && let Some(Value::Str(text)) = e.as_literal()
                     && let Some(problem) = super::cidr::rule_cidr_problem(text)
@@ -196,6 +220,14 @@ impl Kind for SecurityGroup {
         let groups = ctx
             .all_pages(Service::Ec2, "DescribeSecurityGroups", pages, |p| p.security_groups.unwrap_or_default())
             .await?;
+        // Rules that `security_group_rule` resources own are theirs, not the group's inline set.
+        let ids: Vec<String> = groups.iter().filter_map(|g| g.group_id().map(str::to_string)).collect();
+        let owned = super::security_group_rule::owned_rules(ctx, &ids).await?;
+        let inline = |perms: &[IpPermission], id: &str, egress: bool| {
+            let mut rules = observed_rules(perms, id);
+            rules.retain(|r| !owned.iter().any(|(g, e, o)| g == id && *e == egress && o == r));
+            Value::List(rules)
+        };
         Ok(groups
             .iter()
             .map(|g| {
@@ -204,8 +236,8 @@ impl Kind for SecurityGroup {
                 let attrs = Attrs::from([
                     ("vpc".into(), Value::str(g.vpc_id().unwrap_or_default())),
                     ("description".into(), Value::str(g.description().unwrap_or_default())),
-                    ("ingress".into(), Value::List(observed_rules(g.ip_permissions(), &id))),
-                    ("egress".into(), Value::List(observed_rules(g.ip_permissions_egress(), &id))),
+                    ("ingress".into(), inline(g.ip_permissions(), &id, false)),
+                    ("egress".into(), inline(g.ip_permissions_egress(), &id, true)),
                     ("tags".into(), tags::observed(&all)),
                 ]);
                 let name = g.group_name().unwrap_or_default().to_string();
@@ -259,14 +291,13 @@ fn self_all_traffic() -> Value {
 /// all-traffic, `to_port` defaulting to `from_port`.
 /// Ports of a TCP or UDP rule are 0 to 65535 with from_port ≤ to_port; an ICMP rule's are
 /// the type and code, -1 (any) to 255. Other protocols ignore ports. Only literal values.
-fn check_ports(
-    dir: &str,
-    n: usize,
+pub(super) fn check_ports(
+    what: &str,
     t: &std::collections::BTreeMap<String, crate::stack::Expr>,
     diags: &mut Vec<Diagnostic>,
 ) {
     let proto = t.get("protocol").and_then(|e| e.as_literal()).and_then(Value::as_str).unwrap_or("-1");
-    let (range, what) = match proto.to_ascii_lowercase().as_str() {
+    let (range, limits) = match proto.to_ascii_lowercase().as_str() {
         "tcp" | "udp" | "6" | "17" => (0..=65535, "ports are 0 to 65535"),
         "icmp" | "1" => (-1..=255, "an ICMP type or code is -1 (any) to 255"),
         _ => return,
@@ -276,7 +307,7 @@ fn check_ports(
         if let Some((v, span)) = p
             && !range.contains(&v)
         {
-            diags.push(Diagnostic::error(format!("`{dir}[{n}].{k}` is {v}: {what}"), span).help(format!(
+            diags.push(Diagnostic::error(format!("`{what}.{k}` is {v}: {limits}"), span).help(format!(
                 "write a {k} from {} to {}",
                 range.start(),
                 range.end()
@@ -288,13 +319,13 @@ fn check_ports(
         && from > to
     {
         diags.push(
-            Diagnostic::error(format!("`{dir}[{n}]`: from_port {from} is above to_port {to}"), span)
+            Diagnostic::error(format!("`{what}`: from_port {from} is above to_port {to}"), span)
                 .help(format!("a range runs from from_port up to to_port: from_port = {to}, to_port = {from}")),
         );
     }
 }
 
-fn canonical_rule(r: &Value) -> Value {
+pub(super) fn canonical_rule(r: &Value) -> Value {
     let Some(t) = r.as_table() else { return r.clone() };
     let mut c = t.clone();
     let proto = match t.get("protocol").and_then(Value::as_str).unwrap_or("-1").to_ascii_lowercase().as_str() {
@@ -361,7 +392,7 @@ async fn sync_rules(ctx: &Ctx, id: &str, old: &Attrs, new: &Attrs) -> Result<()>
     Ok(())
 }
 
-fn permission(r: &Value, own_id: &str) -> IpPermission {
+pub(super) fn permission(r: &Value, own_id: &str) -> IpPermission {
     let t = r.as_table().cloned().unwrap_or_default();
     let proto = t.get("protocol").and_then(Value::as_str).unwrap_or("-1");
     let desc = t.get("description").and_then(Value::as_str).map(str::to_string);

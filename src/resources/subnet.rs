@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
+use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, existing, str_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -22,6 +22,7 @@ const ATTRS: &[Attr] = &[
     // A NAT gateway id: the subnet gets a route table of its own with 0.0.0.0/0 through it.
     Attr::opt("nat_gateway", Ty::Str, Default::None, OnChange::Update),
     TAGS,
+    existing::EXISTING,
 ];
 
 /// Tag on a subnet's own route table (its NAT route): the subnet id it serves.
@@ -35,7 +36,7 @@ impl Schema for Subnet {
         ATTRS
     }
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str), ("availability_zone", Ty::Str)]
+        &[("id", Ty::Str), ("availability_zone", Ty::Str), ("cidr_block", Ty::Str), ("vpc_id", Ty::Str)]
     }
 }
 
@@ -118,10 +119,25 @@ impl Kind for Subnet {
                 ctx.call(Service::Ec2, "AssociateRouteTable", request.send()).await?;
             }
         }
-        Ok(recorded(id, az))
+        Ok(recorded(id, az, cidr, vpc))
+    }
+
+    async fn read_existing(
+        &self,
+        ctx: &Ctx,
+        lookups: &[existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        existing::resolve(lookups, "subnet", "subnet-id", |filters| async move {
+            let pages = ctx.ec2.describe_subnets().set_filters(Some(filters)).into_paginator().send();
+            let found =
+                ctx.all_pages(Service::Ec2, "DescribeSubnets", pages, |p| p.subnets.unwrap_or_default()).await?;
+            Ok(found.iter().map(recorded_of).collect())
+        })
+        .await
     }
 
     fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
+        existing::validate(r, "subnet-", true, diags);
         let public = r.attrs.get("public").and_then(|e| e.as_literal()).and_then(Value::as_bool) == Some(true);
         if public && let Some(e) = r.attrs.get("nat_gateway") {
             diags.push(
@@ -154,7 +170,7 @@ impl Kind for Subnet {
                 if let Some(nat) = nat_routes.iter().find(|r| r.subnet == id).and_then(|r| r.nat.clone()) {
                     attrs.insert("nat_gateway".into(), Value::str(nat));
                 }
-                Observed::tagged(&all, recorded(id, az), attrs)
+                Observed::tagged(&all, recorded_of(sn), attrs)
             })
             .collect())
     }
@@ -175,7 +191,12 @@ impl Kind for Subnet {
             }
         }
         tags::sync_ec2(ctx, id, old, new).await?;
-        Ok(recorded(id.to_string(), str_attr(new, "availability_zone").to_string()))
+        Ok(recorded(
+            id.to_string(),
+            str_attr(new, "availability_zone").to_string(),
+            str_attr(new, "cidr_block"),
+            str_attr(new, "vpc"),
+        ))
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
@@ -185,11 +206,26 @@ impl Kind for Subnet {
     }
 }
 
-fn recorded(id: String, az: String) -> Recorded {
+fn recorded(id: String, az: String, cidr_block: &str, vpc: &str) -> Recorded {
     Recorded {
-        outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("availability_zone".into(), Value::str(az))]),
+        outputs: Attrs::from([
+            ("id".into(), Value::str(id.clone())),
+            ("availability_zone".into(), Value::str(az)),
+            ("cidr_block".into(), Value::str(cidr_block)),
+            ("vpc_id".into(), Value::str(vpc)),
+        ]),
         id,
     }
+}
+
+/// A subnet's outputs as DescribeSubnets shows it.
+fn recorded_of(sn: &aws_sdk_ec2::types::Subnet) -> Recorded {
+    recorded(
+        sn.subnet_id().unwrap_or_default().to_string(),
+        sn.availability_zone().unwrap_or_default().to_string(),
+        sn.cidr_block().unwrap_or_default(),
+        sn.vpc_id().unwrap_or_default(),
+    )
 }
 
 /// A subnet's own route table, as refresh sees it.

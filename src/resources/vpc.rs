@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, InternetGateway, ResourceType, RouteTable, VpcAttributeName};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, str_attr};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, existing, str_attr, strings_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -15,9 +15,13 @@ pub struct Vpc;
 const ATTRS: &[Attr] = &[
     Attr::req("cidr_block", Ty::Str, OnChange::Replace),
     Attr::opt("internet_gateway", Ty::Bool, Default::Bool(false), OnChange::Update),
+    // More IPv4 blocks (AssociateVpcCidrBlock), e.g. 100.64.0.0/16 for pod subnets: added and
+    // removed in place. Checked offline against the VPC UG's restrictions (`cidr.rs`).
+    Attr::opt("secondary_cidr_blocks", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
     // Always true (not settable): computed so that refresh can show DNS turned off as drift.
     Attr::computed("dns", Ty::Bool, OnChange::Update),
     TAGS,
+    existing::EXISTING,
 ];
 
 /// Tag on the route table that public subnets use.
@@ -31,7 +35,7 @@ impl Schema for Vpc {
         ATTRS
     }
     fn outputs(&self) -> &'static [(&'static str, Ty)] {
-        &[("id", Ty::Str)]
+        &[("id", Ty::Str), ("cidr_block", Ty::Str)]
     }
 }
 
@@ -55,10 +59,44 @@ impl Kind for Vpc {
             "ec2:DeleteRouteTable",
             "ec2:DescribeRouteTables",
             "ec2:DisassociateRouteTable",
+            "ec2:AssociateVpcCidrBlock",
+            "ec2:DisassociateVpcCidrBlock",
         ]
     }
     fn normalize(&self, inputs: &mut Attrs) {
         inputs.entry("dns".into()).or_insert(Value::Bool(true));
+        // A set: the order blocks are written in means nothing to AWS. None is no list at all,
+        // so state recorded before the attribute existed compares equal.
+        match inputs.get_mut("secondary_cidr_blocks") {
+            Some(Value::List(blocks)) if blocks.is_empty() => {
+                inputs.remove("secondary_cidr_blocks");
+            }
+            Some(Value::List(blocks)) => {
+                blocks.sort_by_key(|b| b.to_string());
+                blocks.dedup();
+            }
+            _ => {}
+        }
+    }
+
+    fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
+        existing::validate(r, "vpc-", false, diags);
+    }
+
+    async fn read_existing(
+        &self,
+        ctx: &Ctx,
+        lookups: &[existing::Lookup],
+    ) -> Result<Vec<std::result::Result<Recorded, String>>> {
+        existing::resolve(lookups, "VPC", "vpc-id", |filters| async move {
+            let pages = ctx.ec2.describe_vpcs().set_filters(Some(filters)).into_paginator().send();
+            let vpcs = ctx.all_pages(Service::Ec2, "DescribeVpcs", pages, |p| p.vpcs.unwrap_or_default()).await?;
+            Ok(vpcs
+                .iter()
+                .map(|v| recorded(v.vpc_id().unwrap_or_default().to_string(), v.cidr_block().unwrap_or_default()))
+                .collect())
+        })
+        .await
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
@@ -70,10 +108,11 @@ impl Kind for Vpc {
         let out = ctx.call(Service::Ec2, "CreateVpc", request.send()).await?;
         let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
         enable_dns(ctx, &id).await?;
+        sync_secondary(ctx, &id, &strings_attr(req.inputs, "secondary_cidr_blocks")).await?;
         if bool_attr(req.inputs, "internet_gateway") {
             attach_gateway(ctx, req.address, &id, req.inputs, req.token).await?;
         }
-        Ok(recorded(id))
+        Ok(recorded(id, str_attr(req.inputs, "cidr_block")))
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
@@ -122,6 +161,9 @@ impl Kind for Vpc {
         if changed.iter().any(|c| c == "dns") {
             enable_dns(ctx, id).await?;
         }
+        if changed.iter().any(|c| c == "secondary_cidr_blocks") {
+            sync_secondary(ctx, id, &strings_attr(new, "secondary_cidr_blocks")).await?;
+        }
         if changed.iter().any(|c| c == "internet_gateway") {
             if bool_attr(new, "internet_gateway") {
                 attach_gateway(ctx, address, id, new, &uuid::Uuid::new_v4().to_string()).await?;
@@ -132,7 +174,7 @@ impl Kind for Vpc {
         if changed.iter().any(|c| c == "tags") {
             tags::sync_ec2(ctx, id, old, new).await?;
         }
-        Ok(recorded(id.to_string()))
+        Ok(recorded(id.to_string(), str_attr(new, "cidr_block")))
     }
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
@@ -156,6 +198,38 @@ async fn enable_dns(ctx: &Ctx, vpc: &str) -> Result<()> {
     Ok(())
 }
 
+/// The VPC's secondary IPv4 blocks that are associated (or on their way): (CIDR,
+/// association id). The primary block is the VPC's `CidrBlock`; a disassociated block stays
+/// listed for a while with state `disassociated` (EC2 API reference, `VpcCidrBlockState`).
+fn secondary_blocks(v: &aws_sdk_ec2::types::Vpc) -> Vec<(String, String)> {
+    use aws_sdk_ec2::types::VpcCidrBlockStateCode as S;
+    v.cidr_block_association_set()
+        .iter()
+        .filter(|a| a.cidr_block() != v.cidr_block())
+        .filter(|a| matches!(a.cidr_block_state().and_then(|s| s.state()), Some(S::Associated | S::Associating)))
+        .filter_map(|a| Some((a.cidr_block()?.to_string(), a.association_id()?.to_string())))
+        .collect()
+}
+
+/// Makes the VPC's secondary IPv4 blocks exactly `want`: AssociateVpcCidrBlock for each
+/// missing block, DisassociateVpcCidrBlock (by association id) for each extra one. AWS
+/// refuses to remove a block that still has subnets (VPC UG `vpc-cidr-blocks`, "Remove a
+/// CIDR block"): their subnets go first.
+async fn sync_secondary(ctx: &Ctx, vpc: &str, want: &[String]) -> Result<()> {
+    let request = ctx.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build());
+    let found = ctx.call(Service::Ec2, "DescribeVpcs", request.send()).await?;
+    let have = found.vpcs().first().map(secondary_blocks).unwrap_or_default();
+    for (_, association) in have.iter().filter(|(c, _)| !want.contains(c)) {
+        let request = ctx.ec2.disassociate_vpc_cidr_block().association_id(association);
+        ctx.call(Service::Ec2, "DisassociateVpcCidrBlock", request.send()).await.absent_ok()?;
+    }
+    for cidr in want.iter().filter(|c| !have.iter().any(|(h, _)| h == *c)) {
+        let request = ctx.ec2.associate_vpc_cidr_block().vpc_id(vpc).cidr_block(cidr);
+        ctx.call(Service::Ec2, "AssociateVpcCidrBlock", request.send()).await?;
+    }
+    Ok(())
+}
+
 /// True when both DNS attributes are on.
 /// The VPCs tagged for this stack, as refresh sees them (without `dns` and `internet_gateway`).
 async fn stack_vpcs(ctx: &Ctx) -> Result<Vec<Observed>> {
@@ -166,11 +240,13 @@ async fn stack_vpcs(ctx: &Ctx) -> Result<Vec<Observed>> {
         .map(|v| {
             let all = tags::ec2_map(v.tags());
             let id = v.vpc_id().unwrap_or_default().to_string();
+            let secondary = secondary_blocks(v).into_iter().map(|(cidr, _)| Value::str(cidr)).collect();
             let attrs = Attrs::from([
                 ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
+                ("secondary_cidr_blocks".into(), Value::List(secondary)),
                 ("tags".into(), tags::observed(&all)),
             ]);
-            Observed::tagged(&all, recorded(id), attrs)
+            Observed::tagged(&all, recorded(id, v.cidr_block().unwrap_or_default()), attrs)
         })
         .collect())
 }
@@ -190,8 +266,11 @@ async fn dns_enabled(ctx: &Ctx, vpc: &str) -> Result<bool> {
     Ok(support == Some(true) && hostnames == Some(true))
 }
 
-fn recorded(id: String) -> Recorded {
-    Recorded { outputs: Attrs::from([("id".into(), Value::str(id.clone()))]), id }
+fn recorded(id: String, cidr_block: &str) -> Recorded {
+    Recorded {
+        outputs: Attrs::from([("id".into(), Value::str(id.clone())), ("cidr_block".into(), Value::str(cidr_block))]),
+        id,
+    }
 }
 
 /// Gives the VPC an attached, tagged internet gateway and the public route table.

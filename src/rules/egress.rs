@@ -191,11 +191,20 @@ pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
         .resources
         .iter()
         .filter(|r| matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache" | "hyperpod_cluster"));
+    // Subnets the stack does not define (literal ids, `existing`), for one note.
+    let mut outside: BTreeSet<String> = BTreeSet::new();
     for r in users {
         let (attr, subnets): (&str, Vec<&Resource>) = match r.kind.name() {
             "node_group" | "karpenter_pool" | "hyperpod_cluster" => ("subnets", subnet_resources(stack, r)),
-            _ => ("subnet", referenced(stack, r, "subnet", "subnet").into_iter().collect()),
+            _ => (
+                "subnet",
+                referenced(stack, r, "subnet", "subnet")
+                    .filter(|s| !crate::resources::existing::is_existing(s))
+                    .into_iter()
+                    .collect(),
+            ),
         };
+        outside.extend(super::outside_subnets(stack, r, attr));
         let needs = needs(stack, r);
         let many = many_interfaces(stack, r);
         for sn in subnets {
@@ -209,6 +218,21 @@ pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
                 Err(why) => d.push(no_way_out(stack, r, attr, sn, &why, &needs)),
             }
         }
+    }
+    if !outside.is_empty() {
+        let names: Vec<&str> = outside.iter().map(String::as_str).collect();
+        d.push(
+            Diagnostic::warning(
+                format!(
+                    "the egress rule did not check {} subnet{} the stack does not define ({}): their routes, NAT gateways and VPC endpoints are not in the stack file",
+                    names.len(),
+                    crate::stack::diag::plural(names.len()),
+                    and_list(&names)
+                ),
+                None,
+            )
+            .help("make sure those subnets route to a NAT gateway or an internet gateway, or have VPC endpoints for ecr.api, ecr.dkr, s3, ec2 and sts"),
+        );
     }
     d.extend(endpoint_groups(stack));
     d.extend(public_registries(stack, &endpoint_only));

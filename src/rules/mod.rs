@@ -382,22 +382,44 @@ pub(crate) fn stack_security_groups<'a>(stack: &'a Stack, r: &Resource) -> Optio
         .iter()
         .filter_map(|e| e.as_single_ref())
         .filter_map(|x| stack.get(&x.address))
-        .filter(|g| g.kind.name() == "security_group")
+        // A group read with `existing` has rules the stack file does not show.
+        .filter(|g| g.kind.name() == "security_group" && !crate::resources::existing::is_existing(g))
         .collect();
     (groups.len() == items.len()).then_some(groups)
 }
 
-/// The stack's subnet resources a node group names.
+/// The stack's subnet resources a node group names (those the stack defines: a subnet
+/// read with `existing` has no attributes to check offline, see [`outside_subnets`]).
 pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a Resource> {
     match ng.attrs.get("subnets").map(|e| &e.kind) {
         Some(ExprKind::List(items)) => items
             .iter()
             .filter_map(|e| e.as_single_ref())
             .filter_map(|x| stack.get(&x.address))
-            .filter(|s| s.kind.name() == "subnet")
+            .filter(|s| s.kind.name() == "subnet" && !crate::resources::existing::is_existing(s))
             .collect(),
         _ => vec![],
     }
+}
+
+/// The subnets `attr` names that the stack does not define: literal ids and subnets read
+/// with `existing`. Their zones, routes and endpoints are not in the stack file.
+pub(crate) fn outside_subnets(stack: &Stack, r: &Resource, attr: &str) -> Vec<String> {
+    let items: Vec<&Expr> = match r.attrs.get(attr).map(|e| &e.kind) {
+        Some(ExprKind::List(items)) => items.iter().collect(),
+        Some(_) => r.attrs.get(attr).into_iter().collect(),
+        None => vec![],
+    };
+    items
+        .into_iter()
+        .filter_map(|e| match e.as_single_ref() {
+            Some(x) => stack
+                .get(&x.address)
+                .filter(|s| s.kind.name() == "subnet" && crate::resources::existing::is_existing(s))
+                .map(|s| s.address.clone()),
+            None => e.as_literal().and_then(Value::as_str).filter(|s| s.starts_with("subnet-")).map(str::to_string),
+        })
+        .collect()
 }
 
 /// The zones of a node group's subnets that the stack defines (sorted, unique).

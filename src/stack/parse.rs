@@ -305,7 +305,9 @@ impl Parser<'_> {
                     None => schema_diags.push(schema::unknown_key(k, e, valid_keys.clone(), &address)),
                 }
             }
-            for a in kind.attrs().iter().filter(|a| a.required && !schema_attrs.contains_key(a.name)) {
+            // An object the stack reads but does not own (`existing`) needs nothing else.
+            let reads = schema_attrs.contains_key("existing") && kind.attrs().iter().any(|a| a.name == "existing");
+            for a in kind.attrs().iter().filter(|a| a.required && !reads && !schema_attrs.contains_key(a.name)) {
                 schema_diags.push(
                     Diagnostic::error(format!("`{address}` is missing required attribute `{}`", a.name), span.clone())
                         .help(format!("add `{} = ...`", a.name)),

@@ -150,6 +150,8 @@ def filters(c: Clients) -> None:
         "describe_images": ("name", "owner-alias"),
         "describe_addresses": ("allocation-id", "tag:k"),
         "describe_vpc_endpoints": ("vpc-id", "service-name", "vpc-endpoint-type", "tag:k"),
+        # DescribeSecurityGroupRulesRequest.Filters (group-id is checked by its id form in moto).
+        "describe_security_group_rules": ("security-group-rule-id", "tag:k"),
     }
     for op, names in samples.items():
         call = getattr(ec2, op)
@@ -179,6 +181,53 @@ def filters(c: Clients) -> None:
         == "InvalidParameterValue",
         "DescribeVpcs tag-value not documented -> InvalidParameterValue",
     )
+
+
+def security_group_rules(c: Clients) -> None:
+    """ext/security_group_rules.py: a group-to-group rule's description, in both answers and
+    after ModifySecurityGroupRules (EC2 API reference, SecurityGroupRule.Description)."""
+    ec2 = c.ec2
+    vpc = ec2.create_vpc(CidrBlock="10.99.0.0/16")["Vpc"]["VpcId"]
+    a = ec2.create_security_group(GroupName="sgr-a", Description="a", VpcId=vpc)["GroupId"]
+    b = ec2.create_security_group(GroupName="sgr-b", Description="b", VpcId=vpc)["GroupId"]
+    out = ec2.authorize_security_group_ingress(
+        GroupId=a,
+        IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443,
+             "UserIdGroupPairs": [{"GroupId": b, "Description": "from b"}]}
+        ],
+        TagSpecifications=[{"ResourceType": "security-group-rule", "Tags": [{"Key": "k", "Value": "v"}]}],
+    )
+    rule = out["SecurityGroupRules"][0]
+    check(rule["SecurityGroupRuleId"].startswith("sgr-"), "Authorize answers the new rule's sgr- id")
+    check(rule.get("Description") == "from b", "Authorize answers a group rule's description")
+    found = ec2.describe_security_group_rules(Filters=[{"Name": "tag:k", "Values": ["v"]}])["SecurityGroupRules"]
+    check([r.get("Description") for r in found] == ["from b"], "DescribeSecurityGroupRules shows a group rule's description")
+    ec2.modify_security_group_rules(
+        GroupId=a,
+        SecurityGroupRules=[{"SecurityGroupRuleId": rule["SecurityGroupRuleId"], "SecurityGroupRule": {
+            "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "ReferencedGroupId": b, "Description": "new"}}],
+    )
+    pairs = ec2.describe_security_groups(GroupIds=[a])["SecurityGroups"][0]["IpPermissions"][0]
+    check([p.get("Description") for p in pairs["UserIdGroupPairs"]] == ["new"] and not pairs["IpRanges"],
+          "ModifySecurityGroupRules description shows in UserIdGroupPairs, no stray IP range")
+    found = ec2.describe_security_group_rules(SecurityGroupRuleIds=[rule["SecurityGroupRuleId"]])["SecurityGroupRules"]
+    check(found[0].get("Description") == "new", "ModifySecurityGroupRules keeps the rule id")
+
+
+def vpc_blocks(c: Clients) -> None:
+    """ext/vpc_cidr_blocks.py: the VPC UG's association restrictions and overlaps."""
+    ec2 = c.ec2
+    vpc = ec2.create_vpc(CidrBlock="10.98.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="100.64.0.0/16")[0] is None,
+          "100.64.0.0/16 next to a 10/8 primary is allowed")
+    for cidr in ("192.168.0.0/16", "172.16.0.0/16", "198.19.0.0/16"):
+        check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock=cidr)[0] == "InvalidVpc.Range",
+              f"{cidr} next to a 10/8 primary -> InvalidVpc.Range")
+    check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="10.98.128.0/17")[0] == "InvalidVpc.Range",
+          "a block overlapping the primary -> InvalidVpc.Range")
+    check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="10.99.0.0/29")[0] == "InvalidVpc.Range",
+          "a /29 block -> InvalidVpc.Range")
 
 
 def parameters(c: Clients) -> None:
@@ -982,6 +1031,8 @@ def main() -> int:
     c = Clients(args.endpoint)
     try:
         filters(c)
+        security_group_rules(c)
+        vpc_blocks(c)
         parameters(c)
         request_log_region(c)
         egress_kinds(c)

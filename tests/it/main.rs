@@ -19,6 +19,7 @@ mod karpenter_aws;
 mod lifecycle;
 mod locking;
 mod manifests;
+mod network;
 mod offline;
 mod refresh;
 mod robustness;

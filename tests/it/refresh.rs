@@ -31,8 +31,9 @@ fn refresh_calls_grow_with_kinds_not_resources() {
     assert_eq!(few.len(), many.len(), "2 groups: {few:?}\n20 groups: {many:?}");
     assert_eq!(many.iter().filter(|(_, a)| a == "DescribeSecurityGroups").count(), 1, "{many:?}");
     // Two kinds: VPCs (with their gateways, public route tables and, per VPC, its two DNS
-    // attributes, which DescribeVpcs does not carry) and security groups.
-    assert_eq!(many.len(), 6, "{many:?}");
+    // attributes, which DescribeVpcs does not carry) and security groups (with one
+    // DescribeSecurityGroupRules for all of them: the rules `security_group_rule`s own).
+    assert_eq!(many.len(), 7, "{many:?}");
     // No refresh at all: no AWS call.
     env.emu.reset_requests();
     env.ok(&["plan", "s.toml", "--refresh=false"]);

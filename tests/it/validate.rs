@@ -394,7 +394,7 @@ availability_zone = "us-west-2b"
         &err,
         "error: `subnet.outside`: cidr_block 10.43.0.0/20 is not inside vpc.main's 10.42.0.0/16",
         "23:14",
-        "gpustack gives a VPC one IPv4 block, so a subnet's block lies within it (10.42.0.0 to 10.42.255.255); AWS's secondary VPC blocks (VPC UG vpc-cidr-blocks) are not managed by gpustack",
+        "a subnet's block lies within one of its VPC's blocks (10.42.0.0 to 10.42.255.255), or add its range to the VPC's secondary_cidr_blocks",
     );
     located(
         &err,

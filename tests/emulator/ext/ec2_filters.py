@@ -385,6 +385,12 @@ FILTERS: dict[str, tuple[str, ...]] = {
         "tag-key",
         "vpc-id",
     ),
+    # DescribeSecurityGroupRulesRequest.Filters: group-id, security-group-rule-id, tag:<key>.
+    "DescribeSecurityGroupRules": (
+        "group-id",
+        "security-group-rule-id",
+        "tag:<key>",
+    ),
     "DescribeSecurityGroups": (
         "description",
         "egress.ip-permission.cidr",
