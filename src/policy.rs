@@ -328,6 +328,9 @@ pub fn document(stack: &Stack) -> Json {
         Some(json!({ "StringEquals": { "iam:PassedToService": passed_to } })),
     );
     let mut linked = vec!["eks.amazonaws.com", "eks-nodegroup.amazonaws.com"];
+    if has("autoscaling:CreateAutoScalingGroup") {
+        linked.push("autoscaling.amazonaws.com");
+    }
     // HyperPod makes its service-linked role (AWSServiceRoleForSageMakerHyperPod) on the
     // first cluster (SageMaker DG `sagemaker-hyperpod-prerequisites-iam`). HyperPod's service
     // principal is hyperpod.sagemaker.amazonaws.com (DG `sagemaker-hyperpod-eks-autoscaling-iam`
@@ -382,6 +385,24 @@ pub fn document(stack: &Stack) -> Json {
             vec!["ec2:ModifyVpcEndpoint"],
             json!(["route-table", "subnet", "security-group"].map(|t| format!("arn:aws:ec2:{region}:*:{t}/*"))),
             None,
+        );
+    }
+    if has("autoscaling:") {
+        // Self-managed node groups: created with the stack's tag (aws:RequestTag, EC2 Auto
+        // Scaling UG "Control Auto Scaling group creation with tags"), changed and deleted only
+        // when they carry it (autoscaling:ResourceTag).
+        let groups = json!(format!("arn:aws:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/*"));
+        push(
+            "AutoScalingCreateTagged",
+            of(&|a| matches!(a, "autoscaling:CreateAutoScalingGroup" | "autoscaling:CreateOrUpdateTags")),
+            groups.clone(),
+            Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
+        );
+        push(
+            "AutoScalingManageStackGroups",
+            of(&|a| a.starts_with("autoscaling:") && !is_read(a) && a != "autoscaling:CreateAutoScalingGroup"),
+            groups,
+            Some(json!({ "StringEquals": { format!("autoscaling:ResourceTag/{}", tags::STACK): stack.name } })),
         );
     }
     let request_tag = json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } });

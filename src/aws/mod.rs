@@ -40,6 +40,7 @@ pub enum Service {
     Sqs,
     Events,
     SageMaker,
+    AutoScaling,
 }
 
 impl Service {
@@ -53,6 +54,7 @@ impl Service {
             Service::Sqs => "sqs",
             Service::Events => "events",
             Service::SageMaker => "sagemaker",
+            Service::AutoScaling => "autoscaling",
         }
     }
 
@@ -70,6 +72,8 @@ impl Service {
             // SageMaker's control plane throttles per account (ThrottlingException); HyperPod
             // and training plans make few calls.
             Service::SageMaker => 4,
+            // Self-managed node groups make few Auto Scaling calls.
+            Service::AutoScaling => 4,
         }
     }
 }
@@ -85,12 +89,13 @@ pub struct Ctx {
     pub sqs: aws_sdk_sqs::Client,
     pub events: aws_sdk_eventbridge::Client,
     pub sagemaker: aws_sdk_sagemaker::Client,
+    pub autoscaling: aws_sdk_autoscaling::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
     /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
     clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
-    limits: Arc<[(Service, Semaphore); 8]>,
+    limits: Arc<[(Service, Semaphore); 9]>,
 }
 
 impl Ctx {
@@ -116,6 +121,7 @@ impl Ctx {
             sqs: aws_sdk_sqs::Client::new(&conf),
             events: aws_sdk_eventbridge::Client::new(&conf),
             sagemaker: aws_sdk_sagemaker::Client::new(&conf),
+            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -128,6 +134,7 @@ impl Ctx {
                 limit(Service::Sqs),
                 limit(Service::Events),
                 limit(Service::SageMaker),
+                limit(Service::AutoScaling),
             ]),
         }
     }

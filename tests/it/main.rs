@@ -18,6 +18,7 @@ mod karpenter_aws;
 mod lifecycle;
 mod locking;
 mod manifests;
+mod node_bootstrap;
 mod offline;
 mod refresh;
 mod robustness;
