@@ -456,6 +456,27 @@ mod tests {
         doc["Statement"].as_array()?.iter().find(|s| s["Sid"] == sid)
     }
 
+    /// Self-managed node groups: Auto Scaling groups are created only with the stack's tag and
+    /// changed only when they carry it; the Auto Scaling service-linked role may be created.
+    #[test]
+    fn auto_scaling_groups_are_created_and_managed_under_the_stack_tag() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/self-managed.toml")).unwrap();
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let stack = crate::load::check(Source::new("s.toml", text), &vars).unwrap_or_else(|d| panic!("{d}"));
+        let doc = document(&stack);
+        let create = statement(&doc, "AutoScalingCreateTagged").expect("create statement");
+        assert!(create["Action"].to_string().contains("autoscaling:CreateAutoScalingGroup"), "{create}");
+        assert_eq!(create["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "selfmng-dev");
+        let manage = statement(&doc, "AutoScalingManageStackGroups").expect("manage statement");
+        assert!(manage["Action"].to_string().contains("autoscaling:DeleteAutoScalingGroup"), "{manage}");
+        assert!(!manage["Action"].to_string().contains("CreateAutoScalingGroup"), "{manage}");
+        assert_eq!(manage["Condition"]["StringEquals"]["autoscaling:ResourceTag/gpustack:stack"], "selfmng-dev");
+        assert!(doc.to_string().contains("autoscaling.amazonaws.com"), "its service-linked role");
+        // A stack without one gets only the read.
+        let plain = policy("");
+        assert!(statement(&plain, "AutoScalingCreateTagged").is_none());
+    }
+
     /// Issue 18 item 20 / audit P1: eks:CreateCluster has no resource type in the SAR, so it
     /// is allowed on "*", still only with the stack's tag and in its region.
     #[test]

@@ -255,12 +255,19 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         d.extend(mixed_shapes(ng, &types, info));
         let first = types.first().and_then(|t| info(t));
         let mut note = vec![];
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
         if ami == "auto"
             && let Some(i) = &first
         {
-            note.push(format!("ami_type auto → {} ({}: {})", auto_ami_type(Some(i)), i.name, i.summary()));
+            // A template written for AL2023 (nodeadm) makes `auto` pick AL2023 at apply.
+            let al2023 = lt.is_some_and(crate::resources::launch_template::is_al2023_template);
+            let picked = if al2023 {
+                crate::resources::node_group::al2023_ami_type(&auto_ami_type(Some(i)))
+            } else {
+                auto_ami_type(Some(i))
+            };
+            note.push(format!("ami_type auto → {picked} ({}: {})", i.name, i.summary()));
         }
-        let lt = referenced(stack, ng, "launch_template", "launch_template");
         let reserved = lit_str(ng, "capacity_type").as_deref() == Some("CAPACITY_BLOCK")
             || lt.is_some_and(|lt| lt.attrs.contains_key("capacity_reservation"));
         let inputs: crate::value::Attrs =
