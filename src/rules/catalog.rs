@@ -64,13 +64,14 @@ pub fn catalog_types(stack: &Stack) -> BTreeSet<String> {
     wanted
 }
 
-/// Several instance types in one group (Spot diversification) should be one node shape: the
+/// Several instance types in one group (Spot diversification) should have one GPU count: the
 /// Cluster Autoscaler sizes a group from one of its types ("each node group should be
 /// composed of instances with the same amount of CPU and memory", its AWS README, "Using
-/// Mixed Instances Policies and Spot Instances"), and a GPU workload scheduled for one GPU
-/// count does not fit a node with fewer. A warning naming the shapes.
+/// Mixed Instances Policies and Spot Instances"), so a pod asking for 4 GPUs can make it add a
+/// 1-GPU node that never fits it, and a sharing layout made for one count is wrong on another.
+/// A warning naming the shapes; differing vCPUs alone are common and left alone.
 fn mixed_shapes(r: &Resource, types: &[String], info: &dyn Fn(&str) -> Option<InstanceInfo>) -> Option<Diagnostic> {
-    let shapes: BTreeSet<(u32, u32)> = types.iter().filter_map(|t| info(t)).map(|i| (i.vcpus, i.gpus)).collect();
+    let shapes: BTreeSet<u32> = types.iter().filter_map(|t| info(t)).map(|i| i.gpus).collect();
     if shapes.len() < 2 {
         return None;
     }
@@ -81,10 +82,10 @@ fn mixed_shapes(r: &Resource, types: &[String], info: &dyn Fn(&str) -> Option<In
         .join(", ");
     Some(
         Diagnostic::warning(
-            format!("`{}` mixes instance shapes: {listed}", r.address),
+            format!("`{}` mixes GPU counts: {listed}", r.address),
             span(r, "instance_types"),
         )
-        .help("diversify across types of one shape (same vCPUs and GPUs, e.g. g6e.2xlarge, g6.2xlarge, g5.2xlarge), or split the shapes into groups"),
+        .help("diversify across types with the same GPU count (e.g. g6e.2xlarge, g6.2xlarge, g5.2xlarge), or put each count in a group of its own"),
     )
 }
 

@@ -922,10 +922,12 @@ fn an_al2023_template_is_not_told_to_add_a_data_volume() {
 fn spot_diversification_across_shapes_is_a_warning_and_a_bottlerocket_group_refuses_nodeadm() {
     let spot = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]";
     let f = catalog(&stack("imds_hop_limit = 1", spot, ""));
-    let d = the(&f, "`node_group.n` mixes instance shapes: g6.xlarge (4 vCPU, 1 GPU), g6.12xlarge (48 vCPU, 4 GPU)");
+    let d = the(&f, "`node_group.n` mixes GPU counts: g6.xlarge (4 vCPU, 1 GPU), g6.12xlarge (48 vCPU, 4 GPU)");
     assert!(!d.error);
     let same = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.2xlarge\", \"g5.2xlarge\", \"g6e.2xlarge\"]";
-    absent(&catalog(&stack("imds_hop_limit = 1", same, "")), "mixes instance shapes");
+    absent(&catalog(&stack("imds_hop_limit = 1", same, "")), "mixes GPU counts");
+    let vcpus = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g6.2xlarge\"]";
+    absent(&catalog(&stack("imds_hop_limit = 1", vcpus, "")), "mixes GPU counts");
     // A nodeadm template on a Bottlerocket group, and on an AL2023 one (fine).
     let lt = "nodeadm = { kubelet = { config = { maxPods = 110 } } }";
     let f = offline(&stack(lt, "ami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"\ninstance_types = [\"g6.xlarge\"]", ""));
