@@ -341,7 +341,7 @@ impl Kind for SelfManagedNodeGroup {
         crate::aws::wait::until_status(
             &what,
             std::time::Duration::from_secs(1800),
-            || describe_ok(ctx, name),
+            || describe(ctx, name),
             |g| match g {
                 None => crate::aws::wait::Status::Reached(()),
                 Some(_) => crate::aws::wait::Status::Pending("Delete in progress".to_string()),
@@ -349,10 +349,6 @@ impl Kind for SelfManagedNodeGroup {
         )
         .await
     }
-}
-
-async fn describe_ok(ctx: &Ctx, name: &str) -> Result<Option<AutoScalingGroup>> {
-    describe(ctx, name).await
 }
 
 async fn update_group(ctx: &Ctx, i: &Attrs, name: &str) -> Result<()> {

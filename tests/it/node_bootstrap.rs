@@ -194,11 +194,14 @@ fn the_self_managed_example_applies_an_asg_that_joins_and_destroys_cleanly() {
     assert!(ud.contains("cidr: "), "{ud}");
     let again = env.run(&["plan", "--detailed-exitcode", &file]);
     assert_eq!(again.code, 0, "in sync after apply: {again:?}");
-    // A changed size updates the group in place.
-    let bigger = variant("self-managed.toml", "max = 6 }", "max = 8 }");
+    // A changed size and kubelet setting update the group and the template in place; the plan
+    // says running instances keep the old template until refreshed.
+    let bigger = variant("self-managed.toml", "max = 6 }", "max = 8 }").replacen("maxPods = 58", "maxPods = 60", 1);
     let path = env.write("bigger.toml", &bigger);
     let plan = env.ok(&["plan", path.to_str().unwrap()]);
     assert!(plan.stdout.contains("self_managed_node_group.gpu") && plan.stdout.contains("update in place"), "{plan:?}");
+    assert!(plan.stdout.contains("+                  maxPods: 60") || plan.stdout.contains("maxPods: 60"), "{plan:?}");
+    assert!(plan.stdout.contains("start-instance-refresh"), "{plan:?}");
     env.ok(&["apply", "--auto-approve", path.to_str().unwrap()]);
     let asg = autoscaling(&env);
     let max = block_on(async move {
