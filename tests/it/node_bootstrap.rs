@@ -238,3 +238,28 @@ impl FirstTemplate for aws_sdk_ec2::operation::describe_launch_templates::Descri
         self.launch_templates()[0].launch_template_id().unwrap().to_string()
     }
 }
+
+/// Auto Scaling takes no client token: an apply killed right after CreateAutoScalingGroup
+/// answered leaves a group the state does not record. The next apply adopts it by its name and
+/// `gpustack:address` tag (one group, converged), and destroy removes it.
+#[test]
+fn an_apply_killed_after_create_auto_scaling_group_adopts_the_group() {
+    let env = Env::new();
+    let file = example("self-managed.toml");
+    env.emu.set_latency(40);
+    crate::crash::kill_after(&env, &["apply", "--auto-approve", &file], "CreateAutoScalingGroup");
+    env.emu.set_latency(0);
+    env.ok(&["apply", "--auto-approve", &file]);
+    let asg = autoscaling(&env);
+    let names: Vec<String> = block_on(async move {
+        let out = asg.describe_auto_scaling_groups().send().await.unwrap();
+        out.auto_scaling_groups().iter().filter_map(|g| g.auto_scaling_group_name().map(String::from)).collect()
+    });
+    assert_eq!(names, vec!["selfmng-dev-gpu".to_string()], "one group, adopted");
+    assert_eq!(env.run(&["plan", "--detailed-exitcode", &file]).code, 0, "converged");
+    env.ok(&["destroy", "--auto-approve", &file]);
+    let asg = autoscaling(&env);
+    let left =
+        block_on(async move { asg.describe_auto_scaling_groups().send().await.unwrap().auto_scaling_groups().len() });
+    assert_eq!(left, 0);
+}
