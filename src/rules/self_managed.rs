@@ -34,6 +34,17 @@ fn template(stack: &Stack, g: &Resource, d: &mut Vec<Diagnostic>) {
         );
         return;
     }
+    // The EFA interfaces of a template are laid out for its one instance_type (DESIGN.md §2):
+    // overrides with other types would launch them with the wrong interface count.
+    if lt.attrs.contains_key("efa") && super::written(g, "instance_types") {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` lists instance_types, but its template `{}` lays out EFA interfaces for its own instance_type", g.address, lt.address),
+                span(g, "instance_types"),
+            )
+            .help("remove instance_types (the template's type is used), or use one template per EFA type"),
+        );
+    }
     if !same_object(lt.attrs.get("cluster"), g.attrs.get("cluster")) {
         d.push(
             Diagnostic::error(

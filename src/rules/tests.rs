@@ -1066,3 +1066,20 @@ fn an_accelerator_no_eks_ami_drives_is_warned_about() {
         absent(&catalog(&stack("imds_hop_limit = 1", &ng, "")), "no EKS AMI drives");
     }
 }
+
+#[test]
+fn a_self_managed_group_keeps_an_efa_template_to_its_one_type() {
+    let example = include_str!("../../examples/self-managed.toml");
+    let efa = example.replacen(
+        "root_volume      = { size_gib = 200 }",
+        "root_volume      = { size_gib = 200 }\ninstance_type = \"p5.48xlarge\"\nefa = { interfaces = \"max\" }",
+        1,
+    );
+    let d = the(
+        &offline(&efa),
+        "`self_managed_node_group.gpu` lists instance_types, but its template `launch_template.gpu` lays out EFA interfaces",
+    );
+    assert!(d.error);
+    absent(&offline(example), "lays out EFA interfaces");
+    absent(&offline(example), "has no EC2_LINUX access entry");
+}

@@ -107,9 +107,11 @@ async fn self_managed(ctx: &Ctx, i: &Attrs, cluster: &str) -> Result<Joined> {
     let out = ctx.call(Service::Eks, "DescribeCluster", ctx.eks.describe_cluster().name(cluster).send()).await?;
     let c = out.cluster();
     let version = c.and_then(|c| c.version()).unwrap_or_default();
-    let cidr = c
-        .and_then(|c| c.kubernetes_network_config())
-        .and_then(|n| n.service_ipv4_cidr())
+    let network = c.and_then(|c| c.kubernetes_network_config());
+    // An IPv6 cluster's nodes infer the DNS address from its IPv6 service CIDR.
+    let ipv6 = network.and_then(|n| n.ip_family()).is_some_and(|f| f.as_str() == "ipv6");
+    let cidr = network
+        .and_then(|n| if ipv6 { n.service_ipv6_cidr() } else { n.service_ipv4_cidr() })
         // EKS's default when the cluster names none (EKS API reference,
         // KubernetesNetworkConfigRequest.serviceIpv4Cidr: 10.100.0.0/16 or 172.20.0.0/16).
         .unwrap_or("10.100.0.0/16");

@@ -33,10 +33,14 @@ pub fn render_joined(i: &Attrs, join: &super::nodeadm::Join) -> Result<String, S
     Ok(render_with(i, extra)?.unwrap_or_default())
 }
 
-/// The tenth address of the service CIDR ("10.100.0.0/16" → "10.100.0.10").
+/// The tenth address of the service CIDR ("10.100.0.0/16" → "10.100.0.10"; an IPv6
+/// cluster's "fd00:1::/108" → "fd00:1::a").
 pub fn cluster_dns(cidr: &str) -> Option<String> {
-    let net: ipnet::Ipv4Net = cidr.parse().ok()?;
-    Some(std::net::Ipv4Addr::from(u32::from(net.network()).checked_add(10)?).to_string())
+    if let Ok(net) = cidr.parse::<ipnet::Ipv4Net>() {
+        return Some(std::net::Ipv4Addr::from(u32::from(net.network()).checked_add(10)?).to_string());
+    }
+    let net: ipnet::Ipv6Net = cidr.parse().ok()?;
+    Some(std::net::Ipv6Addr::from(u128::from(net.network()).checked_add(10)?).to_string())
 }
 
 fn render_with(i: &Attrs, extra: Vec<(Vec<&'static str>, Value)>) -> Result<Option<String>, String> {
@@ -213,6 +217,8 @@ mod tests {
         let text = render_joined(&Attrs::new(), &join).unwrap();
         assert!(text.contains("[settings.kubernetes]\napi-server = \"https://x\""), "{text}");
         assert!(text.contains("cluster-dns-ip = \"172.20.0.10\""), "{text}");
+        assert_eq!(cluster_dns("fd00:1::/108").as_deref(), Some("fd00:1::a"));
+        assert_eq!(cluster_dns("not a cidr"), None);
     }
 
     #[test]
