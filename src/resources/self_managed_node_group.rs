@@ -56,6 +56,12 @@ const MIXED: &[Attr] = &[
         OnChange::Update,
     ),
     Attr::opt("on_demand_allocation_strategy", Ty::Enum(ON_DEMAND_STRATEGIES), Default::None, OnChange::Update),
+    // Spot pools to spread across, 1–20; "valid only when the SpotAllocationStrategy is
+    // lowest-price" (API reference, InstancesDistribution.SpotInstancePools).
+    Attr::opt("spot_instance_pools", Ty::Int, Default::None, OnChange::Update),
+    // The most to pay per instance-hour for Spot, USD (InstancesDistribution.SpotMaxPrice);
+    // unset, the On-Demand price, which AWS recommends.
+    Attr::opt("spot_max_price", Ty::Number, Default::None, OnChange::Update),
 ];
 const RESERVATION: &[Attr] = &[
     Attr::req("preference", Ty::Enum(RESERVATION_PREFERENCES), OnChange::Update),
@@ -194,6 +200,25 @@ impl Kind for SelfManagedNodeGroup {
                         r.attrs["mixed_instances"].span.clone(),
                     )
                     .help("the base is a number of instances, 0 or more"),
+                );
+            }
+            if let Some(n) = m.get("spot_instance_pools").and_then(Value::as_int) {
+                let strategy =
+                    m.get("spot_allocation_strategy").and_then(Value::as_str).unwrap_or("price-capacity-optimized");
+                if strategy != "lowest-price" || !(1..=20).contains(&n) {
+                    diags.push(
+                        Diagnostic::error(format!("`{}`: spot_instance_pools = {n} needs spot_allocation_strategy = \"lowest-price\" and 1 to 20 pools", r.address), r.attrs["mixed_instances"].span.clone())
+                            .help("Auto Scaling spreads over pools only with lowest-price; with price-capacity-optimized remove spot_instance_pools"),
+                    );
+                }
+            }
+            if let Some(p) = m.get("spot_max_price").and_then(Value::as_f64).filter(|p| *p <= 0.0) {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`{}`: spot_max_price = {p} is not a price", r.address),
+                        r.attrs["mixed_instances"].span.clone(),
+                    )
+                    .help("a price in USD per instance-hour, e.g. 1.5; or remove it to pay up to the On-Demand price"),
                 );
             }
             if pct.is_some_and(|p| p < 100) && types < 2 {
@@ -413,7 +438,9 @@ fn placement(i: &Attrs) -> (Option<LaunchTemplateSpecification>, Option<MixedIns
             .set_on_demand_base_capacity(n("on_demand_base_capacity"))
             .set_on_demand_percentage_above_base_capacity(n("on_demand_percentage_above_base"))
             .set_spot_allocation_strategy(s("spot_allocation_strategy"))
-            .set_on_demand_allocation_strategy(s("on_demand_allocation_strategy"));
+            .set_on_demand_allocation_strategy(s("on_demand_allocation_strategy"))
+            .set_spot_instance_pools(n("spot_instance_pools"))
+            .set_spot_max_price(m.get("spot_max_price").and_then(Value::as_f64).map(|p| p.to_string()));
     }
     (None, Some(MixedInstancesPolicy::builder().launch_template(lt).instances_distribution(dist.build()).build()))
 }
@@ -552,7 +579,10 @@ mod tests {
             ("launch_template".to_string(), Value::str("lt-1")),
             ("launch_template_version".to_string(), Value::Int(3)),
             ("instance_types".to_string(), Value::List(vec![Value::str("g6e.2xlarge"), Value::str("g6.2xlarge")])),
-            ("mixed_instances".to_string(), t(vec![("on_demand_percentage_above_base", Value::Int(0))])),
+            (
+                "mixed_instances".to_string(),
+                t(vec![("on_demand_percentage_above_base", Value::Int(0)), ("spot_max_price", Value::Float(1.5))]),
+            ),
         ]
         .into();
         SelfManagedNodeGroup.normalize(&mut i);
@@ -563,6 +593,8 @@ mod tests {
         let d = mixed.instances_distribution().unwrap();
         assert_eq!(d.spot_allocation_strategy(), Some("price-capacity-optimized"));
         assert_eq!(d.on_demand_percentage_above_base_capacity(), Some(0));
+        assert_eq!(d.spot_max_price(), Some("1.5"));
+        assert_eq!(d.spot_instance_pools(), None);
         let lt = mixed.launch_template().unwrap();
         assert_eq!(lt.overrides().len(), 2);
         assert_eq!(lt.launch_template_specification().unwrap().version(), Some("3"));

@@ -103,6 +103,18 @@ fn a_self_managed_group_needs_an_access_entry_and_a_joining_template() {
     let out = env.run(&["validate", path.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("found \"cheapest\""), "an unknown allocation strategy is named: {out:?}");
+    let text = variant(
+        "self-managed.toml",
+        "spot_allocation_strategy = \"price-capacity-optimized\"",
+        "spot_allocation_strategy = \"price-capacity-optimized\", spot_instance_pools = 4",
+    );
+    let path = env.write("u.toml", &text);
+    let out = env.run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("spot_instance_pools = 4 needs spot_allocation_strategy = \"lowest-price\""),
+        "{out:?}"
+    );
 }
 
 #[test]
