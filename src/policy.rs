@@ -441,6 +441,9 @@ pub fn document(stack: &Stack) -> Json {
         Some(json!({ "StringEquals": { "iam:PassedToService": passed_to } })),
     );
     let mut linked = vec!["eks.amazonaws.com", "eks-nodegroup.amazonaws.com"];
+    if has("autoscaling:CreateAutoScalingGroup") {
+        linked.push("autoscaling.amazonaws.com");
+    }
     // HyperPod makes its service-linked role (AWSServiceRoleForSageMakerHyperPod) on the
     // first cluster (SageMaker DG `sagemaker-hyperpod-prerequisites-iam`). HyperPod's service
     // principal is hyperpod.sagemaker.amazonaws.com (DG `sagemaker-hyperpod-eks-autoscaling-iam`
@@ -497,6 +500,24 @@ pub fn document(stack: &Stack) -> Json {
             None,
         );
     }
+    if has("autoscaling:") {
+        // Self-managed node groups: created with the stack's tag (aws:RequestTag, EC2 Auto
+        // Scaling UG "Control Auto Scaling group creation with tags"), changed and deleted only
+        // when they carry it (autoscaling:ResourceTag).
+        let groups = json!(format!("arn:aws:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/*"));
+        push(
+            "AutoScalingCreateTagged",
+            of(&|a| matches!(a, "autoscaling:CreateAutoScalingGroup" | "autoscaling:CreateOrUpdateTags")),
+            groups.clone(),
+            Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
+        );
+        push(
+            "AutoScalingManageStackGroups",
+            of(&|a| a.starts_with("autoscaling:") && !is_read(a) && a != "autoscaling:CreateAutoScalingGroup"),
+            groups,
+            Some(json!({ "StringEquals": { format!("autoscaling:ResourceTag/{}", tags::STACK): stack.name } })),
+        );
+    }
     let request_tag = json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } });
     let resource_tag = json!({ "StringEquals": { &stack_tag: stack.name } });
     let queues = json!(format!("arn:aws:sqs:{region}:*:{}-*", stack.name));
@@ -547,6 +568,27 @@ mod tests {
 
     fn statement<'a>(doc: &'a Json, sid: &str) -> Option<&'a Json> {
         doc["Statement"].as_array()?.iter().find(|s| s["Sid"] == sid)
+    }
+
+    /// Self-managed node groups: Auto Scaling groups are created only with the stack's tag and
+    /// changed only when they carry it; the Auto Scaling service-linked role may be created.
+    #[test]
+    fn auto_scaling_groups_are_created_and_managed_under_the_stack_tag() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/self-managed.toml")).unwrap();
+        let vars = VarSources { cli: &[], env: &|_| None };
+        let stack = crate::load::check(Source::new("s.toml", text), &vars).unwrap_or_else(|d| panic!("{d}"));
+        let doc = document(&stack);
+        let create = statement(&doc, "AutoScalingCreateTagged").expect("create statement");
+        assert!(create["Action"].to_string().contains("autoscaling:CreateAutoScalingGroup"), "{create}");
+        assert_eq!(create["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "selfmng-dev");
+        let manage = statement(&doc, "AutoScalingManageStackGroups").expect("manage statement");
+        assert!(manage["Action"].to_string().contains("autoscaling:DeleteAutoScalingGroup"), "{manage}");
+        assert!(!manage["Action"].to_string().contains("CreateAutoScalingGroup"), "{manage}");
+        assert_eq!(manage["Condition"]["StringEquals"]["autoscaling:ResourceTag/gpustack:stack"], "selfmng-dev");
+        assert!(doc.to_string().contains("autoscaling.amazonaws.com"), "its service-linked role");
+        // A stack without one gets only the read.
+        let plain = policy("");
+        assert!(statement(&plain, "AutoScalingCreateTagged").is_none());
     }
 
     /// Issue 18 item 20 / audit P1: eks:CreateCluster has no resource type in the SAR, so it

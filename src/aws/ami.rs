@@ -35,7 +35,60 @@ async fn published(ctx: &Ctx, name: &str, what_to_check: &str) -> Result<String,
         if !e.has_code("ParameterNotFound") {
             return e;
         }
-        let detail = format!("{}: Bottlerocket publishes no {name}; {what_to_check}", e.detail);
+        let detail = format!("{}: AWS publishes no {name}; {what_to_check}", e.detail);
         AwsError { detail, ..e }
     })
+}
+
+/// The EKS-published AMI id for a node of `ami_type` (an EKS `AMITypes` value) on Kubernetes
+/// `k8s` ("1.33"): AL2023 from `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/
+/// <standard|nvidia|neuron>/recommended/image_id` (EKS UG `retrieve-ami-id`), Bottlerocket
+/// from `/aws/service/bottlerocket/aws-k8s-<k8s>[-nvidia][-fips]/<arch>/latest/image_id`
+/// (EKS UG `retrieve-ami-id-bottlerocket`). For self-managed nodes, which EKS does not pick
+/// an AMI for.
+pub async fn eks_node(ctx: &Ctx, ami_type: &str, k8s: &str) -> Result<String, AwsError> {
+    let name = eks_node_parameter(ami_type, k8s);
+    published(ctx, &name, "check the template's `ami_type` and the cluster's version").await
+}
+
+/// The SSM parameter [`eks_node`] reads.
+pub fn eks_node_parameter(ami_type: &str, k8s: &str) -> String {
+    let arm = ami_type.contains("ARM_64");
+    if ami_type.starts_with("BOTTLEROCKET_") {
+        let mut variant = format!("aws-k8s-{k8s}");
+        if ami_type.contains("NVIDIA") {
+            variant.push_str("-nvidia");
+        }
+        if ami_type.ends_with("_FIPS") {
+            variant.push_str("-fips");
+        }
+        let arch = if arm { "arm64" } else { "x86_64" };
+        return format!("/aws/service/bottlerocket/{variant}/{arch}/latest/image_id");
+    }
+    let arch = if arm { "arm64" } else { "x86_64" };
+    let flavour = if ami_type.contains("NVIDIA") {
+        "nvidia"
+    } else if ami_type.contains("NEURON") {
+        "neuron"
+    } else {
+        "standard"
+    };
+    format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{flavour}/recommended/image_id")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eks_node_parameter;
+
+    #[test]
+    fn node_ami_parameters_follow_the_published_paths() {
+        assert_eq!(
+            eks_node_parameter("AL2023_x86_64_NVIDIA", "1.33"),
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/nvidia/recommended/image_id"
+        );
+        assert_eq!(
+            eks_node_parameter("BOTTLEROCKET_ARM_64_NVIDIA_FIPS", "1.33"),
+            "/aws/service/bottlerocket/aws-k8s-1.33-nvidia-fips/arm64/latest/image_id"
+        );
+    }
 }

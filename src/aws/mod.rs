@@ -41,6 +41,7 @@ pub enum Service {
     Events,
     SageMaker,
     Logs,
+    AutoScaling,
 }
 
 impl Service {
@@ -55,6 +56,7 @@ impl Service {
             Service::Events => "events",
             Service::SageMaker => "sagemaker",
             Service::Logs => "logs",
+            Service::AutoScaling => "autoscaling",
         }
     }
 
@@ -74,6 +76,8 @@ impl Service {
             Service::SageMaker => 4,
             // CloudWatch Logs: a few calls per cluster (its control-plane log group).
             Service::Logs => 4,
+            // Self-managed node groups make few Auto Scaling calls.
+            Service::AutoScaling => 4,
         }
     }
 }
@@ -90,6 +94,7 @@ pub struct Ctx {
     pub events: aws_sdk_eventbridge::Client,
     pub sagemaker: aws_sdk_sagemaker::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
+    pub autoscaling: aws_sdk_autoscaling::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
@@ -122,6 +127,7 @@ impl Ctx {
             events: aws_sdk_eventbridge::Client::new(&conf),
             sagemaker: aws_sdk_sagemaker::Client::new(&conf),
             logs: aws_sdk_cloudwatchlogs::Client::new(&conf),
+            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -135,6 +141,7 @@ impl Ctx {
                 limit(Service::Events),
                 limit(Service::SageMaker),
                 limit(Service::Logs),
+                limit(Service::AutoScaling),
             ]),
         }
     }

@@ -28,6 +28,7 @@ mod priority_class;
 pub mod rendered;
 mod security_group;
 mod security_group_rule;
+mod self_managed_node_group;
 mod subnet;
 pub mod training_plan;
 mod vpc;
@@ -69,6 +70,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &karpenter_controller::KarpenterController,
     &launch_template::LaunchTemplateKind,
     &node_group::NodeGroup,
+    &self_managed_node_group::SelfManagedNodeGroup,
     &karpenter_pool::KarpenterPool,
     &hyperpod_cluster::HyperpodCluster,
     &priority_class::PriorityClass,

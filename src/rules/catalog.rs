@@ -58,7 +58,35 @@ pub fn catalog_types(stack: &Stack) -> BTreeSet<String> {
         wanted.extend(lit_str(r, "instance_type"));
     }
     wanted.extend(super::karpenter::catalog_types(stack));
+    for g in super::self_managed::groups(stack) {
+        wanted.extend(strings(lit(g, "instance_types")));
+    }
     wanted
+}
+
+/// Several instance types in one group (Spot diversification) should have one GPU count: the
+/// Cluster Autoscaler sizes a group from one of its types ("each node group should be
+/// composed of instances with the same amount of CPU and memory", its AWS README, "Using
+/// Mixed Instances Policies and Spot Instances"), so a pod asking for 4 GPUs can make it add a
+/// 1-GPU node that never fits it, and a sharing layout made for one count is wrong on another.
+/// A warning naming the shapes; differing vCPUs alone are common and left alone.
+fn mixed_shapes(r: &Resource, types: &[String], info: &dyn Fn(&str) -> Option<InstanceInfo>) -> Option<Diagnostic> {
+    let shapes: BTreeSet<u32> = types.iter().filter_map(|t| info(t)).map(|i| i.gpus).collect();
+    if shapes.len() < 2 {
+        return None;
+    }
+    let listed = types
+        .iter()
+        .filter_map(|t| info(t).map(|i| format!("{t} ({} vCPU, {} GPU)", i.vcpus, i.gpus)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(
+        Diagnostic::warning(
+            format!("`{}` mixes GPU counts: {listed}", r.address),
+            span(r, "instance_types"),
+        )
+        .help("diversify across types with the same GPU count (e.g. g6e.2xlarge, g6.2xlarge, g5.2xlarge), or put each count in a group of its own"),
+    )
 }
 
 /// Rules that need the instance catalog, from EC2 (one DescribeInstanceTypes per 100 types,
@@ -163,6 +191,7 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         // (10–20 GB each): say so (audit 2026-11 #21). Only Bottlerocket uses a data volume;
         // AL2023 keeps images on its root volume (`al2023_data_volume` in the offline rules).
         if !lt.attrs.contains_key("data_volume")
+            && !lt.attrs.contains_key("root_volume")
             && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
         {
             d.push(no_data_volume(stack, lt, t, &i));
@@ -224,14 +253,22 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
                 d.extend(unsupported_accelerator(ng, t, &i));
             }
         }
+        d.extend(mixed_shapes(ng, &types, info));
         let first = types.first().and_then(|t| info(t));
         let mut note = vec![];
+        let lt = referenced(stack, ng, "launch_template", "launch_template");
         if ami == "auto"
             && let Some(i) = &first
         {
-            note.push(format!("ami_type auto → {} ({}: {})", auto_ami_type(Some(i)), i.name, i.summary()));
+            // A template written for AL2023 (nodeadm) makes `auto` pick AL2023 at apply.
+            let al2023 = lt.is_some_and(crate::resources::launch_template::is_al2023_template);
+            let picked = if al2023 {
+                crate::resources::node_group::al2023_ami_type(&auto_ami_type(Some(i)))
+            } else {
+                auto_ami_type(Some(i))
+            };
+            note.push(format!("ami_type auto → {picked} ({}: {})", i.name, i.summary()));
         }
-        let lt = referenced(stack, ng, "launch_template", "launch_template");
         let reserved = lit_str(ng, "capacity_type").as_deref() == Some("CAPACITY_BLOCK")
             || lt.is_some_and(|lt| lt.attrs.contains_key("capacity_reservation"));
         let inputs: crate::value::Attrs =
@@ -239,6 +276,15 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         let (strategy, why) = crate::resources::node_group::update_strategy(&inputs, first.as_ref(), reserved);
         note.push(format!("update strategy {strategy} ({why})"));
         notes.insert(ng.address.clone(), note.join("; "));
+    }
+    for g in super::self_managed::groups(stack) {
+        let types = strings(lit(g, "instance_types"));
+        for t in &types {
+            if info(t).is_none() {
+                unknown(g, "instance_types", t, &mut d);
+            }
+        }
+        d.extend(mixed_shapes(g, &types, info));
     }
     super::karpenter::check_catalog(stack, info, &mut unknown, &mut d, &mut notes);
     for c in super::hyperpod::clusters(stack) {
@@ -257,14 +303,15 @@ fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Di
         })
         .map(|ng| lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into()))
         .collect();
-    let al2023 = !users.is_empty() && users.iter().all(|a| a.starts_with("AL2023_"));
+    let al2023 = crate::resources::launch_template::is_al2023_template(lt)
+        || (!users.is_empty() && users.iter().all(|a| a.starts_with("AL2023_")));
     let summary = i.summary();
     if al2023 {
         return Diagnostic::warning(
             format!("`{}` runs {t} ({summary}) on AL2023, which keeps container images on the root volume", lt.address),
             lt.span.clone(),
         )
-        .help("AL2023 mounts no data volume (data_volume would bill unused); for a dedicated image volume use a BOTTLEROCKET_* ami_type (or \"auto\") with data_volume = { size_gib = 200 }");
+        .help("set root_volume = { size_gib = 200 } (the AMI's root volume is 20 GiB), and on types with instance stores local_storage = \"raid0\"");
     }
     Diagnostic::warning(
         format!("`{}` runs {t} ({summary}) with no `data_volume`: container images share the AMI's small default data volume", lt.address),

@@ -13,6 +13,7 @@ mod eks_versions;
 pub(crate) mod gpu_addons;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
+mod self_managed;
 #[cfg(test)]
 mod tests;
 mod workload_iam;
@@ -116,15 +117,52 @@ fn shared_blocks(stack: &Stack) -> Vec<Diagnostic> {
     d
 }
 
+/// A managed node group and its launch template agree on the AMI family: a Bottlerocket
+/// group cannot read a nodeadm NodeConfig (nor an AL2023 group TOML settings, checked above),
+/// and a template that joins a cluster itself (`cluster`, an AMI, an instance profile) is a
+/// self-managed group's: EKS refuses an IAM instance profile in a managed group's template
+/// and skips its own bootstrap when the template names an AMI (EKS UG `launch-templates`).
+fn template_family(ng: &Resource, lt: &Resource, ami: &str, al2023_lt: bool) -> Vec<Diagnostic> {
+    let mut d = vec![];
+    if al2023_lt && ami.starts_with("BOTTLEROCKET_") {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` runs {ami}, but `{}` is written for AL2023 (nodeadm user data)", ng.address, lt.address),
+                span(ng, "ami_type"),
+            )
+            .help("set ami_type = \"AL2023_x86_64_NVIDIA\" (or \"auto\", which then picks AL2023), or write the template for Bottlerocket (bottlerocket_settings)"),
+        );
+    }
+    if let Some(t) = lit_str(lt, "ami_type")
+        && ami != "auto"
+        && t != ami
+    {
+        d.push(
+            Diagnostic::error(format!("`{}` runs {ami}, but `{}` says ami_type = \"{t}\"", ng.address, lt.address), span(ng, "ami_type"))
+                .help("name the same AMI type in both, or drop ami_type from the template (a managed group's AMI comes from the group)"),
+        );
+    }
+    if lt.attrs.contains_key("cluster") {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` uses `{}`, a self-managed group's template (it sets `cluster`)", ng.address, lt.address),
+                span(ng, "launch_template"),
+            )
+            .help("EKS bootstraps managed nodes itself and refuses an instance profile in their template: remove cluster, ami_id and instance_profile, or use the template from a self_managed_node_group"),
+        );
+    }
+    d
+}
+
 /// `data_volume` is Bottlerocket's `/dev/xvdb`, where it keeps container images. The EKS
 /// AL2023 AMI keeps them on the root volume and leaves a second volume unformatted and
 /// unmounted unless a NodeConfig says otherwise (awslabs/amazon-eks-ami#2122: "We do not do
 /// this by default for managed nodegroups"; mounting one needs nodeadm's
 /// `spec.instance.storage.volumes`, amazon-eks-ami PR #2759, which gpustack does not write):
-/// the volume would bill and hold nothing. Nor can the root volume, where the images go, be
-/// grown today: gpustack's launch template writes no `/dev/xvda` mapping, so EKS uses the
-/// AMI's (AL2023 build default `launch_block_device_mappings_volume_size = "20"`,
-/// amazon-eks-ami `templates/al2023/variables-default.json`); the help says so.
+/// the volume would bill and hold nothing. The root volume, where the images go, is grown with
+/// `root_volume` (`/dev/xvda`; the AMI's own is 20 GiB, AL2023 build default
+/// `launch_block_device_mappings_volume_size = "20"`, amazon-eks-ami
+/// `templates/al2023/variables-default.json`); the help says so.
 fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
     Diagnostic::error(
         format!(
@@ -133,7 +171,7 @@ fn al2023_data_volume(ng: &Resource, lt: &Resource, ami: &str) -> Diagnostic {
         ),
         span(lt, "data_volume"),
     )
-    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb, for room for images; or remove data_volume for AL2023 and keep images on the AMI's root volume (about 20 GiB), which gpustack cannot yet enlarge (no root volume size in launch_template)")
+    .help("for AL2023 replace data_volume with root_volume = { size_gib = 200 } (images live on /dev/xvda), and local_storage = \"raid0\" to put them on the instance stores; or use a BOTTLEROCKET_* ami_type, whose data volume is /dev/xvdb")
 }
 
 /// The attribute is written with content: an empty list or table (`taints = []`) says nothing.
@@ -213,7 +251,9 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
                 );
             }
             let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
-            if ami != "auto" && !ami.starts_with("BOTTLEROCKET_") && has_user_data(lt) {
+            let al2023_lt = crate::resources::launch_template::is_al2023_template(lt);
+            d.extend(template_family(ng, lt, &ami, al2023_lt));
+            if ami != "auto" && !ami.starts_with("BOTTLEROCKET_") && !al2023_lt && has_user_data(lt) {
                 d.push(
                     Diagnostic::error(
                         format!(
@@ -222,10 +262,10 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
                         ),
                         span(ng, "ami_type"),
                     )
-                    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), or move labels and taints to the node group"),
+                    .help("use a BOTTLEROCKET_* ami_type (or \"auto\"), or write the template for AL2023: nodeadm = { kubelet = { … } } (labels and taints become kubelet flags)"),
                 );
             }
-            if ami.starts_with("AL2023_") && lt.attrs.contains_key("data_volume") {
+            if (ami.starts_with("AL2023_") || (ami == "auto" && al2023_lt)) && lt.attrs.contains_key("data_volume") {
                 d.push(al2023_data_volume(ng, lt, &ami));
             }
             if capacity == "SPOT" && !ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type")
@@ -309,6 +349,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(hyperpod::offline(stack));
     d.extend(workload_iam::workload_iam(stack));
     d.extend(gpu_addons::offline(stack));
+    d.extend(self_managed::offline(stack));
     // CoreDNS and most controllers tolerate only the control-plane taint and CriticalAddonsOnly
     // (eksctl `pkg/addons/default/assets/coredns-*.json`): a cluster whose every node group is
     // tainted leaves them Pending.

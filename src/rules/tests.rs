@@ -904,7 +904,10 @@ fn an_al2023_template_is_not_told_to_add_a_data_volume() {
     );
     assert!(!d.error);
     assert!(!d.help.starts_with("add data_volume"), "{d:?}");
-    assert!(d.help.contains("AL2023 mounts no data volume"), "{d:?}");
+    assert!(d.help.starts_with("set root_volume = { size_gib = 200 }"), "{d:?}");
+    // With a root volume there is nothing to say.
+    let f = catalog(&stack("root_volume = { size_gib = 200 }", al2023, ""));
+    absent(&f, "keeps container images on the root volume");
     // The data volume itself is an error there.
     let f = offline(&stack("data_volume = { size_gib = 100 }", al2023, ""));
     let d = the(&f, "sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb");
@@ -913,6 +916,30 @@ fn an_al2023_template_is_not_told_to_add_a_data_volume() {
     // Bottlerocket (auto) is still told to add one.
     let f = catalog(&stack("imds_hop_limit = 1", "instance_types = [\"g6.xlarge\"]", ""));
     assert!(the(&f, "with no `data_volume`").help.starts_with("add data_volume = { size_gib = 200 }"));
+}
+
+#[test]
+fn spot_diversification_across_shapes_is_a_warning_and_a_bottlerocket_group_refuses_nodeadm() {
+    let spot = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]";
+    let f = catalog(&stack("imds_hop_limit = 1", spot, ""));
+    let d = the(&f, "`node_group.n` mixes GPU counts: g6.xlarge (4 vCPU, 1 GPU), g6.12xlarge (48 vCPU, 4 GPU)");
+    assert!(!d.error);
+    let same = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.2xlarge\", \"g5.2xlarge\", \"g6e.2xlarge\"]";
+    absent(&catalog(&stack("imds_hop_limit = 1", same, "")), "mixes GPU counts");
+    let vcpus = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g6.2xlarge\"]";
+    absent(&catalog(&stack("imds_hop_limit = 1", vcpus, "")), "mixes GPU counts");
+    // A nodeadm template on a Bottlerocket group, and on an AL2023 one (fine).
+    let lt = "nodeadm = { kubelet = { config = { maxPods = 110 } } }";
+    let f = offline(&stack(lt, "ami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"\ninstance_types = [\"g6.xlarge\"]", ""));
+    assert!(the(&f, "is written for AL2023 (nodeadm user data)").error);
+    let f = offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"\ninstance_types = [\"g6.xlarge\"]", ""));
+    absent(&f, "is written for AL2023");
+    // Labels on an AL2023 template become kubelet flags: no longer "Bottlerocket settings".
+    let lt = "nodeadm = { kubelet = { flags = [\"--v=2\"] } }\nnode_labels = { a = \"b\" }";
+    absent(
+        &offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"\ninstance_types = [\"g6.xlarge\"]", "")),
+        "carries Bottlerocket settings",
+    );
 }
 
 #[test]
@@ -1038,4 +1065,21 @@ fn an_accelerator_no_eks_ami_drives_is_warned_about() {
         let ng = format!("instance_types = [\"{t}\"]\nami_type = \"auto\"");
         absent(&catalog(&stack("imds_hop_limit = 1", &ng, "")), "no EKS AMI drives");
     }
+}
+
+#[test]
+fn a_self_managed_group_keeps_an_efa_template_to_its_one_type() {
+    let example = include_str!("../../examples/self-managed.toml");
+    let efa = example.replacen(
+        "root_volume      = { size_gib = 200 }",
+        "root_volume      = { size_gib = 200 }\ninstance_type = \"p5.48xlarge\"\nefa = { interfaces = \"max\" }",
+        1,
+    );
+    let d = the(
+        &offline(&efa),
+        "`self_managed_node_group.gpu` lists instance_types, but its template `launch_template.gpu` lays out EFA interfaces",
+    );
+    assert!(d.error);
+    absent(&offline(example), "lays out EFA interfaces");
+    absent(&offline(example), "has no EC2_LINUX access entry");
 }

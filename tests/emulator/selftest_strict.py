@@ -103,6 +103,7 @@ class Clients:
         self.eks = client("eks")
         self.ssm = client("ssm")
         self.sq = client("service-quotas")
+        self.asg = client("autoscaling")
         self.ecr = client("ecr")
         self.ecr_east = session.client("ecr", endpoint_url=endpoint, region_name="us-east-1")
 
@@ -283,6 +284,31 @@ def parameters(c: Clients) -> None:
     check(
         error(c.iam.create_role, RoleName="r")[0] == "ValidationError",
         "IAM missing AssumeRolePolicyDocument -> ValidationError",
+    )
+    # EC2 Auto Scaling: SpotAllocationStrategy and CapacityReservationPreference are enums of
+    # the botocore autoscaling model; moto takes anything. AWS answers ValidationError (query).
+    code, status, _ = error(
+        c.asg.create_auto_scaling_group,
+        AutoScalingGroupName="g",
+        MinSize=0,
+        MaxSize=1,
+        CapacityReservationSpecification={"CapacityReservationPreference": "reservations-only"},
+    )
+    check(code == "ValidationError" and status == 400, "Auto Scaling preference enum -> 400 ValidationError")
+    code, _, _ = error(
+        c.asg.create_auto_scaling_group,
+        AutoScalingGroupName="g",
+        MinSize=0,
+        MaxSize=1,
+        MixedInstancesPolicy={
+            "LaunchTemplate": {"LaunchTemplateSpecification": {"LaunchTemplateId": "lt-1"}},
+            "InstancesDistribution": {"SpotAllocationStrategy": "cheapest"},
+        },
+    )
+    check(code == "ValidationError", "Auto Scaling spot allocation strategy enum -> ValidationError")
+    check(
+        error(c.asg.create_auto_scaling_group, AutoScalingGroupName="g", MinSize=0)[0] == "ValidationError",
+        "Auto Scaling missing MaxSize -> ValidationError",
     )
     # EKS: capacityType enum, maxResults 1-100 (botocore eks model) -> InvalidParameterException.
     code, status, message = error(
@@ -764,11 +790,30 @@ def node_groups(c: Clients) -> None:
             ),
             f"Bottlerocket user data with {what} -> CREATE_FAILED NodeCreationFailure",
         )
-    # The same user data on an AL2023 node group is not Bottlerocket's business.
+    # AL2023 takes MIME multi-part user data whose node.eks.aws parts are NodeConfigs (EKS UG
+    # launch-templates; nodeadm doc/api.md): Bottlerocket's TOML is refused there.
     lt = g.template(UserData=user_data(bad["MIG profile as an integer"]))
     check(
-        g.create([public], amiType="AL2023_x86_64_STANDARD", launchTemplate={"id": lt})["status"] == "ACTIVE",
-        "AL2023 ignores it",
+        failed(g.create([public], amiType="AL2023_x86_64_STANDARD", launchTemplate={"id": lt}), "nodeadm"),
+        "AL2023 with TOML user data -> CREATE_FAILED (not MIME)",
+    )
+
+    def node_config(strategy: str) -> str:
+        return (
+            'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n--//\n'
+            "Content-Type: application/node.eks.aws\n\n---\napiVersion: node.eks.aws/v1alpha1\n"
+            f"kind: NodeConfig\nspec:\n  instance:\n    localStorage:\n      strategy: {strategy}\n\n--//--\n"
+        )
+
+    lt = g.template(UserData=user_data(node_config("RAID0")))
+    check(
+        g.create([public], amiType="AL2023_x86_64_NVIDIA", launchTemplate={"id": lt})["status"] == "ACTIVE",
+        "AL2023 with a NodeConfig (RAID0) -> ACTIVE",
+    )
+    lt = g.template(UserData=user_data(node_config("RAID5")))
+    check(
+        failed(g.create([public], amiType="AL2023_x86_64_NVIDIA", launchTemplate={"id": lt}), "localStorage"),
+        "AL2023 NodeConfig with localStorage RAID5 -> CREATE_FAILED",
     )
     # A version update to a template version with bad user data -> DEGRADED, update Failed.
     ng = g.create([public], amiType="BOTTLEROCKET_x86_64_NVIDIA", launchTemplate={"id": ok_lt})

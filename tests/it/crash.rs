@@ -162,7 +162,7 @@ fn nat_leftovers(env: &Env, stack: &str) -> (usize, usize) {
 }
 
 /// Kills `args` (kill -9) as soon as the emulator has answered `action`.
-fn kill_after(env: &Env, args: &[&str], action: &str) {
+pub(crate) fn kill_after(env: &Env, args: &[&str], action: &str) {
     env.emu.reset_requests();
     let mut child =
         env.command(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();

@@ -20,6 +20,7 @@ mod lifecycle;
 mod locking;
 mod manifests;
 mod network;
+mod node_bootstrap;
 mod offline;
 mod refresh;
 mod robustness;

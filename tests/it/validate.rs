@@ -670,10 +670,12 @@ fn a_data_volume_on_an_al2023_group_is_refused() {
         &err,
         "`node_group.gpu` runs AL2023_x86_64_NVIDIA, but `launch_template.gpu` sets data_volume: AL2023 keeps container images on its root volume and never mounts /dev/xvdb",
         "25:15",
-        "use a BOTTLEROCKET_* ami_type (or \"auto\"), whose data volume is /dev/xvdb, for room for images; or remove data_volume",
+        "for AL2023 replace data_volume with root_volume = { size_gib = 200 } (images live on /dev/xvda)",
     );
-    // The limitation is named: the AL2023 root volume cannot be grown yet (review r18 M4).
-    assert!(err.contains("which gpustack cannot yet enlarge (no root volume size in launch_template)"), "{err}");
+    // The fix names the root volume, which the template can now grow (review r18 M4, issue 19).
+    assert!(err.contains("local_storage = \"raid0\""), "{err}");
+    let fixed = al2023.replace("data_volume = { size_gib = 200 }", "root_volume = { size_gib = 200 }");
+    assert_eq!(validate(&fixed).code, 0, "root_volume is AL2023's");
     insta::assert_snapshot!(err);
     // Bottlerocket (auto here) mounts it as its data volume.
     assert_eq!(validate(&gpu_group("1.33", lt)).code, 0);

@@ -1,19 +1,21 @@
 //! What a launch template version holds (`RequestLaunchTemplateData`): IMDSv2, the instance
-//! type, the network (EFA interfaces or plain security groups), the data volume
-//! `/dev/xvdb`, the reservation and market, the placement group, the Bottlerocket user data
-//! and the tags of what it launches.
+//! type, the network (EFA interfaces or plain security groups), the root volume `/dev/xvda`
+//! and the data volume `/dev/xvdb`, the reservation and market, the placement group, the
+//! user data (Bottlerocket TOML or AL2023 nodeadm MIME) and the tags of what it launches.
+//! A self-managed group's template (`cluster` set) also gets the AMI, the instance profile
+//! and the cluster's join settings in its user data, read from EKS at apply.
 
 use aws_sdk_ec2::types::{
     CapacityReservationTarget, InstanceType, LaunchTemplateBlockDeviceMappingRequest,
     LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplatePlacementRequest, LaunchTemplateTagSpecificationRequest, MarketType, RequestLaunchTemplateData,
-    ResourceType, Tag, VolumeType,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplatePlacementRequest,
+    LaunchTemplateTagSpecificationRequest, MarketType, RequestLaunchTemplateData, ResourceType, Tag, VolumeType,
 };
 
-use super::network;
-use crate::aws::{Ctx, tags};
+use super::{network, nodeadm, userdata};
+use crate::aws::{AwsError, Ctx, Service, ami, tags};
 use crate::resources::{Result, i32_of, str_attr};
 use crate::value::{Attrs, Value};
 
@@ -42,6 +44,9 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
         _ if !groups.is_empty() => d = d.set_security_group_ids(Some(groups)),
         _ => {}
     }
+    if let Some(Value::Table(v)) = i.get("root_volume") {
+        d = d.block_device_mappings(root_volume(v));
+    }
     if let Some(Value::Table(v)) = i.get("data_volume") {
         d = d.block_device_mappings(data_volume(v));
     }
@@ -62,7 +67,20 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
     if !pg.is_empty() {
         d = d.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
     }
-    if let Some(ud) = i.get("user_data").and_then(Value::as_str).filter(|u| !u.is_empty()) {
+    let cluster = str_attr(i, "cluster");
+    let joined = if cluster.is_empty() { None } else { Some(self_managed(ctx, i, cluster).await?) };
+    if let Some(j) = &joined {
+        d = d.image_id(&j.image_id).iam_instance_profile(
+            LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                .name(str_attr(i, "instance_profile"))
+                .build(),
+        );
+    }
+    let ud = match &joined {
+        Some(j) => Some(j.user_data.clone()),
+        None => i.get("user_data").and_then(Value::as_str).filter(|u| !u.is_empty()).map(str::to_string),
+    };
+    if let Some(ud) = ud {
         d = d.user_data(aws_smithy_types::base64::encode(ud));
     }
     // Instances and their volumes carry the stack's tags (not the address: they are EKS's).
@@ -74,6 +92,75 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
         );
     }
     Ok(d.build())
+}
+
+/// What a self-managed node needs that EKS gives a managed one: the AMI and user data that
+/// joins the cluster.
+struct Joined {
+    image_id: String,
+    user_data: String,
+}
+
+/// Reads the cluster (endpoint, CA, service CIDR, version: EKS `DescribeCluster`) and the AMI
+/// `ami_type` names for that version, and renders user data that joins it.
+async fn self_managed(ctx: &Ctx, i: &Attrs, cluster: &str) -> Result<Joined> {
+    let out = ctx.call(Service::Eks, "DescribeCluster", ctx.eks.describe_cluster().name(cluster).send()).await?;
+    let c = out.cluster();
+    let version = c.and_then(|c| c.version()).unwrap_or_default();
+    let network = c.and_then(|c| c.kubernetes_network_config());
+    // An IPv6 cluster's nodes infer the DNS address from its IPv6 service CIDR.
+    let ipv6 = network.and_then(|n| n.ip_family()).is_some_and(|f| f.as_str() == "ipv6");
+    let cidr = network
+        .and_then(|n| if ipv6 { n.service_ipv6_cidr() } else { n.service_ipv4_cidr() })
+        // EKS's default when the cluster names none (EKS API reference,
+        // KubernetesNetworkConfigRequest.serviceIpv4Cidr: 10.100.0.0/16 or 172.20.0.0/16).
+        .unwrap_or("10.100.0.0/16");
+    let join = nodeadm::Join {
+        name: cluster.to_string(),
+        endpoint: c.and_then(|c| c.endpoint()).unwrap_or_default().to_string(),
+        certificate_authority: c
+            .and_then(|c| c.certificate_authority())
+            .and_then(|a| a.data())
+            .unwrap_or_default()
+            .to_string(),
+        service_cidr: cidr.to_string(),
+    };
+    let ami_type = str_attr(i, "ami_type");
+    let image_id = match str_attr(i, "ami_id") {
+        "" => ami::eks_node(ctx, ami_type, version).await?,
+        id => id.to_string(),
+    };
+    let user_data = if nodeadm::is_al2023(i) {
+        nodeadm::render(i, Some(&join)).unwrap_or_default()
+    } else {
+        userdata::render_joined(i, &join).map_err(|key| AwsError {
+            operation: "CreateLaunchTemplate",
+            code: Some("InvalidUserData".into()),
+            detail: format!("bottlerocket_settings sets `{key}`, which gpustack writes to join the cluster"),
+        })?
+    };
+    Ok(Joined { image_id, user_data })
+}
+
+/// `/dev/xvda`, the root device of the EKS AL2023 and Bottlerocket AMIs, from `root_volume`.
+fn root_volume(v: &Attrs) -> LaunchTemplateBlockDeviceMappingRequest {
+    let mut ebs = LaunchTemplateEbsBlockDeviceRequest::builder()
+        .volume_type(VolumeType::from(v.get("type").and_then(Value::as_str).unwrap_or("gp3")))
+        .encrypted(v.get("encrypted").and_then(Value::as_bool).unwrap_or(true))
+        .delete_on_termination(true);
+    if let Some(n) = v.get("size_gib").and_then(Value::as_int) {
+        ebs = ebs.volume_size(i32_of(n));
+    }
+    if let Some(n) = v.get("iops").and_then(Value::as_int) {
+        ebs = ebs.iops(i32_of(n));
+    }
+    if let Some(n) = v.get("throughput").and_then(Value::as_int) {
+        ebs = ebs.throughput(i32_of(n));
+    }
+    if let Some(k) = v.get("kms_key").and_then(Value::as_str) {
+        ebs = ebs.kms_key_id(k);
+    }
+    LaunchTemplateBlockDeviceMappingRequest::builder().device_name("/dev/xvda").ebs(ebs.build()).build()
 }
 
 /// `/dev/xvdb`, encrypted gp3, from the `data_volume` table (optionally from a snapshot,

@@ -9,8 +9,10 @@
 //! it the default; node groups referring to `version` then move to it.
 
 mod data;
+mod family;
 pub mod gpu_sharing;
 mod network;
+pub mod nodeadm;
 pub mod userdata;
 
 use async_trait::async_trait;
@@ -25,6 +27,11 @@ use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
 
 pub struct LaunchTemplateKind;
+
+/// The template is written for AL2023 (nodeadm user data), for the cross-resource rules.
+pub fn is_al2023_template(r: &Resource) -> bool {
+    family::al2023(r)
+}
 
 const EFA: &[Attr] = &[
     Attr::opt("security_groups", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
@@ -49,6 +56,36 @@ pub(crate) const GPU_SHARING: &[Attr] = &[
     Attr::opt("replicas", Ty::Int, Default::None, OnChange::Update),
     Attr::opt("mig_profile", Ty::Map(&Ty::Any), Default::None, OnChange::Update),
 ];
+pub const VOLUME_TYPES: &[&str] = &["gp3", "gp2", "io1", "io2"];
+/// The root device (`/dev/xvda` on the EKS AL2023 and Bottlerocket AMIs: their
+/// `RootDeviceName`; Bottlerocket's data volume is `/dev/xvdb`). Same shape as
+/// `karpenter_pool.root_volume`.
+pub const ROOT_VOLUME: &[Attr] = &[
+    Attr::req("size_gib", Ty::Int, OnChange::Update),
+    Attr::opt("type", Ty::Enum(VOLUME_TYPES), Default::Str("gp3"), OnChange::Update),
+    Attr::opt("iops", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("throughput", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("encrypted", Ty::Bool, Default::Bool(true), OnChange::Update),
+    Attr::opt("kms_key", Ty::Str, Default::None, OnChange::Update),
+];
+/// The EKS AMI types a template can name: what user data it gets (AL2023 → nodeadm MIME,
+/// Bottlerocket → TOML) and, for a self-managed group's template (`cluster` set), which
+/// AMI its instances boot (from the public SSM parameters).
+pub const AMI_TYPES: &[&str] = &[
+    "AL2023_x86_64_STANDARD",
+    "AL2023_ARM_64_STANDARD",
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+    "AL2023_x86_64_NEURON",
+    "BOTTLEROCKET_x86_64",
+    "BOTTLEROCKET_ARM_64",
+    "BOTTLEROCKET_x86_64_NVIDIA",
+    "BOTTLEROCKET_ARM_64_NVIDIA",
+    "BOTTLEROCKET_x86_64_FIPS",
+    "BOTTLEROCKET_ARM_64_FIPS",
+    "BOTTLEROCKET_x86_64_NVIDIA_FIPS",
+    "BOTTLEROCKET_ARM_64_NVIDIA_FIPS",
+];
 pub const TAINT_EFFECTS: &[&str] = &["NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE"];
 pub const TAINT: &[Attr] = &[
     Attr::req("key", Ty::Str, OnChange::Update),
@@ -68,6 +105,18 @@ const ATTRS: &[Attr] = &[
     Attr::opt("node_labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
     Attr::opt("node_taints", Ty::List(&Ty::Object(TAINT)), Default::EmptyList, OnChange::Update),
     Attr::opt("bottlerocket_settings", Ty::Any, Default::EmptyMap, OnChange::Update),
+    // AL2023: nodeadm's NodeConfig (kubelet, containerd, instance store, feature gates).
+    Attr::opt("nodeadm", Ty::Object(nodeadm::NODEADM), Default::None, OnChange::Update),
+    // AL2023: the instance-store strategy, short for nodeadm.instance.local_storage.strategy.
+    Attr::opt("local_storage", Ty::Enum(nodeadm::SHORTHAND), Default::None, OnChange::Update),
+    Attr::opt("root_volume", Ty::Object(ROOT_VOLUME), Default::None, OnChange::Update),
+    Attr::opt("ami_type", Ty::Enum(AMI_TYPES), Default::None, OnChange::Update),
+    // Self-managed node groups only: an AMI id instead of the one `ami_type` resolves, the
+    // cluster the nodes join (user data with its endpoint, CA and service CIDR) and the
+    // instance profile they run as. EKS refuses all three in a managed group's template.
+    Attr::opt("ami_id", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("cluster", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("instance_profile", Ty::Str, Default::None, OnChange::Update),
     // IMDSv2 hop limit. 1 (the default, as Karpenter's) keeps pods from reaching IMDS and with it
     // the node role's credentials; 2 lets pods without host networking reach it (opt-in).
     Attr::opt("imds_hop_limit", Ty::Int, Default::Int(1), OnChange::Update),
@@ -99,6 +148,10 @@ impl Kind for LaunchTemplateKind {
             "ec2:DescribeLaunchTemplateVersions",
             "ec2:ModifyLaunchTemplate",
             "ec2:DescribeInstanceTypes",
+            // A self-managed group's template: its cluster's join settings and version, and
+            // the AMI `ami_type` names (public SSM parameters).
+            "eks:DescribeCluster",
+            "ssm:GetParameter",
         ]
     }
     fn outputs_changed_by_update(&self) -> &'static [&'static str] {
@@ -173,6 +226,8 @@ impl Kind for LaunchTemplateKind {
         if let Some(e) = r.attrs.get("gpu_sharing") {
             gpu_sharing::check(e, diags);
         }
+        nodeadm::check(r.attrs.get("nodeadm"), r.attrs.get("local_storage"), diags);
+        family::check(r, diags);
         if let Some(e) = r.attrs.get("imds_hop_limit")
             && let Some(n) = e.as_literal().and_then(Value::as_int)
             && !(1..=64).contains(&n)
@@ -207,6 +262,9 @@ impl Kind for LaunchTemplateKind {
             }
         }
         // Collisions between bottlerocket_settings and the generated keys.
+        if family::al2023(r) {
+            return;
+        }
         let literal: Attrs = ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"]
             .iter()
             .filter_map(|k| r.attrs.get(*k).map(|e| (k.to_string(), e.resolve(&|_| Value::Unknown))))
@@ -238,21 +296,39 @@ impl Kind for LaunchTemplateKind {
         {
             dv.entry("initialization_rate_mibps".into()).or_insert(Value::Int(DEFAULT_INIT_RATE));
         }
+        if let Some(Value::Table(rv)) = inputs.get_mut("root_volume") {
+            rv.entry("type".into()).or_insert(Value::str("gp3"));
+            rv.entry("encrypted".into()).or_insert(Value::Bool(true));
+        }
         if inputs.contains_key("capacity_reservation") && !inputs.contains_key("market") {
             inputs.insert("market".into(), Value::str("on-demand"));
         }
         // Computed from the other inputs unless refresh observed what AWS holds.
         if !inputs.contains_key("user_data") {
-            let known = ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"]
+            let known = ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings", "nodeadm"]
                 .iter()
                 .all(|k| inputs.get(*k).is_none_or(Value::is_known));
-            let ud = if known {
+            let ud = if known && nodeadm::is_al2023(inputs) {
+                nodeadm::render(inputs, None).map_or(Value::str(""), Value::str)
+            } else if known {
                 userdata::render(inputs).ok().flatten().map_or(Value::str(""), Value::str)
             } else {
                 Value::Unknown
             };
             inputs.insert("user_data".into(), ud);
         }
+    }
+
+    /// A self-managed group's template (`cluster` set) holds its cluster's join settings in
+    /// the user data it sends, read at apply: the plan compares only what the stack writes.
+    fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        let mut cur = recorded.clone();
+        let joins = recorded.get("cluster").and_then(Value::as_str).is_some_and(|c| !c.is_empty());
+        cur.extend(
+            observed.iter().filter(|(k, _)| !(joins && k.as_str() == "user_data")).map(|(k, v)| (k.clone(), v.clone())),
+        );
+        self.normalize(&mut cur);
+        cur
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {

@@ -12,11 +12,43 @@ use crate::value::{Attrs, Value};
 /// The user-data TOML, `Ok(None)` when there is nothing to say, `Err` naming a
 /// `bottlerocket_settings` key that collides with one gpustack generates.
 pub fn render(i: &Attrs) -> Result<Option<String>, String> {
+    render_with(i, vec![])
+}
+
+/// The user data of a self-managed Bottlerocket node: [`render`] plus the settings that join
+/// the cluster, which EKS writes for a managed one (Bottlerocket settings reference,
+/// `settings.kubernetes.cluster-name`, `api-server`, `cluster-certificate`, `cluster-dns-ip`;
+/// the DNS address is the service CIDR's tenth, as EKS assigns CoreDNS's). `Err` names a
+/// `bottlerocket_settings` key that collides.
+pub fn render_joined(i: &Attrs, join: &super::nodeadm::Join) -> Result<String, String> {
+    let k = |leaf: &'static str, v: String| (vec!["kubernetes", leaf], Value::str(v));
+    let mut extra = vec![
+        k("cluster-name", join.name.clone()),
+        k("api-server", join.endpoint.clone()),
+        k("cluster-certificate", join.certificate_authority.clone()),
+    ];
+    if let Some(dns) = cluster_dns(&join.service_cidr) {
+        extra.push(k("cluster-dns-ip", dns));
+    }
+    Ok(render_with(i, extra)?.unwrap_or_default())
+}
+
+/// The tenth address of the service CIDR ("10.100.0.0/16" → "10.100.0.10"; an IPv6
+/// cluster's "fd00:1::/108" → "fd00:1::a").
+pub fn cluster_dns(cidr: &str) -> Option<String> {
+    if let Ok(net) = cidr.parse::<ipnet::Ipv4Net>() {
+        return Some(std::net::Ipv4Addr::from(u32::from(net.network()).checked_add(10)?).to_string());
+    }
+    let net: ipnet::Ipv6Net = cidr.parse().ok()?;
+    Some(std::net::Ipv6Addr::from(u128::from(net.network()).checked_add(10)?).to_string())
+}
+
+fn render_with(i: &Attrs, extra: Vec<(Vec<&'static str>, Value)>) -> Result<Option<String>, String> {
     let mut settings: BTreeMap<String, Value> = match i.get("bottlerocket_settings") {
         Some(Value::Table(t)) => t.clone(),
         _ => BTreeMap::new(),
     };
-    let mut generated: Vec<(Vec<&str>, Value)> = vec![];
+    let mut generated: Vec<(Vec<&str>, Value)> = extra;
     if let Some(Value::Table(labels)) = i.get("node_labels")
         && !labels.is_empty()
     {
@@ -172,6 +204,21 @@ mod tests {
             parsed["settings"]["kubelet-device-plugins"]["nvidia"]["time-slicing"]["replicas"].as_integer(),
             Some(4)
         );
+    }
+
+    #[test]
+    fn a_joined_node_names_its_cluster_and_dns() {
+        let join = crate::resources::launch_template::nodeadm::Join {
+            name: "c".into(),
+            endpoint: "https://x".into(),
+            certificate_authority: "Q0E=".into(),
+            service_cidr: "172.20.0.0/16".into(),
+        };
+        let text = render_joined(&Attrs::new(), &join).unwrap();
+        assert!(text.contains("[settings.kubernetes]\napi-server = \"https://x\""), "{text}");
+        assert!(text.contains("cluster-dns-ip = \"172.20.0.10\""), "{text}");
+        assert_eq!(cluster_dns("fd00:1::/108").as_deref(), Some("fd00:1::a"));
+        assert_eq!(cluster_dns("not a cidr"), None);
     }
 
     #[test]

@@ -13,13 +13,16 @@ use crate::value::Attrs;
 pub struct TemplateFacts {
     pub instance_type: Option<String>,
     pub reserved: bool,
+    /// The template's user data is a nodeadm NodeConfig (MIME part `application/node.eks.aws`):
+    /// `ami_type = "auto"` then means AL2023, which reads it.
+    pub al2023: bool,
 }
 
 pub async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
     let listed = strings(inp.get("instance_types")).into_iter().next();
     let block = str_attr(inp, "capacity_type") == "CAPACITY_BLOCK";
     let Some(spec) = template_spec(inp) else {
-        return Ok(TemplateFacts { instance_type: listed, reserved: block });
+        return Ok(TemplateFacts { instance_type: listed, reserved: block, al2023: false });
     };
     let request = ctx
         .ec2
@@ -34,9 +37,14 @@ pub async fn template_facts(ctx: &Ctx, inp: &Attrs) -> Result<TemplateFacts> {
         .is_some_and(|t| {
             t.capacity_reservation_id().is_some() || t.capacity_reservation_resource_group_arn().is_some()
         });
+    let al2023 = data
+        .and_then(|d| d.user_data())
+        .and_then(|u| aws_smithy_types::base64::decode(u).ok())
+        .is_some_and(|b| String::from_utf8_lossy(&b).contains("Content-Type: application/node.eks.aws"));
     Ok(TemplateFacts {
         instance_type: listed.or_else(|| data.and_then(|d| d.instance_type()).map(|t| t.as_str().to_string())),
         reserved: block || targeted,
+        al2023,
     })
 }
 

@@ -66,6 +66,9 @@ const ATTRS: &[Attr] = &[
     Attr::opt("release_version", Ty::Str, Default::Str("latest"), OnChange::Update),
     Attr::opt("capacity_type", Ty::Enum(CAPACITY_TYPES), Default::Str("ON_DEMAND"), OnChange::Replace),
     Attr::opt("instance_types", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Replace),
+    // EKS `diskSize` (GiB) for a group without a launch template; with one, the template's
+    // `root_volume` sets it (EKS API reference, CreateNodegroup.diskSize).
+    Attr::opt("disk_size", Ty::Int, Default::None, OnChange::Replace),
     Attr::opt("scaling", Ty::Object(SCALING), Default::None, OnChange::Update),
     Attr::opt("labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
     // AL2023 NVIDIA groups only: the NVIDIA device plugin's sharing config, which
@@ -175,6 +178,33 @@ impl Kind for NodeGroup {
                     .help("the instance type comes from the launch template (the block's type); remove instance_types"),
                 );
             }
+        }
+        if let Some(e) = r.attrs.get("disk_size") {
+            if r.attrs.contains_key("launch_template") {
+                diags.push(
+                    Diagnostic::error(format!("`{}`: EKS refuses disk_size together with a launch template", r.address), e.span.clone())
+                        .help("set root_volume = { size_gib = N } in the launch template instead (CreateNodegroup: \"If you specify launchTemplate, then don't specify diskSize\")"),
+                );
+            }
+            if let Some(n) = e.as_literal().and_then(Value::as_int).filter(|n| !(1..=16384).contains(n)) {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`{}`: disk_size = {n} is outside 1 to 16,384 GiB", r.address),
+                        e.span.clone(),
+                    )
+                    .help("a GPU node usually wants 100 to 500 GiB"),
+                );
+            }
+        }
+        // CreateNodegroup.instanceTypes: "you can specify 0-20 instance types" (EKS API reference).
+        if let Some(n) = types.filter(|n| *n > 20) {
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}`: EKS takes at most 20 instance_types, not {n}", r.address),
+                    r.attrs["instance_types"].span.clone(),
+                )
+                .help("keep the 20 most interchangeable types; Spot draws from them price-capacity-optimized"),
+            );
         }
         if capacity == "SPOT" && types == Some(1) {
             diags.push(
@@ -293,6 +323,7 @@ impl Kind for NodeGroup {
             None => None,
         };
         let ami = match str_attr(inp, "ami_type") {
+            "auto" if facts.al2023 => al2023_ami_type(&auto_ami_type(info.as_ref())),
             "auto" => auto_ami_type(info.as_ref()),
             a => a.to_string(),
         };
@@ -314,6 +345,7 @@ impl Kind for NodeGroup {
             .set_subnets(Some(strings(inp.get("subnets"))))
             .scaling_config(sc)
             .set_instance_types(Some(strings(inp.get("instance_types"))).filter(|v| !v.is_empty()))
+            .set_disk_size(int_attr(inp, "disk_size").map(i32_of))
             .ami_type(AmiTypes::from(ami.as_str()))
             .set_release_version(release)
             .capacity_type(CapacityTypes::from(str_attr(inp, "capacity_type")))

@@ -41,6 +41,14 @@ Why nodes do not join, as modelled:
   ``node-taints`` values lists of ``"value:Effect"`` strings (Effect NoSchedule, PreferNoSchedule
   or NoExecute).
 
+* AL2023 user data (AMI type ``AL2023_*``): EKS merges its own NodeConfig with the template's
+  user data, which must be MIME multi-part (EKS UG launch-templates, "Amazon EC2 user data": for
+  Amazon Linux AMIs "user data must be in the MIME multi-part format"); each part of content type
+  ``application/node.eks.aws`` must hold a nodeadm ``NodeConfig`` (``apiVersion:
+  node.eks.aws/v1alpha1``, ``kind: NodeConfig``) whose ``spec.instance.localStorage.strategy``,
+  if any, is ``RAID0``, ``RAID10`` or ``Mount`` (awslabs/amazon-eks-ami ``nodeadm/doc/api.md``);
+  nodeadm fails at boot otherwise and the node never joins.
+
 Capacity Blocks: ``UpdateNodegroupVersion`` of a ``CAPACITY_BLOCK`` node group whose desired size
 is above 0 is ``InvalidRequestException`` (EKS User Guide, capacity-blocks-mng: "set the desired
 size to 0 when upgrading"; a block has no spare instances for a rolling update).
@@ -50,6 +58,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import email
 import tomllib
 from typing import Any
 
@@ -138,6 +147,41 @@ def bottlerocket_errors(user_data_b64: Any) -> list[str]:
     return errors
 
 
+LOCAL_STORAGE = ("RAID0", "RAID10", "Mount")
+
+
+def al2023_errors(user_data_b64: Any) -> list[str]:
+    """Why nodeadm would refuse the user data of an AL2023 node (see the module docstring)."""
+    import yaml
+
+    if hasattr(user_data_b64, "as_bytes"):
+        user_data_b64 = user_data_b64.as_bytes()
+    try:
+        raw = base64.b64decode(user_data_b64, validate=True)
+    except (binascii.Error, ValueError):
+        return ["user data is not base64"]
+    message = email.message_from_bytes(raw)
+    if not message.is_multipart():
+        return ["user data is not MIME multi-part; AL2023 managed nodes take MIME only"]
+    errors: list[str] = []
+    for part in message.walk():
+        if part.get_content_type() != "application/node.eks.aws":
+            continue
+        try:
+            docs = [d for d in yaml.safe_load_all(part.get_payload(decode=True) or b"") if d is not None]
+        except yaml.YAMLError as e:
+            errors.append(f"a NodeConfig part is not YAML: {e}")
+            continue
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("apiVersion") != "node.eks.aws/v1alpha1" or doc.get("kind") != "NodeConfig":
+                errors.append("a node.eks.aws part holds something other than a node.eks.aws/v1alpha1 NodeConfig")
+                continue
+            storage = ((doc.get("spec") or {}).get("instance") or {}).get("localStorage") or {}
+            if "strategy" in storage and storage["strategy"] not in LOCAL_STORAGE:
+                errors.append(f"localStorage.strategy {storage['strategy']!r} is not one of {'|'.join(LOCAL_STORAGE)}")
+    return errors
+
+
 def _bottlerocket(ec2: Any, ami_type: str, template_data: dict[str, Any]) -> bool:
     if ami_type.startswith("BOTTLEROCKET_"):
         return True
@@ -156,6 +200,8 @@ def join_failure(
     user_data = template_data.get("UserData")
     if user_data and _bottlerocket(ec2, ami_type, template_data):
         reasons += [f"Bottlerocket rejected the user data: {e}" for e in bottlerocket_errors(user_data)]
+    if user_data and ami_type.startswith("AL2023_"):
+        reasons += [f"nodeadm rejected the user data: {e}" for e in al2023_errors(user_data)]
     config = cluster.resources_vpc_config or {}
     if config.get("endpointPrivateAccess") and config.get("vpcId"):
         vpc = ec2.get_vpc(config["vpcId"])

@@ -1,7 +1,7 @@
 """Request validation against the botocore service models, as strict as the AWS services are.
 
-A WSGI middleware: before moto sees an EC2, IAM, EKS, SSM, Service Quotas, SQS, EventBridge or
-SageMaker request, it turns the request back into the parameters of its operation (one
+A WSGI middleware: before moto sees an EC2, IAM, EKS, SSM, Service Quotas, SQS, EventBridge,
+SageMaker or EC2 Auto Scaling request, it turns the request back into the parameters of its operation (one
 de-serialiser per protocol) and checks them against the operation's input shape in the pinned
 botocore model (1.44.5):
 
@@ -29,7 +29,7 @@ Violations are answered as each service answers its own validation errors (HTTP 
 * EC2 (``ec2`` protocol): ``<Response><Errors><Error>`` with ``MissingParameter`` ("The request
   must contain the parameter X"), ``UnknownParameter`` or ``InvalidParameterValue`` ("Value (v) for
   parameter X is invalid. ...");
-* IAM (``query``): ``<ErrorResponse>`` with ``ValidationError``;
+* IAM and EC2 Auto Scaling (``query``): ``<ErrorResponse>`` with ``ValidationError``;
 * EKS (``rest-json``): ``InvalidParameterException`` (``x-amzn-ErrorType`` header and JSON body);
 * SSM, Service Quotas, EventBridge and SageMaker (``json``): ``ValidationException``;
 * SQS (``json`` with ``awsQueryCompatible``): a missing member is ``MissingParameter`` ("The request
@@ -76,6 +76,10 @@ SERVICES = {
     "sqs": "sqs",
     "events": "events",
     "sagemaker": "sagemaker",
+    # EC2 Auto Scaling (self-managed node groups): moto takes any SpotAllocationStrategy or
+    # CapacityReservationPreference and ignores CapacityReservationSpecification; AWS
+    # validates the enums of the botocore autoscaling model (query protocol, ValidationError).
+    "autoscaling": "autoscaling",
 }
 # Services whose ``pattern`` traits are checked: EventBridge answers them with ValidationException
 # (botocore ``RuleName``/``TargetId`` patterns; PutRule refuses ``Name="r 1"``). Other services'
