@@ -100,7 +100,7 @@ pub struct Ctx {
     pub catalog: Arc<catalog::Catalog>,
     /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
     clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
-    limits: Arc<[(Service, Semaphore); 9]>,
+    limits: Arc<[(Service, Semaphore); 10]>,
 }
 
 impl Ctx {
