@@ -36,7 +36,15 @@ fn capacity_types(pool: &Resource) -> Vec<String> {
 }
 
 fn written_reservations(pool: &Resource) -> bool {
-    written(pool, "capacity_reservations")
+    written(pool, "capacity_reservations") || pool.attrs.contains_key("capacity_reservation_tags")
+}
+
+/// The pool's launchable instance types (`karpenter_pool::requirements::launchable`) from
+/// its attributes as written.
+pub(crate) fn launchable(pool: &Resource) -> crate::resources::karpenter_pool::requirements::Launchable {
+    let written: crate::value::Attrs =
+        pool.attrs.iter().filter_map(|(k, _)| Some((k.clone(), lit(pool, k)?))).collect();
+    crate::resources::karpenter_pool::requirements::launchable(&written)
 }
 
 /// The stack's reservations (ODCRs and Capacity Blocks) a pool names, with where each is
@@ -45,6 +53,8 @@ fn reservations<'a>(stack: &'a Stack, pool: &Resource) -> Vec<Result<&'a Resourc
     let Some(ExprKind::List(items)) = pool.attrs.get("capacity_reservations").map(|e| &e.kind) else { return vec![] };
     items
         .iter()
+        // A literal id (`cr-…`) is a reservation outside the stack: nothing to check it by.
+        .filter(|e| e.as_literal().and_then(Value::as_str).is_none_or(|s| !s.starts_with("cr-")))
         .map(|e| {
             e.as_single_ref()
                 .filter(|x| x.output == "id")
@@ -233,8 +243,8 @@ fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
         );
     }
     let zones = subnet_zones(stack, pool);
-    let types = strings(lit(pool, "instance_types"));
-    let families = strings(lit(pool, "instance_families"));
+    let l = launchable(pool);
+    let (types, families) = (l.types, l.families);
     for r in reservations(stack, pool) {
         let res = match r {
             Ok(res) => res,
@@ -244,7 +254,7 @@ fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
                         format!("`{}`: capacity_reservations takes this stack's reservations", pool.address),
                         at.or(span(pool, "capacity_reservations")),
                     )
-                    .help("refer to one: \"${capacity_reservation.NAME.id}\" or \"${capacity_block.NAME.id}\", so gpustack can check its zone and type"),
+                    .help("refer to one: \"${capacity_reservation.NAME.id}\" or \"${capacity_block.NAME.id}\", so gpustack can check its zone and type, or write a reservation's id (\"cr-…\")"),
                 );
                 continue;
             }
@@ -378,10 +388,12 @@ pub(super) fn check_catalog(
     notes: &mut BTreeMap<String, String>,
 ) {
     for pool in pools(stack) {
-        let types = strings(lit(pool, "instance_types"));
+        let l = launchable(pool);
+        let types = &l.types;
+        // Types derived from requirements come from the embedded catalog itself.
         let known: Vec<(String, InstanceInfo)> = types
             .iter()
-            .filter_map(|t| match info(t) {
+            .filter_map(|t| match if l.derived { catalog::embedded().get(t).cloned() } else { info(t) } {
                 Some(i) => Some((t.clone(), i)),
                 None => {
                     unknown(pool, "instance_types", t, d);
@@ -396,7 +408,13 @@ pub(super) fn check_catalog(
             reservations_launchable(stack, pool, info, limit, d);
         }
         shared_sizes(pool, &known, d);
-        let mut note: Vec<String> = known.iter().take(1).map(|(t, i)| format!("{t}: {}", i.summary())).collect();
+        let mut note: Vec<String> = if l.derived {
+            derived_note(&known)
+        } else {
+            known.iter().take(1).map(|(t, i)| format!("{t}: {}", i.summary())).collect()
+        };
+        note.extend(unchecked_note(pool, &l));
+        note.extend(device_plugin_note(pool, &known, &l.families));
         if pool.attrs.contains_key("efa") {
             note.extend(efa(pool, &known, d));
         }
@@ -423,6 +441,7 @@ pub(super) fn check_catalog(
             ));
         }
         if !pool.attrs.contains_key("data_volume")
+            && !al2023(pool)
             && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
         {
             d.push(
@@ -539,6 +558,76 @@ fn efa(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic
 /// Every instance type the pools list, for the catalog read.
 pub(super) fn catalog_types(stack: &Stack) -> BTreeSet<String> {
     pools(stack).flat_map(|p| strings(lit(p, "instance_types"))).collect()
+}
+
+/// True for a pool on an AL2023 alias.
+fn al2023(pool: &Resource) -> bool {
+    lit_str(pool, "ami").is_some_and(|a| a.starts_with("al2023@"))
+}
+
+/// What a pool written with requirements alone may launch, for the plan: how many of the
+/// embedded catalog's types pass, and its accelerated ones by family.
+fn derived_note(known: &[(String, InstanceInfo)]) -> Vec<String> {
+    let accel: BTreeSet<&str> = known
+        .iter()
+        .filter(|(t, i)| i.gpus > 0 || catalog::embedded().accelerated_family(t))
+        .map(|(t, _)| family(t))
+        .collect();
+    vec![format!(
+        "requirements admit {} type(s) of {}; accelerated families among them: {}",
+        known.len(),
+        catalog::embedded().label(),
+        if accel.is_empty() { "none (a CPU pool)".to_string() } else { accel.into_iter().collect::<Vec<_>>().join(", ") }
+    )]
+}
+
+/// Requirement keys the catalog cannot evaluate, and literal ids and tag selectors whose
+/// zones, routes and reservations gpustack does not know offline: said, not guessed.
+fn unchecked_note(pool: &Resource, l: &crate::resources::karpenter_pool::requirements::Launchable) -> Vec<String> {
+    let mut out = vec![];
+    if !l.unchecked.is_empty() {
+        out.push(format!(
+            "not checked against the catalog: requirements on {} (the GPU rules assume they admit every type)",
+            l.unchecked.iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let outside: Vec<&str> = [
+        ("subnets", "subnet_tags", "subnets' zones and routes"),
+        ("security_groups", "security_group_tags", "security groups' EFA rules"),
+        ("capacity_reservations", "capacity_reservation_tags", "reservations' zone, type and size"),
+    ]
+    .into_iter()
+    .filter(|(ids, tags, _)| {
+        pool.attrs.contains_key(*tags)
+            || lit(pool, ids).and_then(|v| v.as_list().map(|l| l.iter().any(|x| x.as_str().is_some()))).unwrap_or(false)
+    })
+    .map(|(_, _, what)| what)
+    .collect();
+    if !outside.is_empty() {
+        out.push(format!("not checked offline (ids or tags outside the stack): {}", outside.join("; ")));
+    }
+    out
+}
+
+/// AL2023 nodes with accelerators need their device plugin as a DaemonSet: the AL2023 NVIDIA
+/// AMI carries the driver and container toolkit, not the Kubernetes device plugin ("you must
+/// install the NVIDIA device plugin for Kubernetes": EKS UG `ml-eks-optimized-ami`), and the
+/// Neuron AMI the driver, not the Neuron device plugin (EKS UG `ml-eks-optimized-ami`,
+/// AWS Neuron docs "Kubernetes environment setup"). Bottlerocket's NVIDIA variants run the
+/// plugin on the host (aws-facts §4); Bottlerocket's Neuron support needs the plugin too.
+fn device_plugin_note(pool: &Resource, known: &[(String, InstanceInfo)], families: &[String]) -> Vec<String> {
+    let nvidia = known.iter().any(|(_, i)| i.is_nvidia())
+        || families.iter().any(|f| crate::resources::karpenter_pool::gpu_maker(f) == Some("NVIDIA"));
+    let neuron = known.iter().any(|(t, _)| t.starts_with("inf") || t.starts_with("trn"))
+        || families.iter().any(|f| f.starts_with("inf") || f.starts_with("trn"));
+    let mut out = vec![];
+    if nvidia && al2023(pool) {
+        out.push("AL2023 NVIDIA nodes: the AMI has the driver, not the device plugin: install NVIDIA's nvidia-device-plugin chart (or the GPU Operator) with a toleration for the pool's taints, or pods get no nvidia.com/gpu".to_string());
+    }
+    if neuron {
+        out.push("Neuron nodes: install the Neuron device plugin (aws-neuron-device-plugin), or pods get no aws.amazon.com/neuron".to_string());
+    }
+    out
 }
 
 #[cfg(test)]
