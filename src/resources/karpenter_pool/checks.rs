@@ -151,7 +151,11 @@ fn check_capacity_requirement(r: &Resource, op: &str, values: &[String], item: &
         );
         return;
     }
-    let written: Option<Vec<String>> = r.attrs.get("capacity_types").and_then(|e| e.as_literal()).and_then(Value::as_list).map(|l| l.iter().map(Value::interpolate).collect());
+    let written: Option<Vec<String>> = r
+        .attrs
+        .get("capacity_types")
+        .map(|e| e.resolve(&|_| Value::Unknown))
+        .and_then(|v| v.as_list().map(|l| l.iter().map(Value::interpolate).collect()));
     if let Some(mut w) = written {
         let mut v = values.to_vec();
         w.sort();

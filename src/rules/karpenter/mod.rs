@@ -32,6 +32,13 @@ fn capacity_types(pool: &Resource) -> Vec<String> {
     if !written.is_empty() || pool.attrs.contains_key("capacity_types") {
         return written;
     }
+    // A `karpenter.sh/capacity-type In [...]` requirement, as normalize reads it.
+    let reqs = lit(pool, "requirements")
+        .map(|v| crate::resources::karpenter_pool::requirements::parse(&[("requirements".to_string(), v)].into()))
+        .unwrap_or_default();
+    if let Some(types) = crate::resources::karpenter_pool::requirements::capacity_types(&reqs) {
+        return types;
+    }
     vec![if written_reservations(pool) { "reserved" } else { "on-demand" }.to_string()]
 }
 
