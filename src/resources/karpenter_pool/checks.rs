@@ -67,7 +67,13 @@ fn check_requirements(r: &Resource, d: &mut Vec<Diagnostic>) {
     let Some(list) = r.attrs.get("requirements") else { return };
     let all = items(list);
     if all.len() > 100 {
-        d.push(Diagnostic::error(format!("`{}`: {} requirements, Karpenter takes at most 100", r.address, all.len()), list.span.clone()).help("merge requirements on the same key"));
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: {} requirements, Karpenter takes at most 100", r.address, all.len()),
+                list.span.clone(),
+            )
+            .help("merge requirements on the same key"),
+        );
     }
     for item in &all {
         let t = entries(item);
@@ -127,11 +133,17 @@ fn check_requirements(r: &Resource, d: &mut Vec<Diagnostic>) {
             "`{}`: its requirements exclude {} of its instance_types{}",
             r.address,
             l.excluded.join(", "),
-            if none_left { ": no listed type is left, so Karpenter could launch nothing" } else { ": Karpenter never launches them" }
+            if none_left {
+                ": no listed type is left, so Karpenter could launch nothing"
+            } else {
+                ": Karpenter never launches them"
+            }
         );
         let at = r.attrs.get("instance_types").and_then(|e| e.span.clone());
         let diag = if none_left { Diagnostic::error(msg, at) } else { Diagnostic::warning(msg, at) };
-        d.push(diag.help("Karpenter ANDs every requirement with instance_types: drop the excluded types or loosen the requirement"));
+        d.push(diag.help(
+            "Karpenter ANDs every requirement with instance_types: drop the excluded types or loosen the requirement",
+        ));
     }
 }
 
@@ -146,8 +158,11 @@ fn check_capacity_requirement(r: &Resource, op: &str, values: &[String], item: &
     }
     if op != "In" {
         d.push(
-            Diagnostic::error(format!("`{}`: write the capacity types it allows, not {op}", r.address), item.span.clone())
-                .help("capacity_types = [\"spot\", \"on-demand\"] (or a requirement with operator = \"In\")"),
+            Diagnostic::error(
+                format!("`{}`: write the capacity types it allows, not {op}", r.address),
+                item.span.clone(),
+            )
+            .help("capacity_types = [\"spot\", \"on-demand\"] (or a requirement with operator = \"In\")"),
         );
         return;
     }
@@ -162,8 +177,16 @@ fn check_capacity_requirement(r: &Resource, op: &str, values: &[String], item: &
         v.sort();
         if w != v {
             d.push(
-                Diagnostic::error(format!("`{}`: capacity_types ({}) and its karpenter.sh/capacity-type requirement ({}) disagree", r.address, w.join(", "), v.join(", ")), item.span.clone())
-                    .help("keep one of the two: capacity_types = [...] or the requirement"),
+                Diagnostic::error(
+                    format!(
+                        "`{}`: capacity_types ({}) and its karpenter.sh/capacity-type requirement ({}) disagree",
+                        r.address,
+                        w.join(", "),
+                        v.join(", ")
+                    ),
+                    item.span.clone(),
+                )
+                .help("keep one of the two: capacity_types = [...] or the requirement"),
             );
         }
     }
@@ -202,7 +225,10 @@ fn check_limits(r: &Resource, d: &mut Vec<Diagnostic>) {
     // would silently replace the one that bounds physical GPUs.
     let inputs = written(r);
     let l = launchable(&inputs);
-    let multiplies = inputs.get("gpu_sharing").and_then(Value::as_table).is_some_and(|s| super::advertised_per_gpu(Some(s), None) > 1);
+    let multiplies = inputs
+        .get("gpu_sharing")
+        .and_then(Value::as_table)
+        .is_some_and(|s| super::advertised_per_gpu(Some(s), None) > 1);
     if let Some(cpu) = entries(e).get("cpu")
         && has_limit
         && multiplies
@@ -222,11 +248,13 @@ pub(super) fn quantity(s: &str) -> bool {
     let digits_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, suffix) = s.split_at(digits_end);
     let num_ok = !num.is_empty() && num != "." && num.matches('.').count() <= 1;
-    let suffix_ok = matches!(suffix, "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E")
-        || suffix.strip_prefix(['e', 'E']).is_some_and(|x| {
-            let x = x.strip_prefix(['+', '-']).unwrap_or(x);
-            !x.is_empty() && x.chars().all(|c| c.is_ascii_digit())
-        });
+    let suffix_ok = matches!(
+        suffix,
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
+    ) || suffix.strip_prefix(['e', 'E']).is_some_and(|x| {
+        let x = x.strip_prefix(['+', '-']).unwrap_or(x);
+        !x.is_empty() && x.chars().all(|c| c.is_ascii_digit())
+    });
     num_ok && suffix_ok
 }
 
@@ -235,38 +263,72 @@ pub(super) fn quantity(s: &str) -> bool {
 /// supported"), and something to select subnets and security groups with.
 fn check_selectors(r: &Resource, d: &mut Vec<Diagnostic>) {
     for (ids, tags, prefix, required, example) in [
-        ("subnets", "subnet_tags", "subnet-", true, "subnets = [\"${subnet.a.id}\"] or subnet_tags = { \"karpenter.sh/discovery\" = \"my-cluster\" }"),
-        ("security_groups", "security_group_tags", "sg-", true, "security_groups = [\"${eks_cluster.main.security_group_id}\"] or security_group_tags = { \"karpenter.sh/discovery\" = \"my-cluster\" }"),
+        (
+            "subnets",
+            "subnet_tags",
+            "subnet-",
+            true,
+            "subnets = [\"${subnet.a.id}\"] or subnet_tags = { \"karpenter.sh/discovery\" = \"my-cluster\" }",
+        ),
+        (
+            "security_groups",
+            "security_group_tags",
+            "sg-",
+            true,
+            "security_groups = [\"${eks_cluster.main.security_group_id}\"] or security_group_tags = { \"karpenter.sh/discovery\" = \"my-cluster\" }",
+        ),
         ("capacity_reservations", "capacity_reservation_tags", "cr-", false, ""),
     ] {
         let listed = r.attrs.get(ids).map(items).unwrap_or_default();
         if required && listed.is_empty() && !r.attrs.contains_key(tags) {
             d.push(
-                Diagnostic::error(format!("`{}` selects no {}", r.address, ids.replace('_', " ")), r.attrs.get(ids).and_then(|e| e.span.clone()).or(r.span.clone()))
-                    .help(format!("set {example}")),
+                Diagnostic::error(
+                    format!("`{}` selects no {}", r.address, ids.replace('_', " ")),
+                    r.attrs.get(ids).and_then(|e| e.span.clone()).or(r.span.clone()),
+                )
+                .help(format!("set {example}")),
             );
         }
         for e in &listed {
             if let Some(id) = e.as_literal().and_then(Value::as_str)
-                && !(id.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())))
+                && !(id.strip_prefix(prefix).is_some_and(|rest| {
+                    !rest.is_empty() && rest.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                }))
             {
                 d.push(
-                    Diagnostic::error(format!("`{}`: \"{id}\" in {ids} is not an id ({prefix}…)", r.address), e.span.clone())
-                        .help(format!("write an id (\"{prefix}0abc…\"), a reference (\"${{…id}}\"), or select by tags with {tags}")),
+                    Diagnostic::error(
+                        format!("`{}`: \"{id}\" in {ids} is not an id ({prefix}…)", r.address),
+                        e.span.clone(),
+                    )
+                    .help(format!(
+                        "write an id (\"{prefix}0abc…\"), a reference (\"${{…id}}\"), or select by tags with {tags}"
+                    )),
                 );
             }
         }
         if let Some(t) = r.attrs.get(tags) {
             let map = entries(t);
             if map.len() > 20 {
-                d.push(Diagnostic::error(format!("`{}`: {tags} has {} tags, Karpenter takes at most 20", r.address, map.len()), t.span.clone()).help("select by fewer tags"));
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: {tags} has {} tags, Karpenter takes at most 20", r.address, map.len()),
+                        t.span.clone(),
+                    )
+                    .help("select by fewer tags"),
+                );
             }
             if map.is_empty() {
-                d.push(Diagnostic::error(format!("`{}`: {tags} is empty", r.address), t.span.clone()).help("name at least one tag; \"*\" as a value matches any value of that key"));
+                d.push(
+                    Diagnostic::error(format!("`{}`: {tags} is empty", r.address), t.span.clone())
+                        .help("name at least one tag; \"*\" as a value matches any value of that key"),
+                );
             }
             for (k, v) in &map {
                 if k.is_empty() || text(Some(v)).is_some_and(|s| s.is_empty()) {
-                    d.push(Diagnostic::error(format!("`{}`: {tags} has an empty key or value", r.address), v.span.clone()).help("Karpenter refuses empty tag keys and values; use \"*\" to match any value"));
+                    d.push(
+                        Diagnostic::error(format!("`{}`: {tags} has an empty key or value", r.address), v.span.clone())
+                            .help("Karpenter refuses empty tag keys and values; use \"*\" to match any value"),
+                    );
                 }
             }
         }
@@ -287,7 +349,11 @@ fn check_root_volume(r: &Resource, d: &mut Vec<Diagnostic>) {
         d.push(Diagnostic::error(format!("`{}`: root_volume {msg}", r.address), at).help(help.to_string()));
     };
     if t.contains_key("iops") && !matches!(ty.as_str(), "gp3" | "io1" | "io2") {
-        bad("iops", format!("sets iops on a {ty} volume, which takes none"), "use type = \"gp3\" (3,000 IOPS included) or io2 for provisioned IOPS");
+        bad(
+            "iops",
+            format!("sets iops on a {ty} volume, which takes none"),
+            "use type = \"gp3\" (3,000 IOPS included) or io2 for provisioned IOPS",
+        );
     }
     if !t.contains_key("iops") && matches!(ty.as_str(), "io1" | "io2") {
         bad("type", format!("of type {ty} needs iops"), "add iops = 3000 (or what the workload needs)");
@@ -296,9 +362,15 @@ fn check_root_volume(r: &Resource, d: &mut Vec<Diagnostic>) {
         bad("throughput", format!("sets throughput on a {ty} volume"), "throughput is provisioned on gp3 only");
     }
     if t.contains_key("kms_key") && t.get("encrypted").and_then(|e| e.as_literal()) == Some(&Value::Bool(false)) {
-        bad("kms_key", "names a KMS key on an unencrypted volume".into(), "remove encrypted = false (volumes are encrypted by default)");
+        bad(
+            "kms_key",
+            "names a KMS key on an unencrypted volume".into(),
+            "remove encrypted = false (volumes are encrypted by default)",
+        );
     }
-    if let Some(n) = t.get("size_gib").and_then(|e| e.as_literal()).and_then(Value::as_int).filter(|n| !(1..=16384).contains(n)) {
+    if let Some(n) =
+        t.get("size_gib").and_then(|e| e.as_literal()).and_then(Value::as_int).filter(|n| !(1..=16384).contains(n))
+    {
         bad("size_gib", format!("size_gib = {n} is outside EBS's 1–16384 GiB"), "e.g. size_gib = 200");
     }
 }
@@ -312,12 +384,18 @@ fn check_kubelet(r: &Resource, d: &mut Vec<Diagnostic>) {
     let at = |k: &str| t.get(k).and_then(|x| x.key_span.clone().or(x.span.clone())).or(e.span.clone());
     for k in ["max_pods", "pods_per_core", "eviction_max_pod_grace_period"] {
         if let Some(n) = int(k).filter(|n| *n < 0) {
-            d.push(Diagnostic::error(format!("`{}`: kubelet.{k} = {n} is negative", r.address), at(k)).help("use 0 or more"));
+            d.push(
+                Diagnostic::error(format!("`{}`: kubelet.{k} = {n} is negative", r.address), at(k))
+                    .help("use 0 or more"),
+            );
         }
     }
     for k in ["image_gc_high_threshold_percent", "image_gc_low_threshold_percent"] {
         if let Some(n) = int(k).filter(|n| !(0..=100).contains(n)) {
-            d.push(Diagnostic::error(format!("`{}`: kubelet.{k} = {n} is not a percentage", r.address), at(k)).help("use 0–100"));
+            d.push(
+                Diagnostic::error(format!("`{}`: kubelet.{k} = {n} is not a percentage", r.address), at(k))
+                    .help("use 0–100"),
+            );
         }
     }
     if let (Some(h), Some(l)) = (int("image_gc_high_threshold_percent"), int("image_gc_low_threshold_percent"))
@@ -332,17 +410,32 @@ fn check_kubelet(r: &Resource, d: &mut Vec<Diagnostic>) {
     for k in ["eviction_hard", "eviction_soft", "eviction_soft_grace_period"] {
         for s in keys(k).iter().filter(|s| !EVICTION_SIGNALS.contains(&s.as_str())) {
             d.push(
-                Diagnostic::error(format!("`{}`: kubelet.{k} has \"{s}\", not an eviction signal Karpenter takes", r.address), at(k))
-                    .help(format!("use one of {}", EVICTION_SIGNALS.join(", "))),
+                Diagnostic::error(
+                    format!("`{}`: kubelet.{k} has \"{s}\", not an eviction signal Karpenter takes", r.address),
+                    at(k),
+                )
+                .help(format!("use one of {}", EVICTION_SIGNALS.join(", "))),
             );
         }
     }
     let (soft, grace) = (keys("eviction_soft"), keys("eviction_soft_grace_period"));
     for s in soft.iter().filter(|s| !grace.contains(s)) {
-        d.push(Diagnostic::error(format!("`{}`: kubelet.eviction_soft \"{s}\" has no eviction_soft_grace_period", r.address), at("eviction_soft")).help(format!("add eviction_soft_grace_period = {{ \"{s}\" = \"1m\" }}")));
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: kubelet.eviction_soft \"{s}\" has no eviction_soft_grace_period", r.address),
+                at("eviction_soft"),
+            )
+            .help(format!("add eviction_soft_grace_period = {{ \"{s}\" = \"1m\" }}")),
+        );
     }
     for s in grace.iter().filter(|s| !soft.contains(s)) {
-        d.push(Diagnostic::error(format!("`{}`: kubelet.eviction_soft_grace_period \"{s}\" has no eviction_soft threshold", r.address), at("eviction_soft_grace_period")).help(format!("add eviction_soft = {{ \"{s}\" = \"…\" }}, or remove the grace period")));
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: kubelet.eviction_soft_grace_period \"{s}\" has no eviction_soft threshold", r.address),
+                at("eviction_soft_grace_period"),
+            )
+            .help(format!("add eviction_soft = {{ \"{s}\" = \"…\" }}, or remove the grace period")),
+        );
     }
 }
 

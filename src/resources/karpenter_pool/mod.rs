@@ -251,8 +251,9 @@ impl Kind for KarpenterPool {
                 !(get("key") == Some(requirements::CAPACITY_TYPE) && get("operator") == Some("In"))
             });
         }
-        let reserved_given = inputs.get("capacity_reservations").and_then(Value::as_list).is_some_and(|l| !l.is_empty())
-            || inputs.get("capacity_reservation_tags").and_then(Value::as_table).is_some_and(|t| !t.is_empty());
+        let reserved_given =
+            inputs.get("capacity_reservations").and_then(Value::as_list).is_some_and(|l| !l.is_empty())
+                || inputs.get("capacity_reservation_tags").and_then(Value::as_table).is_some_and(|t| !t.is_empty());
         let types = inputs
             .entry("capacity_types".into())
             .or_insert_with(|| Value::List(vec![Value::str(if reserved_given { "reserved" } else { "on-demand" })]));
@@ -341,11 +342,7 @@ impl Kind for KarpenterPool {
     ) -> Result<Recorded> {
         let ami = str_attr(new, "ami");
         let pinned = node_class::ami_alias(ami).is_some_and(|(_, v)| v != "latest");
-        let pin = if changed.iter().any(|c| c == "ami") || pinned {
-            Some(pin_alias(ctx, new).await?)
-        } else {
-            None
-        };
+        let pin = if changed.iter().any(|c| c == "ami") || pinned { Some(pin_alias(ctx, new).await?) } else { None };
         match pin {
             Some(alias) => Ok(rendered::record(self, address, new, outputs(new, alias))),
             None => {
@@ -466,7 +463,8 @@ async fn pin_alias(ctx: &Ctx, inputs: &Attrs) -> Result<String> {
 /// karpenter-provider-aws v1.14.1 `pkg/providers/amifamily/al2023.go`). One NodeClass then
 /// serves CPU, NVIDIA and Neuron types alike, each on its variant of the same release.
 async fn pin_al2023(ctx: &Ctx, k8s: &str, arch: &str) -> Result<String> {
-    let name = format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/recommended/release_version");
+    let name =
+        format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/recommended/release_version");
     let release = crate::aws::ssm::parameter(ctx, &name).await.map_err(|e| {
         if !e.has_code("ParameterNotFound") {
             return e;

@@ -59,8 +59,14 @@ pub const AL2023_ROOT_GIB: i64 = 20;
 
 /// The eviction signals the CRD allows in `evictionHard`, `evictionSoft` and
 /// `evictionSoftGracePeriod` (its CEL rules).
-pub const EVICTION_SIGNALS: &[&str] =
-    &["memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available"];
+pub const EVICTION_SIGNALS: &[&str] = &[
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "pid.available",
+];
 
 /// `kubelet`: EC2NodeClass `spec.kubelet` (v1 moved it from the NodePool), every field of
 /// the v1.14.1 CRD, snake_case.
@@ -183,7 +189,8 @@ pub fn flags(inputs: &Attrs, spec: &mut Map<String, Json>) {
     if inputs.get("instance_store").and_then(Value::as_str) == Some("raid0") {
         spec.insert("instanceStorePolicy".into(), json!("RAID0"));
     }
-    for (k, f) in [("associate_public_ip_address", "associatePublicIPAddress"), ("detailed_monitoring", "detailedMonitoring")]
+    for (k, f) in
+        [("associate_public_ip_address", "associatePublicIPAddress"), ("detailed_monitoring", "detailedMonitoring")]
     {
         if let Some(v) = inputs.get(k) {
             spec.insert(f.into(), json_of(v));
@@ -222,7 +229,9 @@ mod tests {
         let i = Attrs::from([("kubelet".to_string(), k)]);
         assert_eq!(
             kubelet(&i),
-            Some(json!({ "maxPods": 110, "evictionHard": { "memory.available": "5%" }, "clusterDNS": ["10.100.0.10"] }))
+            Some(
+                json!({ "maxPods": 110, "evictionHard": { "memory.available": "5%" }, "clusterDNS": ["10.100.0.10"] })
+            )
         );
     }
 }

@@ -141,7 +141,10 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
     let mut spec = Map::new();
     spec.insert("role".into(), inputs.get("node_role").map_or(json!(""), role_name));
     spec.insert("amiSelectorTerms".into(), json!([{ "alias": alias }]));
-    spec.insert("subnetSelectorTerms".into(), node_class::selector_terms(list(inputs, "subnets"), inputs.get("subnet_tags")));
+    spec.insert(
+        "subnetSelectorTerms".into(),
+        node_class::selector_terms(list(inputs, "subnets"), inputs.get("subnet_tags")),
+    );
     // Every interface carries the EFA groups and the pool's (as the launch template does):
     // Karpenter puts the selected groups on all of them.
     let efa = inputs.get("efa").and_then(Value::as_table);
@@ -155,7 +158,8 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
         "securityGroupSelectorTerms".into(),
         node_class::selector_terms(&groups, inputs.get("security_group_tags")),
     );
-    let reservations = node_class::selector_terms(list(inputs, "capacity_reservations"), inputs.get("capacity_reservation_tags"));
+    let reservations =
+        node_class::selector_terms(list(inputs, "capacity_reservations"), inputs.get("capacity_reservation_tags"));
     if reservations.as_array().is_some_and(|a| !a.is_empty()) {
         spec.insert("capacityReservationSelectorTerms".into(), reservations);
     }

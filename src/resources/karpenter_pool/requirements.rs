@@ -124,7 +124,13 @@ pub fn parse(inputs: &Attrs) -> Vec<Requirement> {
         .map(|t| Requirement {
             key: t.get("key").map(Value::interpolate).unwrap_or_default(),
             operator: t.get("operator").map(Value::interpolate).unwrap_or_default(),
-            values: t.get("values").and_then(Value::as_list).unwrap_or_default().iter().map(Value::interpolate).collect(),
+            values: t
+                .get("values")
+                .and_then(Value::as_list)
+                .unwrap_or_default()
+                .iter()
+                .map(Value::interpolate)
+                .collect(),
             min_values: t.get("min_values").and_then(Value::as_int),
         })
         .collect()

@@ -584,7 +584,11 @@ fn derived_note(known: &[(String, InstanceInfo)]) -> Vec<String> {
         "requirements admit {} type(s) of {}; accelerated families among them: {}",
         known.len(),
         catalog::embedded().label(),
-        if accel.is_empty() { "none (a CPU pool)".to_string() } else { accel.into_iter().collect::<Vec<_>>().join(", ") }
+        if accel.is_empty() {
+            "none (a CPU pool)".to_string()
+        } else {
+            accel.into_iter().collect::<Vec<_>>().join(", ")
+        }
     )]
 }
 

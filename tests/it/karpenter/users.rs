@@ -47,7 +47,9 @@ fn the_al2023_example_applies_pins_renders_valid_pools_and_destroys() {
     let reqs = pool["template"]["spec"]["requirements"].as_array().unwrap();
     assert_eq!(reqs[0], json!({ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] }));
     assert_eq!(reqs.iter().filter(|r| r["key"] == "karpenter.sh/capacity-type").count(), 1, "{reqs:?}");
-    assert!(reqs.contains(&json!({ "key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["2"] })));
+    assert!(
+        reqs.contains(&json!({ "key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["2"] }))
+    );
 
     let gpu = documents(&written["karpenter/gpu.yaml"]);
     assert_eq!(gpu[0]["spec"]["instanceStorePolicy"], "RAID0");
@@ -76,51 +78,67 @@ const TAGGED: &str = "subnet_tags = { \"karpenter.sh/discovery\" = \"main\" }";
 fn requirements_follow_the_nodepool_crd_and_compose_with_the_pools_types() {
     let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
     refused(
-        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"4\", \"5\"] }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1"),
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"4\", \"5\"] }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1",
+        ),
         "operator Gt takes a single non-negative integer value",
         "instance-generation",
         "e.g. { key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"4\"] }",
     );
     refused(
-        &p("requirements = [{ key = \"karpenter.sh/nodepool\", operator = \"Exists\" }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1"),
+        &p(
+            "requirements = [{ key = \"karpenter.sh/nodepool\", operator = \"Exists\" }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1",
+        ),
         "requirement key \"karpenter.sh/nodepool\"",
         "karpenter.sh/nodepool",
         "use a well-known label",
     );
     refused(
-        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-family\", operator = \"In\", values = [\"g6\"], min_values = 2 }]\ngpu_limit = 1"),
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-family\", operator = \"In\", values = [\"g6\"], min_values = 2 }]\ngpu_limit = 1",
+        ),
         "min_values = 2 on \"karpenter.k8s.aws/instance-family\" asks for more values than the 1 listed",
         "min_values",
         "list at least that many values",
     );
     refused(
-        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-size\", operator = \"In\", values = [\"48xlarge\"] }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1"),
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-size\", operator = \"In\", values = [\"48xlarge\"] }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1",
+        ),
         "its requirements exclude g6.xlarge of its instance_types: no listed type is left",
         "instance_types",
         "Karpenter ANDs every requirement",
     );
     refused(
-        &p("capacity_types = [\"spot\"]\nrequirements = [{ key = \"karpenter.sh/capacity-type\", operator = \"In\", values = [\"on-demand\"] }]\ninstance_types = [\"g6.xlarge\", \"g5.xlarge\", \"g6e.xlarge\"]\ngpu_limit = 1"),
+        &p(
+            "capacity_types = [\"spot\"]\nrequirements = [{ key = \"karpenter.sh/capacity-type\", operator = \"In\", values = [\"on-demand\"] }]\ninstance_types = [\"g6.xlarge\", \"g5.xlarge\", \"g6e.xlarge\"]\ngpu_limit = 1",
+        ),
         "capacity_types (spot) and its karpenter.sh/capacity-type requirement (on-demand) disagree",
         "capacity-type",
         "keep one of the two",
     );
     // Requirements alone on GPU types: gpu_limit is required, as for listed types.
     refused(
-        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-gpu-name\", operator = \"In\", values = [\"h100\"] }]"),
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-gpu-name\", operator = \"In\", values = [\"h100\"] }]",
+        ),
         "launches NVIDIA GPUs but sets no gpu_limit",
         "karpenter_pool.p",
         "set gpu_limit",
     );
     // ...and gpu_limit on a CPU pool never binds.
     refused(
-        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }]\ngpu_limit = 4"),
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }]\ngpu_limit = 4",
+        ),
         "gpu_limit never binds",
         "gpu_limit",
         "remove gpu_limit",
     );
     accepted(
-        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }, { key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"2\"] }]\nlimits = { cpu = 1000, memory = \"1000Gi\", nodes = 10 }"),
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }, { key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"2\"] }]\nlimits = { cpu = 1000, memory = \"1000Gi\", nodes = 10 }",
+        ),
         "gpu_limit",
     );
 }
@@ -141,19 +159,25 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
         "write an id",
     );
     refused(
-        &p(&format!("{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nlimits = {{ \"nvidia.com/gpu\" = 4 }}")),
+        &p(&format!(
+            "{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nlimits = {{ \"nvidia.com/gpu\" = 4 }}"
+        )),
         "limits.\"nvidia.com/gpu\" conflicts with gpu_limit",
         "nvidia.com/gpu",
         "set gpu_limit = the most physical GPUs",
     );
     refused(
-        &p(&format!("{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nroot_volume = {{ size_gib = 100, type = \"gp2\", iops = 4000 }}")),
+        &p(&format!(
+            "{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nroot_volume = {{ size_gib = 100, type = \"gp2\", iops = 4000 }}"
+        )),
         "root_volume sets iops on a gp2 volume",
         "iops",
         "use type = \"gp3\"",
     );
     refused(
-        &p(&format!("{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nkubelet = {{ eviction_soft = {{ \"memory.available\" = \"500Mi\" }} }}")),
+        &p(&format!(
+            "{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nkubelet = {{ eviction_soft = {{ \"memory.available\" = \"500Mi\" }} }}"
+        )),
         "kubelet.eviction_soft \"memory.available\" has no eviction_soft_grace_period",
         "eviction_soft",
         "add eviction_soft_grace_period",
