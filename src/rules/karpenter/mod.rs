@@ -466,6 +466,24 @@ pub(super) fn check_catalog(
                 ),
             );
         }
+        // AL2023 runs images from its root volume: Karpenter's 20 GiB default holds no CUDA image.
+        if al2023(pool)
+            && !pool.attrs.contains_key("root_volume")
+            && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
+        {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}` runs {t} ({}) on AL2023 with no `root_volume`: images and pods get Karpenter's {} GiB default",
+                        pool.address,
+                        i.summary(),
+                        crate::resources::karpenter_pool::node_class::AL2023_ROOT_GIB
+                    ),
+                    pool.span.clone(),
+                )
+                .help("add root_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or instance_store = \"raid0\" on types with NVMe"),
+            );
+        }
         if !note.is_empty() {
             notes.insert(pool.address.clone(), note.join("; "));
         }
@@ -604,7 +622,7 @@ fn unchecked_note(pool: &Resource, l: &crate::resources::karpenter_pool::require
     }
     let outside: Vec<&str> = [
         ("subnets", "subnet_tags", "subnets' zones and routes"),
-        ("security_groups", "security_group_tags", "security groups' EFA rules"),
+        ("security_groups", "security_group_tags", "security groups' rules"),
         ("capacity_reservations", "capacity_reservation_tags", "reservations' zone, type and size"),
     ]
     .into_iter()

@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use super::validate::{accepted, pool, refused, stack};
+use super::validate::{accepted, pool, refused, stack, validate};
 use super::{documents, files, repo, validate_manifests};
 use crate::harness::Env;
 
@@ -201,6 +201,21 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
         "ami = \"al2023@2025\" is not an AMI alias gpustack renders",
         "al2023@2025",
         "use \"bottlerocket@latest\" or \"al2023@latest\"",
+    );
+    // AL2023 runs images from its root volume: a GPU pool without root_volume is warned.
+    let bare = format!(
+        "\n[karpenter_pool.p]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"${{iam_role.node.name}}\"\nsecurity_groups = [\"sg-0abc\"]\n{TAGGED}\nami = \"al2023@latest\"\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\n"
+    );
+    let c = validate(&stack(&bare));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(
+        c.stderr.contains("on AL2023 with no `root_volume`: images and pods get Karpenter's 20 GiB default"),
+        "{}",
+        c.stderr
+    );
+    accepted(
+        &stack(&bare.replace("gpu_limit = 1\n", "gpu_limit = 1\nroot_volume = { size_gib = 200 }\n")),
+        "root_volume",
     );
     // Literal ids and a reservation outside the stack are taken; tag selectors stand in for lists.
     accepted(

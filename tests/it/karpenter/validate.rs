@@ -6,12 +6,12 @@ use std::process::Command;
 
 use crate::harness::bin;
 
-struct Checked {
-    code: i32,
-    stderr: String,
+pub(super) struct Checked {
+    pub(super) code: i32,
+    pub(super) stderr: String,
 }
 
-fn validate(text: &str) -> Checked {
+pub(super) fn validate(text: &str) -> Checked {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), text).unwrap();
     let out = Command::new(bin())
