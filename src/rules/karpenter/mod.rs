@@ -49,8 +49,7 @@ fn written_reservations(pool: &Resource) -> bool {
 /// The pool's launchable instance types (`karpenter_pool::requirements::launchable`) from
 /// its attributes as written.
 pub(crate) fn launchable(pool: &Resource) -> crate::resources::karpenter_pool::requirements::Launchable {
-    let written: crate::value::Attrs =
-        pool.attrs.iter().filter_map(|(k, _)| Some((k.clone(), lit(pool, k)?))).collect();
+    let written: crate::value::Attrs = pool.attrs.keys().filter_map(|k| Some((k.clone(), lit(pool, k)?))).collect();
     crate::resources::karpenter_pool::requirements::launchable(&written)
 }
 

@@ -219,9 +219,9 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
     );
     // Literal ids and a reservation outside the stack are taken; tag selectors stand in for lists.
     accepted(
-        &stack(&format!(
-            "\n[karpenter_pool.p]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"${{iam_role.node.name}}\"\nsecurity_group_tags = {{ \"karpenter.sh/discovery\" = \"main\" }}\nsubnets = [\"subnet-0abc123\"]\ncapacity_reservations = [\"cr-0123456789abcdef0\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nami = \"al2023@v20251029\"\nroot_volume = {{ size_gib = 200 }}\nmetadata_options = {{ http_tokens = \"required\", http_put_response_hop_limit = 1 }}\n"
-        )),
+        &stack(
+            "\n[karpenter_pool.p]\ncluster = \"${eks_cluster.main.name}\"\nnode_role = \"${iam_role.node.name}\"\nsecurity_group_tags = { \"karpenter.sh/discovery\" = \"main\" }\nsubnets = [\"subnet-0abc123\"]\ncapacity_reservations = [\"cr-0123456789abcdef0\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nami = \"al2023@v20251029\"\nroot_volume = { size_gib = 200 }\nmetadata_options = { http_tokens = \"required\", http_put_response_hop_limit = 1 }\n",
+        ),
         "capacity_reservations takes this stack's reservations",
     );
 }
