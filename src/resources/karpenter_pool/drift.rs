@@ -11,7 +11,7 @@ use crate::value::{Attrs, Value};
 /// Pool inputs that only render behavioral fields (`spec.weight`, `spec.limits`,
 /// `spec.disruption`): changing them replaces no node. `name` is a new NodePool, said by
 /// the update note.
-const BEHAVIORAL: &[&str] = &["weight", "gpu_limit", "name"];
+const BEHAVIORAL: &[&str] = &["weight", "gpu_limit", "limits", "name"];
 
 /// The `disruption` entries that land in the template (`spec.template.spec`), and so drift.
 const TEMPLATE_DISRUPTION: &[&str] = &["expire_after", "termination_grace_period"];

@@ -9,8 +9,11 @@
 //! drift; it is resolved again only when `ami` changes. What this kind does not do: install
 //! Karpenter or its IAM (that is `karpenter_controller`), or talk to Kubernetes.
 
+mod checks;
 pub mod drift;
+pub mod node_class;
 mod render;
+pub mod requirements;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -73,15 +76,30 @@ const SHARED_WITH_LAUNCH_TEMPLATE: &[&str] = &["data_volume", "efa", "gpu_sharin
 const OWN_ATTRS: &[Attr] = &[
     Attr::req("cluster", Ty::Str, OnChange::Update),
     Attr::req("node_role", Ty::Str, OnChange::Update),
-    Attr::req("subnets", Ty::List(&Ty::Str), OnChange::Update),
-    Attr::req("security_groups", Ty::List(&Ty::Str), OnChange::Update),
+    // Ids (`subnet-…`, `sg-…`, `cr-…`, literal or `${…id}`) and/or tag selectors: at least
+    // one of each pair for subnets and security groups (validate.rs).
+    Attr::opt("subnets", Ty::List(&Ty::Str), Default::None, OnChange::Update),
+    Attr::opt("subnet_tags", Ty::Map(&Ty::Str), Default::None, OnChange::Update),
+    Attr::opt("security_groups", Ty::List(&Ty::Str), Default::None, OnChange::Update),
+    Attr::opt("security_group_tags", Ty::Map(&Ty::Str), Default::None, OnChange::Update),
     Attr::opt("capacity_types", Ty::List(&Ty::Enum(CAPACITY_TYPES)), Default::None, OnChange::Update),
     Attr::opt("capacity_reservations", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
+    Attr::opt("capacity_reservation_tags", Ty::Map(&Ty::Str), Default::None, OnChange::Update),
     Attr::opt("instance_types", Ty::List(&Ty::Str), Default::None, OnChange::Update),
     Attr::opt("instance_families", Ty::List(&Ty::Str), Default::None, OnChange::Update),
+    // Karpenter's own requirements, rendered after the ones gpustack derives (requirements.rs).
+    Attr::opt("requirements", Ty::List(&Ty::Object(requirements::REQUIREMENT)), Default::None, OnChange::Update),
     // Physical accelerators; required where it binds (NVIDIA and Neuron pools: rules::karpenter).
     Attr::opt("gpu_limit", Ty::Int, Default::None, OnChange::Update),
+    // Other `spec.limits` (cpu, memory, nodes…), beside what gpu_limit renders.
+    Attr::opt("limits", Ty::Map(&Ty::Any), Default::None, OnChange::Update),
     Attr::opt("ami", Ty::Str, Default::Str("bottlerocket@latest"), OnChange::Update),
+    Attr::opt("root_volume", Ty::Object(node_class::ROOT_VOLUME), Default::None, OnChange::Update),
+    Attr::opt("instance_store", Ty::Enum(&["raid0"]), Default::None, OnChange::Update),
+    Attr::opt("kubelet", Ty::Object(node_class::KUBELET), Default::None, OnChange::Update),
+    Attr::opt("metadata_options", Ty::Object(node_class::METADATA_OPTIONS), Default::None, OnChange::Update),
+    Attr::opt("associate_public_ip_address", Ty::Bool, Default::None, OnChange::Update),
+    Attr::opt("detailed_monitoring", Ty::Bool, Default::None, OnChange::Update),
     Attr::opt("placement_group", Ty::Str, Default::None, OnChange::Update),
     Attr::opt("node_labels", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update),
     Attr::opt("node_taints", Ty::List(&Ty::Object(TAINT)), Default::EmptyList, OnChange::Update),
@@ -218,8 +236,24 @@ impl Kind for KarpenterPool {
                 l.dedup();
             }
         }
+        // A `karpenter.sh/capacity-type In [...]` requirement is the pool's capacity types
+        // (Karpenter's docs write them so): it fills `capacity_types`, rendered once.
+        let reqs = requirements::parse(inputs);
+        if let Some(types) = requirements::capacity_types(&reqs)
+            && !inputs.contains_key("capacity_types")
+        {
+            inputs.insert("capacity_types".into(), Value::List(types.iter().map(|t| Value::str(t.as_str())).collect()));
+        }
+        if let Some(Value::List(l)) = inputs.get_mut("requirements") {
+            l.retain(|r| {
+                let t = r.as_table();
+                let get = |k: &str| t.and_then(|t| t.get(k)).and_then(Value::as_str);
+                !(get("key") == Some(requirements::CAPACITY_TYPE) && get("operator") == Some("In"))
+            });
+        }
         let reserved_given =
-            inputs.get("capacity_reservations").and_then(Value::as_list).is_some_and(|l| !l.is_empty());
+            inputs.get("capacity_reservations").and_then(Value::as_list).is_some_and(|l| !l.is_empty())
+                || inputs.get("capacity_reservation_tags").and_then(Value::as_table).is_some_and(|t| !t.is_empty());
         let types = inputs
             .entry("capacity_types".into())
             .or_insert_with(|| Value::List(vec![Value::str(if reserved_given { "reserved" } else { "on-demand" })]));
@@ -307,11 +341,8 @@ impl Kind for KarpenterPool {
         changed: &[String],
     ) -> Result<Recorded> {
         let ami = str_attr(new, "ami");
-        let pin = if changed.iter().any(|c| c == "ami") || validate::ami_version(ami) != Some("latest") {
-            Some(pin_alias(ctx, new).await?)
-        } else {
-            None
-        };
+        let pinned = node_class::ami_alias(ami).is_some_and(|(_, v)| v != "latest");
+        let pin = if changed.iter().any(|c| c == "ami") || pinned { Some(pin_alias(ctx, new).await?) } else { None };
         match pin {
             Some(alias) => Ok(rendered::record(self, address, new, outputs(new, alias))),
             None => {
@@ -400,14 +431,20 @@ fn outputs(inputs: &Attrs, alias: String) -> Attrs {
 /// (aws-facts §4; Karpenter reads the same tree for the alias, trimming the `v`: §10).
 async fn pin_alias(ctx: &Ctx, inputs: &Attrs) -> Result<String> {
     let ami = str_attr(inputs, "ami");
-    let version = validate::ami_version(ami).unwrap_or("latest");
+    let (family, version) = node_class::ami_alias(ami).unwrap_or((node_class::AmiFamily::Bottlerocket, "latest"));
     if version != "latest" {
-        return Ok(format!("bottlerocket@v{}", version.trim_start_matches('v')));
+        return Ok(match family {
+            node_class::AmiFamily::Bottlerocket => format!("bottlerocket@v{}", version.trim_start_matches('v')),
+            node_class::AmiFamily::Al2023 => format!("al2023@{version}"),
+        });
     }
     let cluster = str_attr(inputs, "cluster");
     let described = ctx.call(Service::Eks, "DescribeCluster", ctx.eks.describe_cluster().name(cluster).send()).await?;
     let k8s = described.cluster().and_then(|c| c.version()).unwrap_or_default().to_string();
     let (arch, nvidia) = render::arch_and_gpu(inputs);
+    if family == node_class::AmiFamily::Al2023 {
+        return pin_al2023(ctx, &k8s, arch).await;
+    }
     let variant = format!("aws-k8s-{k8s}{}", if nvidia { "-nvidia" } else { "" });
     let what_to_check = "check the cluster's version, or pin ami = \"bottlerocket@vX.Y.Z\"";
     let release = crate::aws::ami::latest_version(ctx, &variant, arch, what_to_check).await?;
@@ -415,4 +452,29 @@ async fn pin_alias(ctx: &Ctx, inputs: &Attrs) -> Result<String> {
     // (`bottlerocket@v1.20.4`, aws-facts §10).
     let release = release.split('-').next().unwrap_or_default();
     Ok(format!("bottlerocket@v{release}"))
+}
+
+/// `al2023@latest` pinned to the release EKS publishes now for the cluster's version:
+/// `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/standard/recommended/release_version`
+/// is `1.33.5-20251029` (EKS UG `retrieve-ami-id`; the managed node group release version),
+/// and Karpenter pins AL2023 by the date, `al2023@v20251029` (EC2NodeClass CRD `alias`:
+/// "ex: \"al2023@v20240625\""; Karpenter resolves it per variant under
+/// `.../amazon-linux-2023/<arch>/<standard|nvidia|neuron>/amazon-eks-node-al2023-<arch>-<variant>-<k8s>-v<date>/image_id`,
+/// karpenter-provider-aws v1.14.1 `pkg/providers/amifamily/al2023.go`). One NodeClass then
+/// serves CPU, NVIDIA and Neuron types alike, each on its variant of the same release.
+async fn pin_al2023(ctx: &Ctx, k8s: &str, arch: &str) -> Result<String> {
+    let name =
+        format!("/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/recommended/release_version");
+    let release = crate::aws::ssm::parameter(ctx, &name).await.map_err(|e| {
+        if !e.has_code("ParameterNotFound") {
+            return e;
+        }
+        let detail = format!(
+            "{}: EKS publishes no {name}; check the cluster's version, or pin ami = \"al2023@vYYYYMMDD\"",
+            e.detail
+        );
+        crate::aws::AwsError { detail, ..e }
+    })?;
+    let date = release.rsplit('-').next().unwrap_or_default();
+    Ok(format!("al2023@v{date}"))
 }

@@ -6,6 +6,8 @@
 
 use serde_json::{Map, Value as Json, json};
 
+use super::node_class::{self, AmiFamily};
+use super::requirements;
 use super::{CAPACITY_TYPES, default_disruption, protects_jobs, training};
 use crate::aws::catalog;
 use crate::resources::launch_template::userdata::{self, k8s_effect};
@@ -42,11 +44,6 @@ fn strs(inputs: &Attrs, k: &str) -> Vec<String> {
     list(inputs, k).iter().map(Value::interpolate).collect()
 }
 
-/// `[{id: …}]` selector terms, one per id.
-fn by_id(ids: &[Value]) -> Json {
-    Json::Array(ids.iter().map(|v| json!({ "id": text(v) })).collect())
-}
-
 /// The role's name: Karpenter's `role` takes a name (it makes the instance profile itself;
 /// aws-facts §10), and stacks usually hand over `${iam_role.node.arn}` or `.name`.
 fn role_name(role: &Value) -> Json {
@@ -63,14 +60,15 @@ fn role_name(role: &Value) -> Json {
 /// (it carries every accelerated one), so a CPU pool (m6i.large) gets the plain variant.
 pub fn arch_and_gpu(inputs: &Attrs) -> (&'static str, bool) {
     let embedded = catalog::embedded();
-    let types = strs(inputs, "instance_types");
+    let launchable = requirements::launchable(inputs);
+    let types = launchable.types;
     let known: Vec<&catalog::InstanceInfo> = types.iter().filter_map(|t| embedded.get(t)).collect();
     match known.first() {
         Some(i) => (i.arch(), known.iter().any(|i| i.is_nvidia())),
         None => (
             "x86_64",
             (types.is_empty() || types.iter().any(|t| embedded.accelerated_family(t)))
-                && limit_resource(&types, &strs(inputs, "instance_families")) == "nvidia.com/gpu",
+                && limit_resource(&types, &launchable.families) == "nvidia.com/gpu",
         ),
     }
 }
@@ -103,11 +101,15 @@ pub fn network_interfaces(cards: &[u32]) -> Vec<Json> {
     out
 }
 
+/// `blockDeviceMappings`. AL2023 boots, runs containerd and the kubelet from one volume,
+/// `/dev/xvda` (Karpenter's AL2023 default: 20 GiB gp3), set by `root_volume`. Bottlerocket
+/// keeps its OS on `/dev/xvda` (`root_volume` over the 4 GiB default) and images and pods on
+/// the data volume `/dev/xvdb` (`data_volume`).
 fn block_devices(inputs: &Attrs) -> Json {
-    let root = json!({
-        "deviceName": "/dev/xvda",
-        "ebs": { "volumeSize": format!("{ROOT_GIB}Gi"), "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true },
-    });
+    if node_class::family(inputs) == AmiFamily::Al2023 {
+        return json!([{ "deviceName": "/dev/xvda", "ebs": node_class::root_ebs(inputs, node_class::AL2023_ROOT_GIB) }]);
+    }
+    let root = json!({ "deviceName": "/dev/xvda", "ebs": node_class::root_ebs(inputs, ROOT_GIB) });
     let dv = inputs.get("data_volume").and_then(Value::as_table);
     let size = dv.and_then(|t| t.get("size_gib")).and_then(Value::as_int).unwrap_or(DEFAULT_DATA_GIB);
     let mut ebs = Map::new();
@@ -139,7 +141,10 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
     let mut spec = Map::new();
     spec.insert("role".into(), inputs.get("node_role").map_or(json!(""), role_name));
     spec.insert("amiSelectorTerms".into(), json!([{ "alias": alias }]));
-    spec.insert("subnetSelectorTerms".into(), by_id(list(inputs, "subnets")));
+    spec.insert(
+        "subnetSelectorTerms".into(),
+        node_class::selector_terms(list(inputs, "subnets"), inputs.get("subnet_tags")),
+    );
     // Every interface carries the EFA groups and the pool's (as the launch template does):
     // Karpenter puts the selected groups on all of them.
     let efa = inputs.get("efa").and_then(Value::as_table);
@@ -149,10 +154,14 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
     );
     groups.sort_by_key(Value::interpolate);
     groups.dedup();
-    spec.insert("securityGroupSelectorTerms".into(), by_id(&groups));
-    let reservations = list(inputs, "capacity_reservations");
-    if !reservations.is_empty() {
-        spec.insert("capacityReservationSelectorTerms".into(), by_id(reservations));
+    spec.insert(
+        "securityGroupSelectorTerms".into(),
+        node_class::selector_terms(&groups, inputs.get("security_group_tags")),
+    );
+    let reservations =
+        node_class::selector_terms(list(inputs, "capacity_reservations"), inputs.get("capacity_reservation_tags"));
+    if reservations.as_array().is_some_and(|a| !a.is_empty()) {
+        spec.insert("capacityReservationSelectorTerms".into(), reservations);
     }
     if let Some(pg) = inputs.get("placement_group") {
         spec.insert("placementGroupSelector".into(), json!({ "name": text(pg) }));
@@ -161,6 +170,13 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
         spec.insert("networkInterfaces".into(), Json::Array(network_interfaces(&cards)));
     }
     spec.insert("blockDeviceMappings".into(), block_devices(inputs));
+    node_class::flags(inputs, &mut spec);
+    if let Some(k) = node_class::kubelet(inputs) {
+        spec.insert("kubelet".into(), k);
+    }
+    if let Some(m) = node_class::metadata_options(inputs) {
+        spec.insert("metadataOptions".into(), m);
+    }
     // The same renderer as launch templates (plain TOML, never MIME). Karpenter parses it,
     // keeps the settings it does not own and writes its cluster settings, labels and taints
     // over it (`pkg/providers/amifamily/bootstrap/bottlerocket.go`, v1.14.1). Only
@@ -168,7 +184,9 @@ fn node_class(address: &str, inputs: &Attrs, outputs: &Attrs) -> Json {
     // Karpenter schedules by them.
     let sharing: Attrs =
         inputs.get("gpu_sharing").map(|g| ("gpu_sharing".to_string(), g.clone())).into_iter().collect();
-    if let Ok(Some(toml)) = userdata::render(&sharing) {
+    if node_class::family(inputs) == AmiFamily::Bottlerocket
+        && let Ok(Some(toml)) = userdata::render(&sharing)
+    {
         spec.insert("userData".into(), json!(keep_gpu_name(&toml)));
     }
     let tags: Map<String, Json> = inputs
@@ -201,6 +219,19 @@ fn requirements(inputs: &Attrs) -> Json {
     let families = strs(inputs, "instance_families");
     if !families.is_empty() {
         req.push(json!({ "key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": families }));
+    }
+    // The pool's own, as written (Karpenter ANDs them with the above).
+    for r in requirements::parse(inputs) {
+        let mut m = Map::new();
+        m.insert("key".into(), json!(r.key));
+        m.insert("operator".into(), json!(r.operator));
+        if !r.values.is_empty() {
+            m.insert("values".into(), json!(r.values));
+        }
+        if let Some(n) = r.min_values {
+            m.insert("minValues".into(), json!(n));
+        }
+        req.push(Json::Object(m));
     }
     Json::Array(req)
 }
@@ -381,8 +412,17 @@ pub fn vcpus_per_gpu(types: &[String], families: &[String]) -> Option<(i64, i64)
 /// mixed ratios no `cpu` limit is exact, none is rendered, and the rules warn. None without
 /// `gpu_limit` (a CPU pool; the rules require it where it binds).
 fn limits(inputs: &Attrs) -> Option<Json> {
-    let limit = inputs.get("gpu_limit")?;
-    let (types, families) = (strs(inputs, "instance_types"), strs(inputs, "instance_families"));
+    // `limits` as written (cpu, memory, nodes…); the rules refuse a key gpu_limit renders.
+    let mut out: Map<String, Json> = inputs
+        .get("limits")
+        .and_then(Value::as_table)
+        .map(|t| t.iter().map(|(k, v)| (k.clone(), node_class::json_of(v))).collect())
+        .unwrap_or_default();
+    let Some(limit) = inputs.get("gpu_limit") else {
+        return (!out.is_empty()).then_some(Json::Object(out));
+    };
+    let launchable = requirements::launchable(inputs);
+    let (types, families) = (launchable.types, launchable.families);
     let resource = limit_resource(&types, &families);
     let per_gpu = match resource {
         "nvidia.com/gpu" => advertised_per_gpu(inputs.get("gpu_sharing").and_then(Value::as_table), None),
@@ -392,7 +432,6 @@ fn limits(inputs: &Attrs) -> Option<Json> {
         Value::Int(n) => json!(n.saturating_mul(per_gpu)),
         other => text(other),
     };
-    let mut out = Map::new();
     if let (Value::Int(n), true, Some((vcpus, gpus))) = (limit, per_gpu > 1, vcpus_per_gpu(&types, &families)) {
         // Floor: a set of instances with at most `n` GPUs has at most n × vcpus / gpus vCPUs,
         // a whole number, so rounding down never refuses one that fits.

@@ -24,6 +24,7 @@ pub(super) fn check(r: &Resource, diags: &mut Vec<Diagnostic>) {
     check_shared(r, diags);
     check_mig_slices(r, diags);
     check_sharing_release(r, diags);
+    super::checks::check(r, diags);
     let (name, span) = match r.attrs.get("name") {
         Some(e) => (e.as_literal().and_then(Value::as_str).map(str::to_string), e.span.clone()),
         None => (Some(r.name.clone()), r.span.clone()),
@@ -36,9 +37,10 @@ pub(super) fn check(r: &Resource, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// The AMI aliases a pool takes: Bottlerocket, latest or a release (`bottlerocket@v1.57.0`).
-/// Only Bottlerocket: `gpu_sharing` is Bottlerocket user data, and its NVIDIA variants run the
-/// device plugin on the host (aws-facts §4, §14).
+/// The Bottlerocket release of an `ami` alias: latest or a release (`bottlerocket@v1.57.0`);
+/// None for another family (`node_class::ami_alias` takes AL2023 too). `gpu_sharing` is
+/// Bottlerocket user data, and its NVIDIA variants run the device plugin on the host
+/// (aws-facts §4, §14).
 pub(super) fn ami_version(ami: &str) -> Option<&str> {
     let version = ami.strip_prefix("bottlerocket@")?;
     let release = version.strip_prefix('v').unwrap_or(version);
@@ -120,9 +122,12 @@ fn check_types(r: &Resource, d: &mut Vec<Diagnostic>) {
             )
             .help("keep one: instance_types for exact types (needed with efa), instance_families for broad Spot pools"),
         ),
-        (None, None) => d.push(
-            Diagnostic::error(format!("`{}` needs instance_types or instance_families", r.address), r.span.clone())
-                .help("e.g. instance_types = [\"p5.48xlarge\"], or instance_families = [\"g6\", \"g6e\", \"g5\"]"),
+        (None, None) if !super::requirements::narrows_types(&super::checks::written(r)) => d.push(
+            Diagnostic::error(
+                format!("`{}` needs instance_types, instance_families or requirements on the instance type", r.address),
+                r.span.clone(),
+            )
+            .help("e.g. instance_types = [\"p5.48xlarge\"], instance_families = [\"g6\", \"g6e\", \"g5\"], or requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }]"),
         ),
         _ => {}
     }
@@ -136,10 +141,14 @@ fn check_types(r: &Resource, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-    if let (Some(e), Some(_)) = (r.attrs.get("efa"), families) {
+    if let (Some(e), None) = (r.attrs.get("efa"), types) {
         d.push(
             Diagnostic::error(
-                format!("`{}`: `efa` needs instance_types, not instance_families", r.address),
+                format!(
+                    "`{}`: `efa` needs instance_types, not {}",
+                    r.address,
+                    if families.is_some() { "instance_families" } else { "requirements alone" }
+                ),
                 e.span.clone(),
             )
             .help("the EFA interfaces are laid out per instance type: list the exact types (with the same EFA layout)"),
@@ -173,15 +182,15 @@ fn check_numbers(r: &Resource, d: &mut Vec<Diagnostic>) {
     }
     if let Some(e) = r.attrs.get("ami")
         && let Some(ami) = e.as_literal().and_then(Value::as_str)
-        && ami_version(ami).is_none()
+        && super::node_class::ami_alias(ami).is_none()
     {
         d.push(
             Diagnostic::error(
-                format!("`{}`: ami = \"{ami}\" is not a Bottlerocket alias gpustack renders", r.address),
+                format!("`{}`: ami = \"{ami}\" is not an AMI alias gpustack renders", r.address),
                 e.span.clone(),
             )
             .help(
-                "use \"bottlerocket@latest\" (resolved once and pinned) or a release such as \"bottlerocket@v1.57.0\"",
+                "use \"bottlerocket@latest\" or \"al2023@latest\" (resolved once and pinned), or a release such as \"bottlerocket@v1.57.0\" or \"al2023@v20251029\"",
             ),
         );
     }

@@ -140,13 +140,18 @@ pub(super) fn sharing_table(pool: &Resource) -> Option<crate::value::Attrs> {
 /// Karpenter reports as `amd.com/gpu`).
 pub(super) fn gpu_limit_binds(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) {
     use crate::resources::karpenter_pool::{gpu_maker, limit_resource};
-    let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
+    let l = super::launchable(pool);
+    let (types, families) = (l.types, l.families);
     let resource = limit_resource(&types, &families);
     let neuron = resource == "aws.amazon.com/neuron";
     let amd = resource == "amd.com/gpu";
     let nvidia = known.iter().any(|(_, i)| i.is_nvidia()) || families.iter().any(|f| gpu_maker(f) == Some("NVIDIA"));
+    // A GPU resource in `limits` caps the pool too (without gpu_sharing: the checks refuse
+    // it with sharing or beside gpu_limit).
+    let limits = lit(pool, "limits");
+    let in_limits = limits.as_ref().and_then(|v| v.as_table()).is_some_and(|t| t.contains_key(resource));
     let written = pool.attrs.contains_key("gpu_limit");
-    if !written && (nvidia || neuron || amd) {
+    if !written && !in_limits && (nvidia || neuron || amd) {
         let what = if neuron {
             "Neuron devices"
         } else if amd {
@@ -186,7 +191,18 @@ pub(super) fn limit_admits_one_instance(
     let Some(limit) = limit else { return };
     let sharing = sharing_table(pool);
     let rendered = limit.saturating_mul(advertised_per_gpu(sharing.as_ref(), None));
-    for (t, i) in known.iter().filter(|(_, i)| i.is_nvidia()) {
+    let nvidia: Vec<&(String, InstanceInfo)> = known.iter().filter(|(_, i)| i.is_nvidia()).collect();
+    // Types derived from requirements: Karpenter picks among them, so only a limit that no
+    // type fits is a pool that never launches.
+    if super::launchable(pool).derived {
+        let fits = |(_, i): &&(String, InstanceInfo)| {
+            i64::from(i.gpus) * advertised_per_gpu(sharing.as_ref(), i.mig_model().map(|m| m.key)) <= rendered
+        };
+        if nvidia.is_empty() || nvidia.iter().any(fits) {
+            return;
+        }
+    }
+    for (t, i) in nvidia {
         let per_gpu = advertised_per_gpu(sharing.as_ref(), i.mig_model().map(|m| m.key));
         let reported = i64::from(i.gpus) * per_gpu;
         if rendered < reported {
@@ -284,7 +300,8 @@ pub(super) fn burst_bound(pool: &Resource, d: &mut Vec<Diagnostic>) {
     if per_gpu <= 1 || capacity_types(pool).iter().all(|c| c == "reserved") {
         return;
     }
-    let (types, families) = (strings(lit(pool, "instance_types")), strings(lit(pool, "instance_families")));
+    let l = super::launchable(pool);
+    let (types, families) = (l.types, l.families);
     if crate::resources::karpenter_pool::limit_resource(&types, &families) != "nvidia.com/gpu"
         || crate::resources::karpenter_pool::vcpus_per_gpu(&types, &families).is_some()
     {

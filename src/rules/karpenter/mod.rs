@@ -13,6 +13,7 @@ use crate::aws::catalog::{self, InstanceInfo};
 use crate::resources::karpenter_pool::advertised_per_gpu;
 
 mod gpus;
+mod notes;
 use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
@@ -20,6 +21,7 @@ use gpus::{
     burst_bound, gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint,
     sharing_table, tied_pools, zero_gpu_types,
 };
+use notes::{al2023, derived_note, device_plugin_note, unchecked_note};
 
 /// The stack's karpenter pools.
 pub(crate) fn pools(stack: &Stack) -> impl Iterator<Item = &Resource> {
@@ -32,11 +34,25 @@ fn capacity_types(pool: &Resource) -> Vec<String> {
     if !written.is_empty() || pool.attrs.contains_key("capacity_types") {
         return written;
     }
+    // A `karpenter.sh/capacity-type In [...]` requirement, as normalize reads it.
+    let reqs = lit(pool, "requirements")
+        .map(|v| crate::resources::karpenter_pool::requirements::parse(&[("requirements".to_string(), v)].into()))
+        .unwrap_or_default();
+    if let Some(types) = crate::resources::karpenter_pool::requirements::capacity_types(&reqs) {
+        return types;
+    }
     vec![if written_reservations(pool) { "reserved" } else { "on-demand" }.to_string()]
 }
 
 fn written_reservations(pool: &Resource) -> bool {
-    written(pool, "capacity_reservations")
+    written(pool, "capacity_reservations") || pool.attrs.contains_key("capacity_reservation_tags")
+}
+
+/// The pool's launchable instance types (`karpenter_pool::requirements::launchable`) from
+/// its attributes as written.
+pub(crate) fn launchable(pool: &Resource) -> crate::resources::karpenter_pool::requirements::Launchable {
+    let written: crate::value::Attrs = pool.attrs.keys().filter_map(|k| Some((k.clone(), lit(pool, k)?))).collect();
+    crate::resources::karpenter_pool::requirements::launchable(&written)
 }
 
 /// The stack's reservations (ODCRs and Capacity Blocks) a pool names, with where each is
@@ -45,6 +61,8 @@ fn reservations<'a>(stack: &'a Stack, pool: &Resource) -> Vec<Result<&'a Resourc
     let Some(ExprKind::List(items)) = pool.attrs.get("capacity_reservations").map(|e| &e.kind) else { return vec![] };
     items
         .iter()
+        // A literal id (`cr-…`) is a reservation outside the stack: nothing to check it by.
+        .filter(|e| e.as_literal().and_then(Value::as_str).is_none_or(|s| !s.starts_with("cr-")))
         .map(|e| {
             e.as_single_ref()
                 .filter(|x| x.output == "id")
@@ -233,8 +251,8 @@ fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
         );
     }
     let zones = subnet_zones(stack, pool);
-    let types = strings(lit(pool, "instance_types"));
-    let families = strings(lit(pool, "instance_families"));
+    let l = launchable(pool);
+    let (types, families) = (l.types, l.families);
     for r in reservations(stack, pool) {
         let res = match r {
             Ok(res) => res,
@@ -244,7 +262,7 @@ fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
                         format!("`{}`: capacity_reservations takes this stack's reservations", pool.address),
                         at.or(span(pool, "capacity_reservations")),
                     )
-                    .help("refer to one: \"${capacity_reservation.NAME.id}\" or \"${capacity_block.NAME.id}\", so gpustack can check its zone and type"),
+                    .help("refer to one: \"${capacity_reservation.NAME.id}\" or \"${capacity_block.NAME.id}\", so gpustack can check its zone and type, or write a reservation's id (\"cr-…\")"),
                 );
                 continue;
             }
@@ -378,10 +396,12 @@ pub(super) fn check_catalog(
     notes: &mut BTreeMap<String, String>,
 ) {
     for pool in pools(stack) {
-        let types = strings(lit(pool, "instance_types"));
+        let l = launchable(pool);
+        let types = &l.types;
+        // Types derived from requirements come from the embedded catalog itself.
         let known: Vec<(String, InstanceInfo)> = types
             .iter()
-            .filter_map(|t| match info(t) {
+            .filter_map(|t| match if l.derived { catalog::embedded().get(t).cloned() } else { info(t) } {
                 Some(i) => Some((t.clone(), i)),
                 None => {
                     unknown(pool, "instance_types", t, d);
@@ -396,7 +416,13 @@ pub(super) fn check_catalog(
             reservations_launchable(stack, pool, info, limit, d);
         }
         shared_sizes(pool, &known, d);
-        let mut note: Vec<String> = known.iter().take(1).map(|(t, i)| format!("{t}: {}", i.summary())).collect();
+        let mut note: Vec<String> = if l.derived {
+            derived_note(&known)
+        } else {
+            known.iter().take(1).map(|(t, i)| format!("{t}: {}", i.summary())).collect()
+        };
+        note.extend(unchecked_note(pool, &l));
+        note.extend(device_plugin_note(pool, &known, &l.families));
         if pool.attrs.contains_key("efa") {
             note.extend(efa(pool, &known, d));
         }
@@ -423,6 +449,7 @@ pub(super) fn check_catalog(
             ));
         }
         if !pool.attrs.contains_key("data_volume")
+            && !al2023(pool)
             && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
         {
             d.push(
@@ -438,6 +465,24 @@ pub(super) fn check_catalog(
                 .help(
                     "add data_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or an image_cache snapshot",
                 ),
+            );
+        }
+        // AL2023 runs images from its root volume: Karpenter's 20 GiB default holds no CUDA image.
+        if al2023(pool)
+            && !pool.attrs.contains_key("root_volume")
+            && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
+        {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}` runs {t} ({}) on AL2023 with no `root_volume`: images and pods get Karpenter's {} GiB default",
+                        pool.address,
+                        i.summary(),
+                        crate::resources::karpenter_pool::node_class::AL2023_ROOT_GIB
+                    ),
+                    pool.span.clone(),
+                )
+                .help("add root_volume = { size_gib = 200 } (CUDA images are 10–20 GB each), or instance_store = \"raid0\" on types with NVMe"),
             );
         }
         if !note.is_empty() {

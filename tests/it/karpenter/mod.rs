@@ -5,6 +5,7 @@
 //! validates against Karpenter's CRDs (tests/k8s/); an update keeps the pinned AMI alias;
 //! destroy leaves nothing. `validate.rs` has a refused and an accepted stack per rule.
 
+mod users;
 mod validate;
 
 use std::collections::BTreeMap;

@@ -6,12 +6,12 @@ use std::process::Command;
 
 use crate::harness::bin;
 
-struct Checked {
-    code: i32,
-    stderr: String,
+pub(super) struct Checked {
+    pub(super) code: i32,
+    pub(super) stderr: String,
 }
 
-fn validate(text: &str) -> Checked {
+pub(super) fn validate(text: &str) -> Checked {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), text).unwrap();
     let out = Command::new(bin())
@@ -26,7 +26,7 @@ fn validate(text: &str) -> Checked {
 
 /// A network with a NAT gateway, a cluster, a node role, an ODCR of g6.12xlarge and a
 /// Capacity Block of p5.48xlarge (both in us-west-2a), then `extra`.
-fn stack(extra: &str) -> String {
+pub(super) fn stack(extra: &str) -> String {
     format!(
         r#"[stack]
 name   = "v"
@@ -108,14 +108,14 @@ max_upfront_usd   = 40000
 }
 
 /// A pool with the wiring every pool needs, then `body` (one attribute a line).
-fn pool(name: &str, body: &str) -> String {
+pub(super) fn pool(name: &str, body: &str) -> String {
     format!(
         "\n[karpenter_pool.{name}]\ncluster         = \"${{eks_cluster.main.name}}\"\nnode_role       = \"${{iam_role.node.name}}\"\nsecurity_groups = [\"${{eks_cluster.main.security_group_id}}\"]\ndata_volume     = {{ size_gib = 200 }}\n{body}\n"
     )
 }
 
 /// The stack is refused with `message`, pointing at a line containing `at`, with `help`.
-fn refused(text: &str, message: &str, at: &str, help: &str) {
+pub(super) fn refused(text: &str, message: &str, at: &str, help: &str) {
     let c = validate(text);
     assert_eq!(c.code, 1, "expected a refusal:\n{}", c.stderr);
     let block = c
@@ -129,7 +129,7 @@ fn refused(text: &str, message: &str, at: &str, help: &str) {
 }
 
 /// The stack is accepted with no error and no warning mentioning `absent`.
-fn accepted(text: &str, absent: &str) {
+pub(super) fn accepted(text: &str, absent: &str) {
     let c = validate(text);
     assert_eq!(c.code, 0, "expected valid:\n{}", c.stderr);
     assert!(!c.stderr.contains(absent), "no {absent:?} expected:\n{}", c.stderr);
@@ -256,13 +256,19 @@ scaling         = { min = 0, max = 1 }
 
 #[test]
 fn capacity_reservations_are_this_stacks() {
-    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"cr-0123456789abcdef0\"]")));
+    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"${{subnet.a.id}}\"]")));
     refused(
         &text,
         "`karpenter_pool.p`: capacity_reservations takes this stack's reservations",
-        "cr-0123456789abcdef0",
+        "subnet.a.id",
         "refer to one: \"${capacity_reservation.NAME.id}\"",
     );
+    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"odcr-1\"]")));
+    refused(&text, "\"odcr-1\" in capacity_reservations is not an id (cr-…)", "odcr-1", "write an id (\"cr-0abc…\")");
+    // Issue 19: a reservation's literal id (outside the stack) is taken; the plan notes what
+    // it cannot check about it.
+    let text = stack(&pool("p", &format!("{RESERVED_P5}\ncapacity_reservations = [\"cr-0123456789abcdef0\"]")));
+    accepted(&text, "capacity_reservations takes this stack's reservations");
 }
 
 #[test]
@@ -610,7 +616,7 @@ instance_types = ["g6.xlarge"]
 instance_families = ["g6"]
 gpu_limit = 4
 weight = 101
-ami = "al2023@latest"
+ami = "ubuntu@latest"
 disruption = { consolidate_after = "1d", budget = "110%" }
 node_labels = { "karpenter.sh/capacity-type" = "spot" }"#,
     ));
@@ -623,9 +629,9 @@ node_labels = { "karpenter.sh/capacity-type" = "spot" }"#,
     );
     refused(
         &text,
-        "ami = \"al2023@latest\" is not a Bottlerocket alias",
-        "ami = \"al2023@latest\"",
-        "use \"bottlerocket@latest\"",
+        "ami = \"ubuntu@latest\" is not an AMI alias gpustack renders",
+        "ami = \"ubuntu@latest\"",
+        "use \"bottlerocket@latest\" or \"al2023@latest\"",
     );
     refused(
         &text,

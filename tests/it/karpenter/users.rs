@@ -1,0 +1,227 @@
+//! Issue 19 gap 1: the pools Karpenter users write. `examples/karpenter-al2023.toml` (Karpenter's
+//! default CPU pool, an AL2023 NVIDIA pool by GPU name and generation, an Inferentia2 pool)
+//! applies against the emulator with its AL2023 alias pinned, renders documents that validate
+//! against the v1.14.1 CRDs with the requirements, limits, root volume, instance store, kubelet
+//! and tag selectors written, is in sync, and destroys. The refusals are checked offline
+//! through `gpustack validate` (`super::validate` helpers).
+
+use serde_json::json;
+
+use super::validate::{accepted, pool, refused, stack, validate};
+use super::{documents, files, repo, validate_manifests};
+use crate::harness::Env;
+
+#[test]
+fn the_al2023_example_applies_pins_renders_valid_pools_and_destroys() {
+    let env = Env::new();
+    let file = repo().join("examples/karpenter-al2023.toml");
+    let file = file.to_str().unwrap();
+    let plan = env.ok(&["plan", file]);
+    let said = format!("{}{}", plan.stdout, plan.stderr);
+    // The plan says what the requirements admit and what the AL2023 nodes still need.
+    assert!(said.contains("accelerated families among them: none (a CPU pool)"), "{said}");
+    assert!(said.contains("accelerated families among them: g5, g6, g6e, g6f"), "{said}");
+    assert!(said.contains("AL2023 NVIDIA nodes: the AMI has the driver, not the device plugin"), "{said}");
+    assert!(said.contains("Neuron nodes: install the Neuron device plugin"), "{said}");
+    env.ok(&["apply", file, "--auto-approve"]);
+    let st = env.state("karp-al2023-dev");
+    let alias = st["resources"]["karpenter_pool.gpu"]["outputs"]["ami_alias"].as_str().unwrap().to_string();
+    assert!(alias.starts_with("al2023@v") && alias.len() == "al2023@v20251029".len(), "pinned {alias}");
+    let again = env.run(&["plan", "--detailed-exitcode", file]);
+    assert_eq!(again.code, 0, "in sync after apply: {again:?}");
+
+    env.ok(&["manifests", file, "--out", "k8s"]);
+    let written = files(&env.path("k8s"));
+    let default = documents(&written["karpenter/default.yaml"]);
+    let (class, pool) = (&default[0]["spec"], &default[1]["spec"]);
+    assert_eq!(class["amiSelectorTerms"], json!([{ "alias": alias }]));
+    let cluster = st["resources"]["eks_cluster.main"]["outputs"]["name"].as_str().unwrap();
+    assert_eq!(class["securityGroupSelectorTerms"], json!([{ "tags": { "aws:eks:cluster-name": cluster } }]));
+    assert_eq!(
+        class["blockDeviceMappings"],
+        json!([{ "deviceName": "/dev/xvda", "ebs": { "volumeSize": "50Gi", "volumeType": "gp3", "encrypted": true, "deleteOnTermination": true } }])
+    );
+    // A CPU pool: its limits as written, no GPU limit, no taint, on-demand from the requirement.
+    assert_eq!(pool["limits"], json!({ "cpu": 1000, "memory": "1000Gi" }));
+    assert!(pool["template"]["spec"].get("taints").is_none());
+    let reqs = pool["template"]["spec"]["requirements"].as_array().unwrap();
+    assert_eq!(reqs[0], json!({ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] }));
+    assert_eq!(reqs.iter().filter(|r| r["key"] == "karpenter.sh/capacity-type").count(), 1, "{reqs:?}");
+    assert!(
+        reqs.contains(&json!({ "key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["2"] }))
+    );
+
+    let gpu = documents(&written["karpenter/gpu.yaml"]);
+    assert_eq!(gpu[0]["spec"]["instanceStorePolicy"], "RAID0");
+    assert_eq!(
+        gpu[0]["spec"]["kubelet"],
+        json!({ "maxPods": 110, "imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80 })
+    );
+    assert_eq!(gpu[0]["spec"]["blockDeviceMappings"][0]["ebs"]["iops"], 6000);
+    assert!(gpu[0]["spec"].get("userData").is_none(), "no Bottlerocket user data on AL2023");
+    assert_eq!(gpu[1]["spec"]["limits"], json!({ "nvidia.com/gpu": 16 }));
+    let reqs = gpu[1]["spec"]["template"]["spec"]["requirements"].as_array().unwrap();
+    assert!(reqs.contains(&json!({ "key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 3 })));
+    let neuron = documents(&written["karpenter/neuron.yaml"]);
+    assert_eq!(neuron[1]["spec"]["limits"], json!({ "aws.amazon.com/neuron": 12 }));
+
+    let (valid, report) = validate_manifests(&env.path("k8s"));
+    assert!(valid, "{report}");
+    assert!(report.contains("6 of 6 document(s) valid"), "{report}");
+    env.ok(&["destroy", file, "--auto-approve"]);
+    assert_eq!(env.tagged("karp-al2023-dev").total(), 0);
+}
+
+const TAGGED: &str = "subnet_tags = { \"karpenter.sh/discovery\" = \"main\" }";
+
+#[test]
+fn requirements_follow_the_nodepool_crd_and_compose_with_the_pools_types() {
+    let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"4\", \"5\"] }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1",
+        ),
+        "operator Gt takes a single non-negative integer value",
+        "instance-generation",
+        "e.g. { key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"4\"] }",
+    );
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.sh/nodepool\", operator = \"Exists\" }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1",
+        ),
+        "requirement key \"karpenter.sh/nodepool\"",
+        "karpenter.sh/nodepool",
+        "use a well-known label",
+    );
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-family\", operator = \"In\", values = [\"g6\"], min_values = 2 }]\ngpu_limit = 1",
+        ),
+        "min_values = 2 on \"karpenter.k8s.aws/instance-family\" asks for more values than the 1 listed",
+        "min_values",
+        "list at least that many values",
+    );
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-size\", operator = \"In\", values = [\"48xlarge\"] }]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1",
+        ),
+        "its requirements exclude g6.xlarge of its instance_types: no listed type is left",
+        "instance_types",
+        "Karpenter ANDs every requirement",
+    );
+    refused(
+        &p(
+            "capacity_types = [\"spot\"]\nrequirements = [{ key = \"karpenter.sh/capacity-type\", operator = \"In\", values = [\"on-demand\"] }]\ninstance_types = [\"g6.xlarge\", \"g5.xlarge\", \"g6e.xlarge\"]\ngpu_limit = 1",
+        ),
+        "capacity_types (spot) and its karpenter.sh/capacity-type requirement (on-demand) disagree",
+        "capacity-type",
+        "keep one of the two",
+    );
+    // Requirements alone on GPU types: gpu_limit is required, as for listed types.
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-gpu-name\", operator = \"In\", values = [\"h100\"] }]",
+        ),
+        "launches NVIDIA GPUs but sets no gpu_limit",
+        "karpenter_pool.p",
+        "set gpu_limit",
+    );
+    // ...and gpu_limit on a CPU pool never binds.
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }]\ngpu_limit = 4",
+        ),
+        "gpu_limit never binds",
+        "gpu_limit",
+        "remove gpu_limit",
+    );
+    accepted(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] }, { key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"2\"] }]\nlimits = { cpu = 1000, memory = \"1000Gi\", nodes = 10 }",
+        ),
+        "gpu_limit",
+    );
+}
+
+#[test]
+fn node_class_fields_and_al2023_limits_are_checked_offline() {
+    let p = |body: &str| stack(&pool("p", body));
+    refused(
+        &p("instance_types = [\"g6.xlarge\"]\ngpu_limit = 1"),
+        "`karpenter_pool.p` selects no subnets",
+        "karpenter_pool.p",
+        "set subnets = [\"${subnet.a.id}\"] or subnet_tags",
+    );
+    refused(
+        &p("subnets = [\"subnet_a\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1"),
+        "\"subnet_a\" in subnets is not an id (subnet-…)",
+        "subnet_a",
+        "write an id",
+    );
+    refused(
+        &p(&format!(
+            "{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nlimits = {{ \"nvidia.com/gpu\" = 4 }}"
+        )),
+        "limits.\"nvidia.com/gpu\" conflicts with gpu_limit",
+        "nvidia.com/gpu",
+        "set gpu_limit = the most physical GPUs",
+    );
+    refused(
+        &p(&format!(
+            "{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nroot_volume = {{ size_gib = 100, type = \"gp2\", iops = 4000 }}"
+        )),
+        "root_volume sets iops on a gp2 volume",
+        "iops",
+        "use type = \"gp3\"",
+    );
+    refused(
+        &p(&format!(
+            "{TAGGED}\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nkubelet = {{ eviction_soft = {{ \"memory.available\" = \"500Mi\" }} }}"
+        )),
+        "kubelet.eviction_soft \"memory.available\" has no eviction_soft_grace_period",
+        "eviction_soft",
+        "add eviction_soft_grace_period",
+    );
+    refused(
+        &p(&format!("{TAGGED}\nami = \"al2023@latest\"\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1")),
+        "AL2023 nodes have no data volume",
+        "data_volume",
+        "size the one AL2023 volume with root_volume",
+    );
+    refused(
+        &stack(&format!(
+            "\n[karpenter_pool.p]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"${{iam_role.node.name}}\"\nsecurity_groups = [\"sg-0abc\"]\n{TAGGED}\nami = \"al2023@latest\"\ninstance_types = [\"p5.48xlarge\"]\ngpu_limit = 8\ngpu_sharing = {{ strategy = \"mig\", mig_profile = {{ \"h100.80gb\" = \"1g.10gb\" }} }}\n"
+        )),
+        "gpu_sharing on an AL2023 pool is not rendered",
+        "gpu_sharing",
+        "MIG on AL2023 needs NVIDIA's MIG manager (the GPU Operator, kind gpu_operator)",
+    );
+    refused(
+        &p(&format!("{TAGGED}\nami = \"al2023@2025\"\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1")),
+        "ami = \"al2023@2025\" is not an AMI alias gpustack renders",
+        "al2023@2025",
+        "use \"bottlerocket@latest\" or \"al2023@latest\"",
+    );
+    // AL2023 runs images from its root volume: a GPU pool without root_volume is warned.
+    let bare = format!(
+        "\n[karpenter_pool.p]\ncluster = \"${{eks_cluster.main.name}}\"\nnode_role = \"${{iam_role.node.name}}\"\nsecurity_groups = [\"sg-0abc\"]\n{TAGGED}\nami = \"al2023@latest\"\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\n"
+    );
+    let c = validate(&stack(&bare));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(
+        c.stderr.contains("on AL2023 with no `root_volume`: images and pods get Karpenter's 20 GiB default"),
+        "{}",
+        c.stderr
+    );
+    accepted(
+        &stack(&bare.replace("gpu_limit = 1\n", "gpu_limit = 1\nroot_volume = { size_gib = 200 }\n")),
+        "root_volume",
+    );
+    // Literal ids and a reservation outside the stack are taken; tag selectors stand in for lists.
+    accepted(
+        &stack(
+            "\n[karpenter_pool.p]\ncluster = \"${eks_cluster.main.name}\"\nnode_role = \"${iam_role.node.name}\"\nsecurity_group_tags = { \"karpenter.sh/discovery\" = \"main\" }\nsubnets = [\"subnet-0abc123\"]\ncapacity_reservations = [\"cr-0123456789abcdef0\"]\ninstance_types = [\"g6.xlarge\"]\ngpu_limit = 1\nami = \"al2023@v20251029\"\nroot_volume = { size_gib = 200 }\nmetadata_options = { http_tokens = \"required\", http_put_response_hop_limit = 1 }\n",
+        ),
+        "capacity_reservations takes this stack's reservations",
+    );
+}
