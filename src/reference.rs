@@ -99,7 +99,7 @@ pub fn type_name(ty: &Ty) -> String {
         Ty::Int => "integer".into(),
         Ty::Bool => "boolean".into(),
         Ty::Number => "number".into(),
-        Ty::Enum(vs) => vs.iter().map(|v| format!("`\"{v}\"`")).collect::<Vec<_>>().join(" \\| "),
+        Ty::Enum(vs) => vs.iter().map(|v| format!("`\"{v}\"`")).collect::<Vec<_>>().join(" | "),
         Ty::List(t) => format!("list of {}", type_name(t)),
         Ty::Map(t) => format!("table of {}", type_name(t)),
         Ty::Object(_) => "table (keys below)".into(),
