@@ -22,6 +22,7 @@ pub mod manifests;
 pub mod plan;
 pub mod policy;
 pub mod quota;
+pub mod reference;
 pub mod resources;
 pub mod rules;
 pub mod settings;

@@ -6,9 +6,12 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bash tests/emulator/setup.sh
+# The same target directory as tests/run.sh and .ci/run, so the demo's build and the tests'
+# share compiled dependencies (Cargo.toml keeps `cargo build` and `cargo test` on one
+# feature set); CARGO_TARGET_DIR overrides it.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/gpustack-target}"
 cargo build --locked --quiet
-bin="$root/target/debug/gpustack"
-[ -n "${CARGO_TARGET_DIR:-}" ] && bin="$CARGO_TARGET_DIR/debug/gpustack"
+bin="$CARGO_TARGET_DIR/debug/gpustack"
 
 work="$(mktemp -d)"
 log="$work/emulator.log"

@@ -158,13 +158,29 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
                 lock,
             })))
         }
-        Err(diags) => {
+        Err(mut diags) => {
+            // A refusal of the diff (prevent_destroy, an unknown target) does not hide the
+            // GPU rules' and quotas' errors, which need no plan: one run shows them all.
+            if !o.destroy {
+                diags.extend(rule_errors(&stack, reads));
+                diags.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
+            }
             for d in &diags {
                 eprint!("{}", stack.source.render(d, g.color()));
             }
             Ok(Prep::Exit(1))
         }
     }
+}
+
+/// The errors of the checks that need no plan: the instance-catalog rules (EC2's catalog, or
+/// the embedded one offline) and the quotas the reads found.
+fn rule_errors(stack: &Stack, reads: Option<LiveReads>) -> Vec<crate::stack::Diagnostic> {
+    let found = match reads {
+        Some(r) => r.preflight.diags.into_iter().chain(r.quotas).collect(),
+        None => crate::rules::preflight_offline(stack).diags,
+    };
+    found.into_iter().filter(|d| d.is_error()).collect()
 }
 
 /// What the GPU rules, the price and the quota check read from AWS, read before the plan

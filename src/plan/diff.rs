@@ -38,7 +38,28 @@ pub fn desired_inputs(stack: &Stack, idx: usize, outputs_of: &dyn Fn(&str) -> Op
     }
     resources::of(r).stack_defaults(stack, r, &mut inputs);
     resources::of(r).normalize(&mut inputs);
+    keep_distinct_unknowns(r, &lookup, &mut inputs);
     inputs
+}
+
+/// A kind's `normalize` sorts and dedups its sets (subnets, security groups), and to a
+/// plan two values not yet known look equal: `["${subnet.a.id}", "${subnet.b.id}"]` would
+/// show as one subnet. Each distinct reference still unknown in a written list stands for
+/// one element, so the list gets back the unknowns the dedup merged.
+fn keep_distinct_unknowns(r: &Resource, lookup: &dyn Fn(&OutputRef) -> Value, inputs: &mut Attrs) {
+    for (k, e) in &r.attrs {
+        let crate::stack::expr::ExprKind::List(items) = &e.kind else { continue };
+        let unknown: BTreeSet<(&str, &str)> = items
+            .iter()
+            .filter_map(|e| e.as_single_ref())
+            .filter(|x| !lookup(x).is_known())
+            .map(|x| (x.address.as_str(), x.output.as_str()))
+            .collect();
+        if let Some(Value::List(l)) = inputs.get_mut(k) {
+            let shown = l.iter().filter(|v| matches!(v, Value::Unknown)).count();
+            l.extend(std::iter::repeat_n(Value::Unknown, unknown.len().saturating_sub(shown)));
+        }
+    }
 }
 
 /// The outputs each resource will have once the plan so far has run: `None` while unknown

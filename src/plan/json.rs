@@ -19,7 +19,7 @@ pub fn to_json(plan: &Plan) -> Json {
                     json!({
                         "path": f.path,
                         "old": f.old.as_ref().map(Value::to_json),
-                        "new": f.new.as_ref().map(|v| if v.is_known() { v.to_json() } else { Json::String("(known after apply)".into()) }),
+                        "new": f.new.as_ref().map(planned_json),
                         "forces_replace": f.forces_replace,
                     })
                 })
@@ -71,6 +71,18 @@ pub fn to_json(plan: &Plan) -> Json {
         "purchases_usd": purchases_usd(plan),
         "warnings": plan.warnings,
     })
+}
+
+/// A planned value as JSON: what is not known until apply is the string
+/// `"(known after apply)"` where it stands, so a list of unknowns stays a list with one
+/// such element per item (as the text plan counts them), and a table keeps its known keys.
+pub fn planned_json(v: &Value) -> Json {
+    match v {
+        Value::Unknown => Json::String(Value::Unknown.to_string()),
+        Value::List(l) => Json::Array(l.iter().map(planned_json).collect()),
+        Value::Table(t) => Json::Object(t.iter().map(|(k, v)| (k.clone(), planned_json(v))).collect()),
+        known => known.to_json(),
+    }
 }
 
 /// The plan's purchases in USD. Folded from +0.0: an empty `f64` sum is -0.0, which JSON

@@ -228,7 +228,7 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
                         }
                     }
                     Some(v) => {
-                        let _ = writeln!(out, "{:9}{} = {}", "", f.path, v);
+                        let _ = writeln!(out, "{:9}{} = {}", "", f.path, plan_value(v));
                     }
                     None => {}
                 }
@@ -244,7 +244,42 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
 }
 
 fn show(v: &Option<Value>) -> String {
-    v.as_ref().map_or("(none)".into(), |v| v.to_string())
+    v.as_ref().map_or("(none)".into(), plan_value)
+}
+
+/// A value as plans show it: [`Value`]'s own text, except that a run of elements not known
+/// until apply is counted, so a list of three subnets still to be created reads
+/// `[(known after apply) ×3]` and a mixed one `["subnet-0a1", (known after apply) ×2]`.
+pub fn plan_value(v: &Value) -> String {
+    match v {
+        Value::List(items) => {
+            let mut parts: Vec<String> = vec![];
+            let mut i = 0;
+            while i < items.len() {
+                let run = items[i..].iter().take_while(|x| matches!(x, Value::Unknown)).count();
+                match run {
+                    0 => {
+                        parts.push(plan_value(&items[i]));
+                        i += 1;
+                    }
+                    1 => {
+                        parts.push(Value::Unknown.to_string());
+                        i += 1;
+                    }
+                    n => {
+                        parts.push(format!("{} ×{n}", Value::Unknown));
+                        i += n;
+                    }
+                }
+            }
+            format!("[{}]", parts.join(", "))
+        }
+        Value::Table(t) if !t.is_empty() => {
+            let entries: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {}", plan_value(v))).collect();
+            format!("{{ {} }}", entries.join(", "))
+        }
+        other => other.to_string(),
+    }
 }
 
 fn short_change(f: &FieldDiff) -> String {
@@ -345,6 +380,31 @@ mod tests {
         let out = render(&plan(vec![c]), "h", &Style { color: false });
         assert!(out.contains(" -/+ security_group.efa"), "{out}");
         assert!(out.contains("replace, delete before create (cidr_block \"10.0.2.0/24\" → \"10.0.3.0/24\")"), "{out}");
+    }
+
+    #[test]
+    fn unknown_list_elements_are_counted_as_a_list() {
+        let u = || Value::Unknown;
+        assert_eq!(plan_value(&Value::List(vec![u(), u(), u()])), "[(known after apply) ×3]");
+        assert_eq!(plan_value(&Value::List(vec![u()])), "[(known after apply)]");
+        assert_eq!(
+            plan_value(&Value::List(vec![Value::str("subnet-0a1"), u(), u()])),
+            "[\"subnet-0a1\", (known after apply) ×2]"
+        );
+        let t = Value::Table([("subnets".to_string(), Value::List(vec![u(), u()]))].into());
+        assert_eq!(plan_value(&t), "{ subnets = [(known after apply) ×2] }");
+        assert_eq!(plan_value(&u()), "(known after apply)");
+        // Known values read as before.
+        let known = Value::Table([("a".to_string(), Value::List(vec![Value::Int(1)]))].into());
+        assert_eq!(plan_value(&known), known.to_string());
+        let f = FieldDiff {
+            path: "subnets".into(),
+            old: None,
+            new: Some(Value::List(vec![u(), u()])),
+            forces_replace: false,
+        };
+        let out = render(&plan(vec![change(Action::Create, vec![f])]), "h", &Style { color: false });
+        assert!(out.contains("         subnets = [(known after apply) ×2]\n"), "{out}");
     }
 
     #[test]

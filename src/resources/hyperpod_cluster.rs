@@ -248,7 +248,7 @@ impl Kind for HyperpodCluster {
             );
         }
         let Some(groups) = r.attrs.get("instance_groups") else { return };
-        for (name, g) in crate::rules::table_exprs(groups) {
+        for (name, g) in groups.table_entries() {
             let at = g.key_span.clone().or(g.span.clone());
             if !valid_name(&name) {
                 diags.push(
@@ -259,7 +259,7 @@ impl Kind for HyperpodCluster {
                     .help("use 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit"),
                 );
             }
-            let fields = crate::rules::table_exprs(&g);
+            let fields = g.table_entries();
             let lit = |k: &str| fields.get(k).and_then(|e| e.as_literal().cloned());
             let span = |k: &str| fields.get(k).and_then(|e| e.span.clone()).or(at.clone());
             if let Some(Value::Str(t)) = lit("instance_type")
@@ -307,7 +307,7 @@ impl Kind for HyperpodCluster {
                 );
             }
             if let Some(labels) = fields.get("labels") {
-                for (key, e) in crate::rules::table_exprs(labels) {
+                for (key, e) in labels.table_entries() {
                     if reserved_label(&key) {
                         diags.push(
                             Diagnostic::error(
@@ -323,7 +323,7 @@ impl Kind for HyperpodCluster {
                 }
             }
             if let Some(lc) = fields.get("lifecycle") {
-                let lc = crate::rules::table_exprs(lc);
+                let lc = lc.table_entries();
                 if let Some(e) = lc.get("source_s3_uri")
                     && let Some(Value::Str(u)) = e.as_literal()
                     && !u.starts_with("s3://")

@@ -88,11 +88,6 @@ pub fn kind(name: &str) -> Option<&'static dyn Kind> {
     KINDS.iter().copied().find(|k| k.name() == name)
 }
 
-/// The endpoints a private node needs to join and pull (`vpc_endpoint::NODE_ESSENTIALS`).
-pub fn vpc_endpoint_essentials() -> &'static [&'static str] {
-    vpc_endpoint::NODE_ESSENTIALS
-}
-
 /// The `tags` attribute every taggable kind accepts.
 pub const TAGS: Attr = Attr::opt("tags", Ty::Map(&Ty::Str), Default::EmptyMap, OnChange::Update);
 
@@ -450,5 +445,16 @@ mod tests {
         assert!(!zone_in_region("us-east-1a", "us-west-2"));
         assert!(!zone_in_region("us-west-2", "us-west-2"));
         assert!(!zone_in_region("us-west-21a", "us-west-2"));
+    }
+
+    /// The kinds sit below the rules: a rule may ask a kind, a kind never asks a rule (what
+    /// both need lives in the kind, the language or `aws`), so the two never form a circle.
+    #[test]
+    fn resources_never_import_rules() {
+        let found = crate::stack::code_mentions(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/resources"),
+            &["rules"],
+        );
+        assert!(found.is_empty(), "src/resources imports the rules: {found:#?}");
     }
 }

@@ -38,9 +38,6 @@ pub const SERVICES: &[&str] = &[
     "xray",
 ];
 
-/// What a private node needs to join a cluster and pull its images (EKS UG `private-clusters`).
-pub const NODE_ESSENTIALS: &[&str] = &["ecr.api", "ecr.dkr", "s3", "ec2", "sts"];
-
 const ATTRS: &[Attr] = &[
     Attr::req("vpc", Ty::Str, OnChange::Replace),
     Attr::req("service", Ty::Enum(SERVICES), OnChange::Replace),

@@ -10,6 +10,10 @@ use super::{efa_table, lit, lit_str, referenced, span, subnet_resources};
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 
+/// What a private node needs to join a cluster and pull its images (EKS UG `private-clusters`);
+/// each is a `vpc_endpoint.service` value.
+const NODE_ESSENTIALS: &[&str] = &["ecr.api", "ecr.dkr", "s3", "ec2", "sts"];
+
 /// What the nodes of one resource need from their subnets.
 struct Needs {
     /// The services VPC endpoints must serve when the subnet has no route to the internet.
@@ -152,7 +156,7 @@ fn hosted_controller<'a>(stack: &'a Stack, r: &Resource) -> Option<&'a Resource>
 }
 
 fn needs(stack: &Stack, r: &Resource) -> Needs {
-    let mut endpoints = crate::resources::vpc_endpoint_essentials().to_vec();
+    let mut endpoints = NODE_ESSENTIALS.to_vec();
     if runs_pod_identity(stack) {
         endpoints.push("eks-auth");
     }

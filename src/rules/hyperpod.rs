@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{lit, lit_str, referenced, same_object, span, subnet_resources, table_exprs, written};
+use super::{lit, lit_str, referenced, same_object, span, subnet_resources, written};
 use crate::resources::hyperpod_cluster::valid_name;
 use crate::stack::{Diagnostic, Expr, Resource, Stack};
 use crate::value::Value;
@@ -19,11 +19,11 @@ pub(crate) fn clusters(stack: &Stack) -> impl Iterator<Item = &Resource> {
 pub(crate) fn groups(r: &Resource) -> BTreeMap<String, (Expr, BTreeMap<String, Expr>)> {
     r.attrs
         .get("instance_groups")
-        .map(table_exprs)
+        .map(Expr::table_entries)
         .unwrap_or_default()
         .into_iter()
         .map(|(name, g)| {
-            let fields = table_exprs(&g);
+            let fields = g.table_entries();
             (name, (g, fields))
         })
         .collect()
@@ -226,7 +226,7 @@ fn execution_role(stack: &Stack, c: &Resource, name: &str, fields: &BTreeMap<Str
 /// that the S3 bucket path starts with s3://sagemaker-").
 fn lifecycle_bucket(c: &Resource, name: &str, fields: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
     let Some(lc) = fields.get("lifecycle") else { return };
-    let lc = table_exprs(lc);
+    let lc = lc.table_entries();
     let Some(e) = lc.get("source_s3_uri") else { return };
     if let Some(Value::Str(u)) = e.as_literal()
         && u.starts_with("s3://")

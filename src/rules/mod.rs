@@ -477,27 +477,10 @@ pub(crate) fn subnet_zones(stack: &Stack, ng: &Resource) -> Vec<String> {
     zones.into_iter().collect()
 }
 
-/// The entries of a table expression, written inline (each with its own span) or as one
-/// literal value (each with the table's span); empty for anything else.
-pub(crate) fn table_exprs(e: &Expr) -> BTreeMap<String, Expr> {
-    match &e.kind {
-        ExprKind::Table(t) => t.clone(),
-        ExprKind::Value(Value::Table(t)) => {
-            t.iter().map(|(k, v)| (k.clone(), Expr::value(v.clone(), e.span.clone()))).collect()
-        }
-        _ => BTreeMap::new(),
-    }
-}
-
 /// A launch template's `efa` table, when written.
 pub(crate) fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
-    match lt.attrs.get("efa").map(|e| &e.kind) {
-        Some(ExprKind::Table(t)) => Some(t.clone()),
-        Some(ExprKind::Value(Value::Table(t))) => {
-            Some(t.iter().map(|(k, v)| (k.clone(), Expr::value(v.clone(), lt.attrs["efa"].span.clone()))).collect())
-        }
-        _ => None,
-    }
+    let efa = lt.attrs.get("efa")?;
+    matches!(efa.kind, ExprKind::Table(_) | ExprKind::Value(Value::Table(_))).then(|| efa.table_entries())
 }
 
 /// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of

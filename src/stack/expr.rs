@@ -175,6 +175,18 @@ impl Expr {
             _ => None,
         }
     }
+
+    /// The entries of a table expression, written inline (each with its own span) or as one
+    /// literal value (each with the table's span); empty for anything else.
+    pub fn table_entries(&self) -> BTreeMap<String, Expr> {
+        match &self.kind {
+            ExprKind::Table(t) => t.clone(),
+            ExprKind::Value(Value::Table(t)) => {
+                t.iter().map(|(k, v)| (k.clone(), Expr::value(v.clone(), self.span.clone()))).collect()
+            }
+            _ => BTreeMap::new(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -106,6 +106,55 @@ pub fn source_from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Source, Box<Diag
     }
 }
 
+/// Where the `.rs` files under `dir` use any of the crate's `modules` (`rules`), as
+/// `path:line: text`: paths (`crate::rules::x`, `rules::x`) and `use crate::{…, rules}`
+/// groups, comments left out. The layering tests' grep (`stack` imports no AWS, rules or
+/// kinds; `resources` imports no rules).
+#[cfg(test)]
+pub(crate) fn code_mentions(dir: &Path, modules: &[&str]) -> Vec<String> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let names = |code: &str, m: &str| {
+        code.match_indices(m).any(|(i, _)| {
+            let before = code[..i].chars().next_back().is_none_or(|c| !is_word(c));
+            let after = code[i + m.len()..].chars().next().is_none_or(|c| !is_word(c));
+            before && after
+        })
+    };
+    let mut found = vec![];
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let mut in_group = false;
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                in_group |= code.contains("use crate::{");
+                let hit = modules.iter().any(|m| {
+                    code.contains(&format!("crate::{m}"))
+                        || code.contains(&format!("{m}::"))
+                        || (in_group && names(code, m))
+                });
+                if hit {
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                }
+                if code.contains(';') {
+                    in_group = false;
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 impl Stack {
     /// Parses the language: TOML, variables, each resource against its kind's schema,
     /// references and physical names. Returns the stack with every problem found (errors
@@ -125,5 +174,22 @@ impl Stack {
     /// The physical name a resource gets unless `name = ...` overrides it.
     pub fn default_physical_name(&self, r: &Resource) -> String {
         format!("{}-{}", self.name, r.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// The language is a leaf (STYLE.md, Terraform's `configschema`): it knows kinds only
+    /// through `Schema`, and nothing of AWS, the rules, plans or state.
+    #[test]
+    fn the_language_imports_nothing_above_it() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let above = ["resources", "rules", "aws", "plan", "state", "load", "engine", "cli"];
+        let found = super::code_mentions(&src.join("stack"), &above);
+        assert!(found.is_empty(), "src/stack reaches above the language: {found:#?}");
+        // The grep finds a grouped import (`use crate::{graph, resources, rules};`).
+        assert!(!super::code_mentions(&src.join("load"), &["rules"]).is_empty());
     }
 }

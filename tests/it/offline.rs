@@ -168,6 +168,22 @@ fn offline_validate_and_plan_run_the_catalog_rules() {
     assert_eq!(r.code, 0, "{r:?}");
 }
 
+/// One run, every error: a plan the diff refuses (an unknown `--target`) still shows the
+/// instance-catalog rules' errors, each with file:line:column, instead of one per run.
+#[test]
+fn a_refused_plan_still_reports_the_catalog_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    let lt = "instance_type = \"g6.xlarge\"\nefa = { security_groups = [\"${security_group.efa.id}\"] }";
+    std::fs::write(&file, wrong_gpus(lt)).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let r = bare(dir.path(), &["plan", &file, "--refresh=false", "--target", "vpc.nope"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("--target vpc.nope: no such resource"), "{r:?}");
+    assert!(r.stderr.contains("`launch_template.t`: g6.xlarge does not support EFA"), "{r:?}");
+    assert!(r.stderr.contains("s.toml:"), "the rule's error names file:line:column: {r:?}");
+}
+
 #[test]
 fn offline_plan_makes_no_aws_call_even_with_an_endpoint() {
     let env = Env::new();

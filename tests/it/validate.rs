@@ -680,3 +680,86 @@ fn a_data_volume_on_an_al2023_group_is_refused() {
     // Bottlerocket (auto here) mounts it as its data volume.
     assert_eq!(validate(&gpu_group("1.33", lt)).code, 0);
 }
+
+/// Issue 19, "one pass means one pass": a file with a mistake for every pass of the load step
+/// (language: an undefined variable, an unknown key, a wrong type, a bad enum value, an
+/// unknown reference; the graph: a cycle; the kinds' checks and the stack checks: a CIDR
+/// size, a zone, a tag key, a hop limit; the GPU rules across resources; the instance
+/// catalog's rules) reports every one of them in one `validate` run, each at its
+/// file:line:column. (A resource with an error in its own values is left out of the later
+/// checks, so each mistake here is in a resource of its own where a later pass reads it.)
+#[test]
+fn every_pass_reports_its_errors_in_one_run() {
+    let text = r#"[stack]
+name   = "v"
+region = "us-west-2"
+tags   = { "aws:team" = "x" }
+
+[vpc.main]
+cidr_block       = "10.0.0.0/12"
+internet_gateway = true
+
+[subnet.a]
+vpc               = "${vpc.main.id}"
+cidr_block        = "10.0.0.0/24"
+availability_zone = "eu-west-1a"
+public            = true
+
+[security_group.x]
+vpc     = "${vpc.main.id}"
+ingress = [{ protocol = "-1", security_group = "${security_group.y.id}" }]
+
+[security_group.y]
+vpc     = "${vpc.main.id}"
+ingress = [{ protocol = "-1", security_group = "${security_group.x.id}" }]
+tags    = { env = "${var.nope}" }
+
+[iam_role.node]
+service          = "ec2.amazonaws.com"
+managed_policies = 7
+
+[placement_group.pg]
+strategy = "clustr"
+
+[eks_cluster.main]
+version = "1.33"
+role    = "arn:aws:iam::123456789012:role/c"
+subnets = ["${subnet.nope.id}"]
+nmae    = "x"
+
+[launch_template.gpu]
+instance_type  = "g6.xlarge"
+efa            = {}
+imds_hop_limit = 99
+
+[node_group.gpu]
+cluster         = "${eks_cluster.main.name}"
+node_role       = "arn:aws:iam::123456789012:role/node"
+subnets         = ["${subnet.a.id}"]
+launch_template = "${launch_template.gpu.id}"
+capacity_type   = "CAPACITY_BLOCK"
+scaling         = { min = 0, max = 2 }
+"#;
+    let err = invalid(text);
+    let at = |message: &str, place: &str| {
+        let i = err.find(message).unwrap_or_else(|| panic!("no `{message}` in:\n{err}"));
+        let rest = &err[i..];
+        let block = &rest[..rest[1..].find("\nerror: ").map_or(rest.len(), |j| j + 1)];
+        assert!(block.contains(&format!("--> s.toml:{place}")), "`{message}` not at s.toml:{place}:\n{block}");
+    };
+    at("the tag key \"aws:team\" uses the prefix `aws:`", "4:");
+    at("cidr_block \"10.0.0.0/12\" is a /12", "7:");
+    at("variable `nope` has no value", "23:");
+    at("availability zone \"eu-west-1a\" is not in the stack's region us-west-2", "13:");
+    at("reference cycle: security_group.x → security_group.y → security_group.x", "");
+    at("`managed_policies` must be a list of strings, found an integer", "27:");
+    at("`strategy` must be one of", "30:");
+    at("reference to unknown resource `subnet.nope`", "35:");
+    at("unknown key `nmae`", "36:");
+    at("`imds_hop_limit` = 99 is outside 1–64", "41:");
+    at("`launch_template.gpu`: g6.xlarge does not support EFA", "");
+    at("`node_group.gpu` is CAPACITY_BLOCK, but its launch template `launch_template.gpu` does not set market", "");
+    let errors = err.matches("\nerror: ").count() + usize::from(err.starts_with("error: "));
+    assert!(errors >= 12, "{errors} errors:\n{err}");
+    assert!(err.contains(&format!("s.toml has {errors} errors")), "{err}");
+}

@@ -224,7 +224,7 @@ impl Kind for KarpenterPool {
     }
 
     fn stack_defaults(&self, stack: &crate::stack::Stack, r: &Resource, inputs: &mut Attrs) {
-        if crate::rules::karpenter::uses_capacity_block(stack, r) {
+        if uses_capacity_block(stack, r) {
             capacity_block_defaults(inputs);
         }
     }
@@ -370,6 +370,20 @@ impl Kind for KarpenterPool {
 /// Empty and Underutilized at one node: kubernetes-sigs/karpenter v1.14.1
 /// `pkg/apis/v1/nodepool.go` `GetAllowedDisruptionsByReason`).
 pub const CAPACITY_BLOCK_GRACE: &str = "10m";
+
+/// True when the pool names a `capacity_block` of the stack in `capacity_reservations`
+/// (`"${capacity_block.NAME.id}"`).
+fn uses_capacity_block(stack: &crate::stack::Stack, pool: &Resource) -> bool {
+    let Some(crate::stack::expr::ExprKind::List(items)) = pool.attrs.get("capacity_reservations").map(|e| &e.kind)
+    else {
+        return false;
+    };
+    items
+        .iter()
+        .filter_map(|e| e.as_single_ref().filter(|x| x.output == "id"))
+        .filter_map(|x| stack.get(&x.address))
+        .any(|r| r.kind.name() == "capacity_block")
+}
 
 fn capacity_block_defaults(inputs: &mut Attrs) {
     let d = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));

@@ -73,11 +73,6 @@ fn reservations<'a>(stack: &'a Stack, pool: &Resource) -> Vec<Result<&'a Resourc
         .collect()
 }
 
-/// True when the pool names a `capacity_block` of the stack in `capacity_reservations`.
-pub(crate) fn uses_capacity_block(stack: &Stack, pool: &Resource) -> bool {
-    reservations(stack, pool).into_iter().flatten().any(|r| r.kind.name() == "capacity_block")
-}
-
 /// The reservation a node group runs on, through its launch template.
 fn node_group_reservation<'a>(stack: &'a Stack, ng: &Resource) -> Option<&'a Resource> {
     let lt = referenced(stack, ng, "launch_template", "launch_template")?;
