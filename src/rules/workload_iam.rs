@@ -216,7 +216,9 @@ fn irsa_addon_role(
         let all_literal = entries.iter().all(|t| lits("namespace", t).is_some() && lits("name", t).is_some());
         let covers = entries.iter().any(|t| {
             let (ns, n) = (lits("namespace", t).unwrap_or_default(), lits("name", t).unwrap_or_default());
-            (ns == *namespace || ns == "*") && (accounts.contains(&n.as_str()) || n == "*")
+            // The trust matches them as StringLike globs when they hold `*` or `?` (trust.rs),
+            // as the EKS UG's EFS trust `efs-csi-*` does (`add-ons-aws-efs-csi-driver`).
+            string_like(&ns, namespace) && accounts.iter().any(|a| string_like(&n, a))
         });
         if all_literal && !covers {
             d.push(
@@ -238,6 +240,32 @@ fn irsa_addon_role(
     }
 }
 
+/// Whether IAM's `StringLike` `pattern` matches `value`: `*` is any run of characters, `?`
+/// one character (IAM UG, "IAM JSON policy elements: Condition operators", String condition
+/// operators); anything else matches itself.
+fn string_like(pattern: &str, value: &str) -> bool {
+    let (p, v): (Vec<char>, Vec<char>) = (pattern.chars().collect(), value.chars().collect());
+    // Classic wildcard matching with one backtrack point for the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < v.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == v[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
 /// IRSA needs the cluster's IAM OIDC provider: a reference must be to an `oidc_provider`
 /// (a literal ARN is a provider made elsewhere, checked for its form by `iam_role`).
 fn irsa_providers(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
@@ -256,5 +284,25 @@ fn irsa_providers(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
                 .help("add [oidc_provider.main] with url = \"${eks_cluster.main.oidc_issuer}\" and refer to \"${oidc_provider.main.arn}\""),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::string_like;
+
+    #[test]
+    fn string_like_is_iams_glob() {
+        // Review r19-iam M1: the EKS UG's EFS trust subject.
+        assert!(string_like("efs-csi-*", "efs-csi-controller-sa"));
+        assert!(string_like("efs-csi-*", "efs-csi-node-sa"));
+        assert!(string_like("*", "aws-node"));
+        assert!(string_like("kube-syste?", "kube-system"));
+        assert!(string_like("*-sa", "ebs-csi-controller-sa"));
+        assert!(string_like("ebs-csi-controller-sa", "ebs-csi-controller-sa"));
+        assert!(!string_like("efs-csi-*", "ebs-csi-controller-sa"));
+        assert!(!string_like("kube-syste?", "kube-syste"));
+        assert!(!string_like("ebs-csi-controller", "ebs-csi-controller-sa"));
+        assert!(string_like("a*b*c", "a-x-b-y-c") && !string_like("a*b*c", "a-x-c-y-b"));
     }
 }
