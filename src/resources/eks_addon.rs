@@ -16,6 +16,7 @@
 use async_trait::async_trait;
 use aws_sdk_eks::types::{Addon, AddonPodIdentityAssociations, AddonStatus, ResolveConflicts};
 
+use super::iam_role::propagation::{retrying, role_not_visible};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
@@ -146,7 +147,10 @@ impl Kind for EksAddon {
             )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
-        match ctx.call(Service::Eks, "CreateAddon", call.send()).await {
+        // A role made in this apply (service_account_role, pod_identity) may not be visible to
+        // EKS yet (propagation.rs); the refused call made nothing.
+        let created = retrying(role_not_visible, || ctx.call(Service::Eks, "CreateAddon", call.clone().send()));
+        match created.await {
             Ok(_) => {}
             Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, cluster, addon).await? {
                 Some(a) if eks::is_ours(ctx, a.tags(), req.address) => {}
@@ -236,7 +240,8 @@ impl Kind for EksAddon {
                     Some(str_attr(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
                 )
                 .set_pod_identity_associations(associations);
-            let out = ctx.call(Service::Eks, "UpdateAddon", request.send()).await?;
+            let sent = retrying(role_not_visible, || ctx.call(Service::Eks, "UpdateAddon", request.clone().send()));
+            let out = sent.await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             let of = UpdateOf { cluster, nodegroup: None, addon: Some(addon) };
             eks::wait_update(ctx, &of, &uid, &format!("update of add-on {addon} in {cluster}")).await?;

@@ -71,7 +71,17 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
     let env = Env::new();
     env.write("s.toml", &example());
     env.emu.reset_requests();
+    // IAM propagation (review r19-iam B1): every role and provider this apply makes is refused
+    // once by the first EKS call naming it ("Role provided in the request does not exist") and
+    // by the first trust naming it ("Invalid principal in policy"); apply waits that out.
+    env.emu.control("POST", "/_gpustack/iam-propagation?roles=600");
     env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let sent = |action: &str| env.emu.requests().iter().filter(|(_, a)| a == action).count();
+    // Each refused once, then sent again: the association, the two add-ons with a role
+    // (efs_csi: IRSA, ebs_csi: pod_identity), the IRSA role trusting the new provider.
+    assert_eq!(sent("CreatePodIdentityAssociation"), 2);
+    assert_eq!(sent("CreateAddon"), 3 + 2);
+    assert_eq!(sent("CreateRole"), 4 + 1);
     let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "in sync after apply: {again:?}");
 
@@ -297,4 +307,25 @@ addon   = "aws-ebs-csi-driver"
     ] {
         assert!(r.stderr.contains(want), "missing {want:?} in:\n{}", r.stderr);
     }
+}
+
+/// Review r19-iam M1: the EKS UG's EFS trust (`efs-csi-*`, StringLike) covers the driver's
+/// service accounts, so the example written that way validates and writes a StringLike trust.
+#[test]
+fn an_irsa_role_trusting_the_eks_ug_efs_wildcard_is_accepted() {
+    let env = Env::new();
+    let stack = example().replace(
+        r#"  { oidc_provider = "${oidc_provider.main.arn}", namespace = "kube-system", name = "efs-csi-controller-sa" },
+  { oidc_provider = "${oidc_provider.main.arn}", namespace = "kube-system", name = "efs-csi-node-sa" },"#,
+        r#"  { oidc_provider = "${oidc_provider.main.arn}", namespace = "kube-system", name = "efs-csi-*" },"#,
+    );
+    assert!(stack.contains("efs-csi-*"));
+    env.write("s.toml", &stack);
+    let r = env.run(&["validate", "s.toml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let wrong = stack.replace("efs-csi-*", "ebs-csi-*");
+    env.write("s.toml", &wrong);
+    let r = env.run(&["validate", "s.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("but the role trusts none of its service accounts"), "{}", r.stderr);
 }
