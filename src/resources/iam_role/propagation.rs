@@ -99,7 +99,11 @@ mod tests {
             calls.set(calls.get() + 1);
             let n = calls.get();
             async move {
-                if n < 2 { Err(err("InvalidParameterException", "Role provided in the request does not exist")) } else { Ok(n) }
+                if n < 2 {
+                    Err(err("InvalidParameterException", "Role provided in the request does not exist"))
+                } else {
+                    Ok(n)
+                }
             }
         })
         .await;
