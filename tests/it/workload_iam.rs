@@ -329,3 +329,34 @@ fn an_irsa_role_trusting_the_eks_ug_efs_wildcard_is_accepted() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("but the role trusts none of its service accounts"), "{}", r.stderr);
 }
+
+/// Review r19-iam m1: state written before `pod_identity`, `service_accounts` (iam_role) and
+/// `pod_identity`, `preserve` (eks_addon) existed lacks them; a plan that does not refresh takes
+/// their defaults instead of showing `null -> default` and sending UpdateAddon /
+/// UpdateAssumeRolePolicy for every role and add-on.
+#[test]
+fn state_from_before_the_new_attributes_plans_no_change_without_refresh() {
+    let env = Env::new();
+    let stack = example().replace(
+        "[iam_role.efs_csi]",
+        "[iam_role.plain]\nservice = \"ec2.amazonaws.com\"\n\n[eks_addon.coredns]\ncluster = \"${eks_cluster.main.name}\"\naddon = \"coredns\"\n\n[iam_role.efs_csi]",
+    );
+    env.write("s.toml", &stack);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let path = env.path("state/wliam-dev.json");
+    let mut state = env.state("wliam-dev");
+    for (address, keys) in [
+        ("iam_role.plain", &["pod_identity", "service_accounts"][..]),
+        ("iam_role.cluster", &["pod_identity", "service_accounts"][..]),
+        ("eks_addon.coredns", &["pod_identity", "preserve"][..]),
+        ("eks_addon.pod_identity_agent", &["pod_identity", "preserve"][..]),
+    ] {
+        let inputs = state["resources"][address]["inputs"].as_object_mut().unwrap();
+        for k in keys {
+            assert!(inputs.remove(*k).is_some(), "{address}.{k} in {inputs:?}");
+        }
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap()).unwrap();
+    let r = env.run(&["plan", "s.toml", "--refresh=false", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
