@@ -96,6 +96,38 @@ impl Kind for EksAddon {
                     .help("for example configuration = { env = { ENABLE_PREFIX_DELEGATION = \"true\" } }"),
             );
         }
+        // Each pod_identity entry names a Kubernetes service account, at most once: EKS keeps
+        // one association per service account (EKS UG `pod-id-association`) and refuses a name
+        // that is not a DNS-1123 subdomain (as for CreatePodIdentityAssociation).
+        // Review r19-iam m5 / m6.
+        if let Some(ExprKind::List(items)) = r.attrs.get("pod_identity").map(|e| &e.kind) {
+            let mut seen = std::collections::BTreeSet::new();
+            for item in items {
+                let ExprKind::Table(t) = &item.kind else { continue };
+                let Some(e) = t.get("service_account") else { continue };
+                let Some(Value::Str(sa)) = e.as_literal() else { continue };
+                if !super::pod_identity_association::kubernetes_name(sa, false) {
+                    diags.push(
+                        Diagnostic::error(
+                            format!(
+                                "`{}`: pod_identity service_account \"{sa}\" is not a DNS-1123 subdomain",
+                                r.address
+                            ),
+                            e.span.clone(),
+                        )
+                        .help("Kubernetes names are lowercase letters, digits, '-' and '.', at most 253 characters"),
+                    );
+                } else if !seen.insert(sa.clone()) {
+                    diags.push(
+                        Diagnostic::error(
+                            format!("`{}`: pod_identity names service account \"{sa}\" twice; EKS keeps one association per service account", r.address),
+                            e.span.clone(),
+                        )
+                        .help("keep one entry per service account"),
+                    );
+                }
+            }
+        }
     }
 
     fn normalize(&self, inputs: &mut Attrs) {

@@ -360,3 +360,68 @@ fn state_from_before_the_new_attributes_plans_no_change_without_refresh() {
     let r = env.run(&["plan", "s.toml", "--refresh=false", "--detailed-exitcode"]);
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// Review r19-iam m5 / m6: two writers of one service account's Pod Identity association (two
+/// associations, an association and an add-on, one add-on twice) are refused offline, in one
+/// pass with file spans; a bad service account name of any add-on too; IRSA and Pod Identity
+/// on one add-on is a warning.
+#[test]
+fn conflicting_pod_identity_writes_are_reported_offline() {
+    let env = Env::new();
+    let stack = format!(
+        "{BASE}{}",
+        r#"
+[eks_addon.agent]
+cluster = "${eks_cluster.main.name}"
+addon   = "eks-pod-identity-agent"
+
+[iam_role.pod]
+pod_identity = true
+
+[pod_identity_association.a]
+cluster         = "${eks_cluster.main.name}"
+namespace       = "training"
+service_account = "trainer"
+role            = "${iam_role.pod.arn}"
+
+[pod_identity_association.b]
+cluster         = "${eks_cluster.main.name}"
+namespace       = "training"
+service_account = "trainer"
+role            = "${iam_role.pod.arn}"
+
+[pod_identity_association.ebs]
+cluster         = "${eks_cluster.main.name}"
+namespace       = "kube-system"
+service_account = "ebs-csi-controller-sa"
+role            = "${iam_role.pod.arn}"
+
+[eks_addon.ebs]
+cluster              = "${eks_cluster.main.name}"
+addon                = "aws-ebs-csi-driver"
+service_account_role = "${iam_role.pod.arn}"
+pod_identity         = [
+  { service_account = "ebs-csi-controller-sa", role = "${iam_role.pod.arn}" },
+  { service_account = "ebs-csi-controller-sa", role = "${iam_role.pod.arn}" },
+]
+
+[eks_addon.other]
+cluster      = "${eks_cluster.main.name}"
+addon        = "some-partner-addon"
+pod_identity = [{ service_account = "Bad_Name", role = "${iam_role.pod.arn}" }]
+"#
+    );
+    env.write("s.toml", &stack);
+    let r = env.run(&["validate", "s.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    for want in [
+        "`pod_identity_association.b` gives training/trainer a Pod Identity role, but `pod_identity_association.a` already does",
+        "`eks_addon.ebs` (pod_identity) gives kube-system/ebs-csi-controller-sa a Pod Identity role, but `pod_identity_association.ebs` already does",
+        "`eks_addon.ebs`: pod_identity names service account \"ebs-csi-controller-sa\" twice",
+        "`eks_addon.other`: pod_identity service_account \"Bad_Name\" is not a DNS-1123 subdomain",
+        "`eks_addon.ebs` gives aws-ebs-csi-driver a role both through IRSA (service_account_role) and EKS Pod Identity",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?} in:\n{}", r.stderr);
+    }
+    assert!(r.stderr.contains("s.toml:"), "file:line:column: {}", r.stderr);
+}
