@@ -425,3 +425,22 @@ pod_identity = [{ service_account = "Bad_Name", role = "${iam_role.pod.arn}" }]
     }
     assert!(r.stderr.contains("s.toml:"), "file:line:column: {}", r.stderr);
 }
+
+/// Review r19-iam m7: thumbprints written and then removed send no
+/// UpdateOpenIDConnectProviderThumbprint with an empty (required) list, and the plan settles.
+#[test]
+fn removing_written_thumbprints_sends_no_empty_thumbprint_list() {
+    let env = Env::new();
+    let issuer = "url = \"${eks_cluster.main.oidc_issuer}\"\n";
+    let with = example().replace(issuer, &format!("{issuer}thumbprints = [\"{}\"]\n", "a".repeat(40)));
+    assert!(with.contains("thumbprints"));
+    env.write("s.toml", &with);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    env.write("s.toml", &example());
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let sent: Vec<String> = env.emu.requests().into_iter().map(|(_, a)| a).collect();
+    assert!(!sent.iter().any(|a| a == "UpdateOpenIDConnectProviderThumbprint"), "{sent:?}");
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "in sync: {again:?}");
+}
