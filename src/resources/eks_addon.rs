@@ -96,6 +96,27 @@ impl Kind for EksAddon {
                     .help("for example configuration = { env = { ENABLE_PREFIX_DELEGATION = \"true\" } }"),
             );
         }
+        // NONE on create, and PRESERVE (sent as NONE there): "None – If the self-managed
+        // version of the add-on is installed on your cluster, Amazon EKS doesn't change the
+        // value. Creation of the add-on might fail." (botocore eks
+        // `CreateAddonRequest.resolveConflicts`). A new cluster runs vpc-cni, coredns and
+        // kube-proxy self-managed unless `bootstrapSelfManagedAddons` is false ("the default
+        // networking add-ons include vpc-cni, coredns, and kube-proxy", botocore
+        // `CreateClusterRequest.bootstrapSelfManagedAddons`). Review r19-iam m9.
+        if let (Some(e), Some(Value::Str(addon))) =
+            (r.attrs.get("resolve_conflicts"), r.attrs.get("addon").and_then(|a| a.as_literal()))
+            && let Some(Value::Str(mode)) = e.as_literal()
+            && matches!(mode.as_str(), "NONE" | "PRESERVE")
+            && matches!(addon.as_str(), "vpc-cni" | "coredns" | "kube-proxy")
+        {
+            diags.push(
+                Diagnostic::warning(
+                    format!("`{}`: resolve_conflicts = \"{mode}\" is sent as NONE when {addon} is created, and CreateAddon may then fail on the self-managed {addon} a new cluster runs", r.address),
+                    e.span.clone(),
+                )
+                .help("leave resolve_conflicts at \"OVERWRITE\" for the first apply; set it afterwards (updates send it as written)"),
+            );
+        }
         // Each pod_identity entry names a Kubernetes service account, at most once: EKS keeps
         // one association per service account (EKS UG `pod-id-association`) and refuses a name
         // that is not a DNS-1123 subdomain (as for CreatePodIdentityAssociation).

@@ -409,6 +409,11 @@ pod_identity         = [
 cluster      = "${eks_cluster.main.name}"
 addon        = "some-partner-addon"
 pod_identity = [{ service_account = "Bad_Name", role = "${iam_role.pod.arn}" }]
+
+[eks_addon.coredns]
+cluster           = "${eks_cluster.main.name}"
+addon             = "coredns"
+resolve_conflicts = "PRESERVE"
 "#
     );
     env.write("s.toml", &stack);
@@ -420,6 +425,8 @@ pod_identity = [{ service_account = "Bad_Name", role = "${iam_role.pod.arn}" }]
         "`eks_addon.ebs`: pod_identity names service account \"ebs-csi-controller-sa\" twice",
         "`eks_addon.other`: pod_identity service_account \"Bad_Name\" is not a DNS-1123 subdomain",
         "`eks_addon.ebs` gives aws-ebs-csi-driver a role both through IRSA (service_account_role) and EKS Pod Identity",
+        // Review r19-iam m9.
+        "`eks_addon.coredns`: resolve_conflicts = \"PRESERVE\" is sent as NONE when coredns is created",
     ] {
         assert!(r.stderr.contains(want), "missing {want:?} in:\n{}", r.stderr);
     }
