@@ -81,9 +81,18 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
     // (efs_csi: IRSA, ebs_csi: pod_identity), the IRSA role trusting the new provider.
     assert_eq!(sent("CreatePodIdentityAssociation"), 2);
     assert_eq!(sent("CreateAddon"), 3 + 2);
-    assert_eq!(sent("CreateRole"), 4 + 1);
+    assert_eq!(sent("CreateRole"), 5 + 1);
     let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "in sync after apply: {again:?}");
+    // Review r19-iam m4: nodes run the agent and the pods; their role carries
+    // eks-auth:AssumeRoleForPodIdentity through AmazonEKSWorkerNodePolicy.
+    let state = env.state("wliam-dev");
+    assert!(state["resources"]["node_group.system"]["id"].is_string(), "a node group");
+    assert!(
+        state["resources"]["iam_role.node"]["inputs"]["managed_policies"]
+            .to_string()
+            .contains("arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy")
+    );
 
     // IRSA: the provider for the cluster's issuer, and the EKS UG's trust on the role.
     let arns = providers(&env);
