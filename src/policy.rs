@@ -360,11 +360,25 @@ pub fn document(stack: &Stack) -> Json {
     // `oidc_provider`: IAM OIDC providers have no path; their ARN names the issuer, which for
     // EKS is `oidc.eks.<region>.amazonaws.com/id/<id>` (EKS UG `enable-iam-roles-for-service-accounts`;
     // resource type `oidc-provider`, Service Authorization Reference, IAM).
+    // Scoped by the stack tag too, so the deploy role cannot delete or retarget another
+    // cluster's provider in the region (which would break its IRSA): created only carrying the
+    // tag, changed only when it carries it ("You can use tags to restrict access to only an
+    // OIDC provider that has a specified tag attached", IAM API reference
+    // TagOpenIDConnectProvider). Tagging is allowed either way: IAM checks
+    // iam:TagOpenIDConnectProvider for the tags of a create, before the provider has any.
+    let providers = json!(format!("arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*"));
+    let oidc = |a: &str| a.contains("OpenIDConnectProvider") && !is_read(a);
     push(
         "IamClusterOidcProviders",
-        of(&|a| a.contains("OpenIDConnectProvider") && !is_read(a)),
-        json!(format!("arn:aws:iam::*:oidc-provider/oidc.eks.{region}.amazonaws.com/id/*")),
-        None,
+        of(&|a| oidc(a) && (is_create(a) || a == "iam:TagOpenIDConnectProvider")),
+        providers.clone(),
+        Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
+    );
+    push(
+        "IamManageStackOidcProviders",
+        of(&|a| oidc(a) && !is_create(a)),
+        providers,
+        Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
     );
     // Attaching a managed policy is limited to the ones the stack names, so the deploy role
     // cannot attach AdministratorAccess to a stack role and launch an instance with it.
@@ -625,7 +639,24 @@ mod tests {
         let oidc = statement(&doc, "IamClusterOidcProviders").expect("a statement for OIDC providers");
         assert_eq!(oidc["Resource"], "arn:aws:iam::*:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/*");
         assert!(oidc["Action"].as_array().unwrap().iter().any(|a| a == "iam:CreateOpenIDConnectProvider"));
-        let elsewhere = doc["Statement"].as_array().unwrap().iter().filter(|s| s["Sid"] != "IamClusterOidcProviders");
+        // Review r19-iam m2: created only with the stack tag, changed only when it carries it.
+        assert_eq!(oidc["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "p", "{oidc}");
+        let manage = statement(&doc, "IamManageStackOidcProviders").expect("a statement for the stack's providers");
+        assert_eq!(manage["Resource"], oidc["Resource"]);
+        assert_eq!(manage["Condition"]["StringEquals"]["aws:ResourceTag/gpustack:stack"], "p", "{manage}");
+        for a in [
+            "iam:DeleteOpenIDConnectProvider",
+            "iam:UpdateOpenIDConnectProviderThumbprint",
+            "iam:RemoveClientIDFromOpenIDConnectProvider",
+        ] {
+            assert!(manage["Action"].as_array().unwrap().iter().any(|x| x == a), "{a} in {manage}");
+            assert!(!oidc["Action"].as_array().unwrap().iter().any(|x| x == a), "{a} unscoped in {oidc}");
+        }
+        let elsewhere = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Sid"] != "IamClusterOidcProviders" && s["Sid"] != "IamManageStackOidcProviders");
         assert!(elsewhere.filter(|s| s["Action"].to_string().contains("CreateOpenIDConnect")).count() == 0, "{doc}");
         let pass = statement(&doc, "PassStackRoles").unwrap();
         assert!(pass["Resource"].as_array().unwrap().iter().any(|r| r == "arn:aws:iam::1:role/ebs"), "{pass}");

@@ -360,7 +360,17 @@ fn current_inputs(
     entry: &ResourceState,
     desired: &Attrs,
 ) -> Attrs {
-    let recorded_inputs = attrs_from_json(&entry.inputs);
+    let mut recorded_inputs = attrs_from_json(&entry.inputs);
+    // State written before an attribute existed lacks it: the object has what the attribute's
+    // default says (what gpustack sent, or did not, then). Without this a plan that does not
+    // refresh showed `null -> default` for every such attribute and sent it (review r19-iam m1).
+    for a in r.kind.attrs() {
+        if !recorded_inputs.contains_key(a.name)
+            && let Some(v) = a.default.value()
+        {
+            recorded_inputs.insert(a.name.to_string(), v);
+        }
+    }
     match (found, observed) {
         (true, obs) => {
             let obs = obs.cloned().unwrap_or_default();

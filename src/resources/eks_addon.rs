@@ -16,6 +16,7 @@
 use async_trait::async_trait;
 use aws_sdk_eks::types::{Addon, AddonPodIdentityAssociations, AddonStatus, ResolveConflicts};
 
+use super::iam_role::propagation::{retrying, role_not_visible};
 use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
@@ -95,6 +96,59 @@ impl Kind for EksAddon {
                     .help("for example configuration = { env = { ENABLE_PREFIX_DELEGATION = \"true\" } }"),
             );
         }
+        // NONE on create, and PRESERVE (sent as NONE there): "None – If the self-managed
+        // version of the add-on is installed on your cluster, Amazon EKS doesn't change the
+        // value. Creation of the add-on might fail." (botocore eks
+        // `CreateAddonRequest.resolveConflicts`). A new cluster runs vpc-cni, coredns and
+        // kube-proxy self-managed unless `bootstrapSelfManagedAddons` is false ("the default
+        // networking add-ons include vpc-cni, coredns, and kube-proxy", botocore
+        // `CreateClusterRequest.bootstrapSelfManagedAddons`). Review r19-iam m9.
+        if let (Some(e), Some(Value::Str(addon))) =
+            (r.attrs.get("resolve_conflicts"), r.attrs.get("addon").and_then(|a| a.as_literal()))
+            && let Some(Value::Str(mode)) = e.as_literal()
+            && matches!(mode.as_str(), "NONE" | "PRESERVE")
+            && matches!(addon.as_str(), "vpc-cni" | "coredns" | "kube-proxy")
+        {
+            diags.push(
+                Diagnostic::warning(
+                    format!("`{}`: resolve_conflicts = \"{mode}\" is sent as NONE when {addon} is created, and CreateAddon may then fail on the self-managed {addon} a new cluster runs", r.address),
+                    e.span.clone(),
+                )
+                .help("leave resolve_conflicts at \"OVERWRITE\" for the first apply; set it afterwards (updates send it as written)"),
+            );
+        }
+        // Each pod_identity entry names a Kubernetes service account, at most once: EKS keeps
+        // one association per service account (EKS UG `pod-id-association`) and refuses a name
+        // that is not a DNS-1123 subdomain (as for CreatePodIdentityAssociation).
+        // Review r19-iam m5 / m6.
+        if let Some(ExprKind::List(items)) = r.attrs.get("pod_identity").map(|e| &e.kind) {
+            let mut seen = std::collections::BTreeSet::new();
+            for item in items {
+                let ExprKind::Table(t) = &item.kind else { continue };
+                let Some(e) = t.get("service_account") else { continue };
+                let Some(Value::Str(sa)) = e.as_literal() else { continue };
+                if !super::pod_identity_association::kubernetes_name(sa, false) {
+                    diags.push(
+                        Diagnostic::error(
+                            format!(
+                                "`{}`: pod_identity service_account \"{sa}\" is not a DNS-1123 subdomain",
+                                r.address
+                            ),
+                            e.span.clone(),
+                        )
+                        .help("Kubernetes names are lowercase letters, digits, '-' and '.', at most 253 characters"),
+                    );
+                } else if !seen.insert(sa.clone()) {
+                    diags.push(
+                        Diagnostic::error(
+                            format!("`{}`: pod_identity names service account \"{sa}\" twice; EKS keeps one association per service account", r.address),
+                            e.span.clone(),
+                        )
+                        .help("keep one entry per service account"),
+                    );
+                }
+            }
+        }
     }
 
     fn normalize(&self, inputs: &mut Attrs) {
@@ -146,7 +200,10 @@ impl Kind for EksAddon {
             )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
-        match ctx.call(Service::Eks, "CreateAddon", call.send()).await {
+        // A role made in this apply (service_account_role, pod_identity) may not be visible to
+        // EKS yet (propagation.rs); the refused call made nothing.
+        let created = retrying(role_not_visible, || ctx.call(Service::Eks, "CreateAddon", call.clone().send()));
+        match created.await {
             Ok(_) => {}
             Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, cluster, addon).await? {
                 Some(a) if eks::is_ours(ctx, a.tags(), req.address) => {}
@@ -236,7 +293,8 @@ impl Kind for EksAddon {
                     Some(str_attr(new, "service_account_role").to_string()).filter(|x| !x.is_empty()),
                 )
                 .set_pod_identity_associations(associations);
-            let out = ctx.call(Service::Eks, "UpdateAddon", request.send()).await?;
+            let sent = retrying(role_not_visible, || ctx.call(Service::Eks, "UpdateAddon", request.clone().send()));
+            let out = sent.await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             let of = UpdateOf { cluster, nodegroup: None, addon: Some(addon) };
             eks::wait_update(ctx, &of, &uid, &format!("update of add-on {addon} in {cluster}")).await?;

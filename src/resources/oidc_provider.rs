@@ -260,7 +260,11 @@ impl Kind for OidcProvider {
                 ctx.call(Service::Iam, "RemoveClientIDFromOpenIDConnectProvider", request.send()).await?;
             }
         }
-        if has("thumbprints") {
+        // Thumbprints removed: nothing is sent. `ThumbprintList` is required and whether IAM takes
+        // an empty one is unverified (botocore iam `UpdateOpenIDConnectProviderThumbprintRequest`);
+        // IAM keeps the ones it has, which it no longer needs for EKS's issuer (it checks that
+        // against its trusted root CAs; the thumbprint IAM holds is not drift). Review r19-iam m7.
+        if has("thumbprints") && !strings_attr(new, "thumbprints").is_empty() {
             let request = ctx
                 .iam
                 .update_open_id_connect_provider_thumbprint()

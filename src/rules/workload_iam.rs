@@ -43,7 +43,69 @@ pub fn workload_iam(stack: &Stack) -> Vec<Diagnostic> {
     for r in of_kind(stack, "iam_role") {
         irsa_providers(stack, r, &mut d);
     }
+    one_association_per_account(stack, &mut d);
     d
+}
+
+/// EKS keeps one Pod Identity association per service account (EKS UG `pod-id-association`;
+/// CreatePodIdentityAssociation answers ResourceInUseException "Association already exists"):
+/// two writers for the same `namespace/service_account` on one cluster fail at apply, so they
+/// are refused here, with where the first one is (review r19-iam m5). An add-on's entries
+/// count when its namespace is known (ADDON_ACCOUNTS); one account twice within an add-on is
+/// `eks_addon`'s own check.
+fn one_association_per_account(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    let mut first: std::collections::BTreeMap<(String, String, String), String> = Default::default();
+    let mut claim = |cluster: String, ns: String, sa: String, by: String, e: &Expr, d: &mut Vec<Diagnostic>| {
+        match first.get(&(cluster.clone(), ns.clone(), sa.clone())) {
+            Some(other) => d.push(
+                Diagnostic::error(
+                    format!("{by} gives {ns}/{sa} a Pod Identity role, but {other} already does; EKS allows one association per service account"),
+                    e.span.clone(),
+                )
+                .help("keep one of them: give that service account its role in one place"),
+            ),
+            None => {
+                first.insert((cluster, ns, sa), by);
+            }
+        }
+    };
+    let cluster_of =
+        |r: &Resource| target(stack, r, "cluster").map(|c| c.address.clone()).or_else(|| lit_str(r, "cluster"));
+    for r in of_kind(stack, "pod_identity_association") {
+        let (Some(cluster), Some(ns), Some(sa)) =
+            (cluster_of(r), lit_str(r, "namespace"), lit_str(r, "service_account"))
+        else {
+            continue;
+        };
+        let Some(e) = r.attrs.get("service_account") else { continue };
+        claim(cluster, ns, sa, format!("`{}`", r.address), e, d);
+    }
+    for r in of_kind(stack, "eks_addon") {
+        let name = lit_str(r, "addon").unwrap_or_default();
+        if r.attrs.contains_key("service_account_role") && written(r, "pod_identity") {
+            // Unverified whether EKS refuses both; which credential a pod's SDK uses then
+            // depends on its credential chain (IRSA's web identity comes first in most SDKs).
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` gives {name} a role both through IRSA (service_account_role) and EKS Pod Identity (pod_identity); which one its pods use depends on their SDK", r.address),
+                    span(r, "service_account_role"),
+                )
+                .help("keep one: pod_identity, or service_account_role with an IRSA role"),
+            );
+        }
+        let (Some(cluster), Some((_, ns, ..))) = (cluster_of(r), ADDON_ACCOUNTS.iter().find(|(a, ..)| *a == name))
+        else {
+            continue;
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for entry in table_items(r, "pod_identity") {
+            let Some(e) = entry.get("service_account") else { continue };
+            let Some(Value::Str(sa)) = e.as_literal() else { continue };
+            if seen.insert(sa.clone()) {
+                claim(cluster.clone(), ns.to_string(), sa.clone(), format!("`{}` (pod_identity)", r.address), e, d);
+            }
+        }
+    }
 }
 
 fn of_kind<'a>(stack: &'a Stack, kind: &'a str) -> impl Iterator<Item = &'a Resource> {
@@ -216,7 +278,9 @@ fn irsa_addon_role(
         let all_literal = entries.iter().all(|t| lits("namespace", t).is_some() && lits("name", t).is_some());
         let covers = entries.iter().any(|t| {
             let (ns, n) = (lits("namespace", t).unwrap_or_default(), lits("name", t).unwrap_or_default());
-            (ns == *namespace || ns == "*") && (accounts.contains(&n.as_str()) || n == "*")
+            // The trust matches them as StringLike globs when they hold `*` or `?` (trust.rs),
+            // as the EKS UG's EFS trust `efs-csi-*` does (`add-ons-aws-efs-csi-driver`).
+            string_like(&ns, namespace) && accounts.iter().any(|a| string_like(&n, a))
         });
         if all_literal && !covers {
             d.push(
@@ -238,6 +302,32 @@ fn irsa_addon_role(
     }
 }
 
+/// Whether IAM's `StringLike` `pattern` matches `value`: `*` is any run of characters, `?`
+/// one character (IAM UG, "IAM JSON policy elements: Condition operators", String condition
+/// operators); anything else matches itself.
+fn string_like(pattern: &str, value: &str) -> bool {
+    let (p, v): (Vec<char>, Vec<char>) = (pattern.chars().collect(), value.chars().collect());
+    // Classic wildcard matching with one backtrack point for the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < v.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == v[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
 /// IRSA needs the cluster's IAM OIDC provider: a reference must be to an `oidc_provider`
 /// (a literal ARN is a provider made elsewhere, checked for its form by `iam_role`).
 fn irsa_providers(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
@@ -256,5 +346,25 @@ fn irsa_providers(stack: &Stack, r: &Resource, d: &mut Vec<Diagnostic>) {
                 .help("add [oidc_provider.main] with url = \"${eks_cluster.main.oidc_issuer}\" and refer to \"${oidc_provider.main.arn}\""),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::string_like;
+
+    #[test]
+    fn string_like_is_iams_glob() {
+        // Review r19-iam M1: the EKS UG's EFS trust subject.
+        assert!(string_like("efs-csi-*", "efs-csi-controller-sa"));
+        assert!(string_like("efs-csi-*", "efs-csi-node-sa"));
+        assert!(string_like("*", "aws-node"));
+        assert!(string_like("kube-syste?", "kube-system"));
+        assert!(string_like("*-sa", "ebs-csi-controller-sa"));
+        assert!(string_like("ebs-csi-controller-sa", "ebs-csi-controller-sa"));
+        assert!(!string_like("efs-csi-*", "ebs-csi-controller-sa"));
+        assert!(!string_like("kube-syste?", "kube-syste"));
+        assert!(!string_like("ebs-csi-controller", "ebs-csi-controller-sa"));
+        assert!(string_like("a*b*c", "a-x-b-y-c") && !string_like("a*b*c", "a-x-c-y-b"));
     }
 }

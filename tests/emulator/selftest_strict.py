@@ -929,7 +929,7 @@ def builders(c: Clients) -> None:
     other = f"strict-{uuid.uuid4().hex[:6]}"
     c.iam.create_instance_profile(InstanceProfileName=other)
     check(
-        http(c.endpoint, "POST", "/_gpustack/iam-propagation?seconds=0") == {"seconds": 0.0},
+        http(c.endpoint, "POST", "/_gpustack/iam-propagation?seconds=0")["seconds"] == 0.0,
         "propagation control endpoint",
     )
     check(launch(plain, "m6i.large", {"Name": other}).startswith("i-"), "seconds=0: no propagation failure")

@@ -149,11 +149,65 @@ def addons(eks: Any, ec2: Any, iam: Any) -> None:
         podIdentityAssociations=[{"serviceAccount": "ebs-csi-controller-sa", "roleArn": pod_role}],
     )
     wait("update", lambda: eks.describe_addon(clusterName=name, addonName="aws-ebs-csi-driver")["addon"]["status"] == "ACTIVE")
+    code, message = error(
+        eks.update_addon,
+        clusterName=name,
+        addonName="aws-ebs-csi-driver",
+        podIdentityAssociations=[{"serviceAccount": "ebs-csi-node-sa", "roleArn": pod_role}],
+    )
+    check(
+        code == "InvalidParameterException"
+        and message.startswith("Service account ebs-csi-node-sa in pod identity configuration is not supported for addon aws-ebs-csi-driver"),
+        "UpdateAddon: a service account the add-on's Pod Identity configuration lacks -> refused (terraform-aws-eks#3520)",
+    )
+    code, message = error(
+        eks.create_addon,
+        clusterName=name,
+        addonName="coredns",
+        podIdentityAssociations=[{"serviceAccount": "coredns", "roleArn": pod_role}],
+    )
+    check(
+        code == "InvalidParameterException" and "Pod Identity feature is not supported for addon version: v1.11.4-eksbuild.14" in message,
+        "CreateAddon: Pod Identity for an add-on version without it -> refused (containers-roadmap#2712)",
+    )
+    propagation(eks, iam, name, suffix)
     eks.delete_addon(clusterName=name, addonName="aws-ebs-csi-driver", preserve=True)
     check(len(eks.list_pod_identity_associations(clusterName=name)["associations"]) == 1, "DeleteAddon preserve=true keeps the association")
     eks.create_addon(clusterName=name, addonName="aws-efs-csi-driver")
     wait("efs", lambda: eks.describe_addon(clusterName=name, addonName="aws-efs-csi-driver")["addon"]["status"] == "ACTIVE")
     check(True, "aws-efs-csi-driver is in the catalog")
+
+
+def propagation(eks: Any, iam: Any, cluster: str, suffix: str) -> None:
+    """iam_propagation.py's ``roles`` setting: new roles and providers are refused once."""
+    endpoint = eks.meta.endpoint_url
+    req = urllib.request.Request(f"{endpoint}/_gpustack/iam-propagation?roles=60", method="POST")
+    check(json.load(urllib.request.urlopen(req))["roles"] == 60.0, "iam-propagation?roles=60")
+    role = iam.create_role(RoleName=f"young-{suffix}", AssumeRolePolicyDocument=json.dumps(POD_TRUST))["Role"]["Arn"]
+    create = dict(clusterName=cluster, namespace="jobs", serviceAccount="trainer", roleArn=role)
+    code, message = error(eks.create_pod_identity_association, **create)
+    check(
+        (code, message) == ("InvalidParameterException", f"Role provided in the request does not exist: {role}"),
+        "CreatePodIdentityAssociation with a role made moments ago -> refused once (terraform-provider-aws#34711)",
+    )
+    association = eks.create_pod_identity_association(**create)["association"]
+    check(association["roleArn"] == role, "... and the retry goes through")
+    eks.delete_pod_identity_association(clusterName=cluster, associationId=association["associationId"])
+    other = iam.create_role(RoleName=f"young2-{suffix}", AssumeRolePolicyDocument=json.dumps(EC2_TRUST))["Role"]["Arn"]
+    code, message = error(eks.create_addon, clusterName=cluster, addonName="aws-efs-csi-driver", serviceAccountRoleArn=other)
+    check(code == "InvalidParameterException" and "Role provided in the request does not exist" in message, "CreateAddon with a new IRSA role -> refused once")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": other}, "Action": "sts:AssumeRole"}],
+    }
+    code, message = error(iam.create_role, RoleName=f"trusting-{suffix}", AssumeRolePolicyDocument=json.dumps(trust))
+    check(
+        (code, message) == ("MalformedPolicyDocument", f'Invalid principal in policy: "AWS":"{other}"'),
+        "CreateRole trusting a role made moments ago -> MalformedPolicyDocument once (terraform-provider-aws retryCreateRole)",
+    )
+    iam.create_role(RoleName=f"trusting-{suffix}", AssumeRolePolicyDocument=json.dumps(trust))
+    check(True, "... and the retry goes through")
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/_gpustack/iam-propagation?roles=0", method="POST"))
 
 
 def main() -> int:

@@ -71,9 +71,28 @@ fn the_workload_iam_example_applies_refreshes_changes_and_destroys() {
     let env = Env::new();
     env.write("s.toml", &example());
     env.emu.reset_requests();
+    // IAM propagation (review r19-iam B1): every role and provider this apply makes is refused
+    // once by the first EKS call naming it ("Role provided in the request does not exist") and
+    // by the first trust naming it ("Invalid principal in policy"); apply waits that out.
+    env.emu.control("POST", "/_gpustack/iam-propagation?roles=600");
     env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let sent = |action: &str| env.emu.requests().iter().filter(|(_, a)| a == action).count();
+    // Each refused once, then sent again: the association, the two add-ons with a role
+    // (efs_csi: IRSA, ebs_csi: pod_identity), the IRSA role trusting the new provider.
+    assert_eq!(sent("CreatePodIdentityAssociation"), 2);
+    assert_eq!(sent("CreateAddon"), 3 + 2);
+    assert_eq!(sent("CreateRole"), 5 + 1);
     let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "in sync after apply: {again:?}");
+    // Review r19-iam m4: nodes run the agent and the pods; their role carries
+    // eks-auth:AssumeRoleForPodIdentity through AmazonEKSWorkerNodePolicy.
+    let state = env.state("wliam-dev");
+    assert!(state["resources"]["node_group.system"]["id"].is_string(), "a node group");
+    assert!(
+        state["resources"]["iam_role.node"]["inputs"]["managed_policies"]
+            .to_string()
+            .contains("arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy")
+    );
 
     // IRSA: the provider for the cluster's issuer, and the EKS UG's trust on the role.
     let arns = providers(&env);
@@ -297,4 +316,147 @@ addon   = "aws-ebs-csi-driver"
     ] {
         assert!(r.stderr.contains(want), "missing {want:?} in:\n{}", r.stderr);
     }
+}
+
+/// Review r19-iam M1: the EKS UG's EFS trust (`efs-csi-*`, StringLike) covers the driver's
+/// service accounts, so the example written that way validates and writes a StringLike trust.
+#[test]
+fn an_irsa_role_trusting_the_eks_ug_efs_wildcard_is_accepted() {
+    let env = Env::new();
+    let stack = example().replace(
+        r#"  { oidc_provider = "${oidc_provider.main.arn}", namespace = "kube-system", name = "efs-csi-controller-sa" },
+  { oidc_provider = "${oidc_provider.main.arn}", namespace = "kube-system", name = "efs-csi-node-sa" },"#,
+        r#"  { oidc_provider = "${oidc_provider.main.arn}", namespace = "kube-system", name = "efs-csi-*" },"#,
+    );
+    assert!(stack.contains("efs-csi-*"));
+    env.write("s.toml", &stack);
+    let r = env.run(&["validate", "s.toml"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let wrong = stack.replace("efs-csi-*", "ebs-csi-*");
+    env.write("s.toml", &wrong);
+    let r = env.run(&["validate", "s.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("but the role trusts none of its service accounts"), "{}", r.stderr);
+}
+
+/// Review r19-iam m1: state written before `pod_identity`, `service_accounts` (iam_role) and
+/// `pod_identity`, `preserve` (eks_addon) existed lacks them; a plan that does not refresh takes
+/// their defaults instead of showing `null -> default` and sending UpdateAddon /
+/// UpdateAssumeRolePolicy for every role and add-on.
+#[test]
+fn state_from_before_the_new_attributes_plans_no_change_without_refresh() {
+    let env = Env::new();
+    let stack = example().replace(
+        "[iam_role.efs_csi]",
+        "[iam_role.plain]\nservice = \"ec2.amazonaws.com\"\n\n[eks_addon.coredns]\ncluster = \"${eks_cluster.main.name}\"\naddon = \"coredns\"\n\n[iam_role.efs_csi]",
+    );
+    env.write("s.toml", &stack);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let path = env.path("state/wliam-dev.json");
+    let mut state = env.state("wliam-dev");
+    for (address, keys) in [
+        ("iam_role.plain", &["pod_identity", "service_accounts"][..]),
+        ("iam_role.cluster", &["pod_identity", "service_accounts"][..]),
+        ("eks_addon.coredns", &["pod_identity", "preserve"][..]),
+        ("eks_addon.pod_identity_agent", &["pod_identity", "preserve"][..]),
+    ] {
+        let inputs = state["resources"][address]["inputs"].as_object_mut().unwrap();
+        for k in keys {
+            assert!(inputs.remove(*k).is_some(), "{address}.{k} in {inputs:?}");
+        }
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&state).unwrap()).unwrap();
+    let r = env.run(&["plan", "s.toml", "--refresh=false", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// Review r19-iam m5 / m6: two writers of one service account's Pod Identity association (two
+/// associations, an association and an add-on, one add-on twice) are refused offline, in one
+/// pass with file spans; a bad service account name of any add-on too; IRSA and Pod Identity
+/// on one add-on is a warning.
+#[test]
+fn conflicting_pod_identity_writes_are_reported_offline() {
+    let env = Env::new();
+    let stack = format!(
+        "{BASE}{}",
+        r#"
+[eks_addon.agent]
+cluster = "${eks_cluster.main.name}"
+addon   = "eks-pod-identity-agent"
+
+[iam_role.pod]
+pod_identity = true
+
+[pod_identity_association.a]
+cluster         = "${eks_cluster.main.name}"
+namespace       = "training"
+service_account = "trainer"
+role            = "${iam_role.pod.arn}"
+
+[pod_identity_association.b]
+cluster         = "${eks_cluster.main.name}"
+namespace       = "training"
+service_account = "trainer"
+role            = "${iam_role.pod.arn}"
+
+[pod_identity_association.ebs]
+cluster         = "${eks_cluster.main.name}"
+namespace       = "kube-system"
+service_account = "ebs-csi-controller-sa"
+role            = "${iam_role.pod.arn}"
+
+[eks_addon.ebs]
+cluster              = "${eks_cluster.main.name}"
+addon                = "aws-ebs-csi-driver"
+service_account_role = "${iam_role.pod.arn}"
+pod_identity         = [
+  { service_account = "ebs-csi-controller-sa", role = "${iam_role.pod.arn}" },
+  { service_account = "ebs-csi-controller-sa", role = "${iam_role.pod.arn}" },
+]
+
+[eks_addon.other]
+cluster      = "${eks_cluster.main.name}"
+addon        = "some-partner-addon"
+pod_identity = [{ service_account = "Bad_Name", role = "${iam_role.pod.arn}" }]
+
+[eks_addon.coredns]
+cluster           = "${eks_cluster.main.name}"
+addon             = "coredns"
+resolve_conflicts = "PRESERVE"
+"#
+    );
+    env.write("s.toml", &stack);
+    let r = env.run(&["validate", "s.toml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    for want in [
+        "`pod_identity_association.b` gives training/trainer a Pod Identity role, but `pod_identity_association.a` already does",
+        "`eks_addon.ebs` (pod_identity) gives kube-system/ebs-csi-controller-sa a Pod Identity role, but `pod_identity_association.ebs` already does",
+        "`eks_addon.ebs`: pod_identity names service account \"ebs-csi-controller-sa\" twice",
+        "`eks_addon.other`: pod_identity service_account \"Bad_Name\" is not a DNS-1123 subdomain",
+        "`eks_addon.ebs` gives aws-ebs-csi-driver a role both through IRSA (service_account_role) and EKS Pod Identity",
+        // Review r19-iam m9.
+        "`eks_addon.coredns`: resolve_conflicts = \"PRESERVE\" is sent as NONE when coredns is created",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?} in:\n{}", r.stderr);
+    }
+    assert!(r.stderr.contains("s.toml:"), "file:line:column: {}", r.stderr);
+}
+
+/// Review r19-iam m7: thumbprints written and then removed send no
+/// UpdateOpenIDConnectProviderThumbprint with an empty (required) list, and the plan settles.
+#[test]
+fn removing_written_thumbprints_sends_no_empty_thumbprint_list() {
+    let env = Env::new();
+    let issuer = "url = \"${eks_cluster.main.oidc_issuer}\"\n";
+    let with = example().replace(issuer, &format!("{issuer}thumbprints = [\"{}\"]\n", "a".repeat(40)));
+    assert!(with.contains("thumbprints"));
+    env.write("s.toml", &with);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    env.write("s.toml", &example());
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let sent: Vec<String> = env.emu.requests().into_iter().map(|(_, a)| a).collect();
+    assert!(!sent.iter().any(|a| a == "UpdateOpenIDConnectProviderThumbprint"), "{sent:?}");
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "in sync: {again:?}");
 }

@@ -6,6 +6,7 @@
 //! cluster's OIDC provider (`service_accounts`, IRSA); a change of trust is
 //! UpdateAssumeRolePolicy.
 
+pub mod propagation;
 mod trust;
 
 use async_trait::async_trait;
@@ -140,7 +141,12 @@ impl Kind for IamRole {
             .path(path(ctx))
             .assume_role_policy_document(Trust::of(req.inputs).document())
             .set_tags(Some(tags));
-        let arn = match ctx.call(Service::Iam, "CreateRole", request.send()).await {
+        // A trust naming a principal made moments before (an oidc_provider of this apply) can be
+        // refused until IAM sees it (propagation.rs).
+        let created = propagation::retrying(propagation::principal_not_visible, || {
+            ctx.call(Service::Iam, "CreateRole", request.clone().send())
+        });
+        let arn = match created.await {
             Ok(out) => out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
             // An interrupted earlier run may have created it: adopt it only if it is ours.
             Err(e) if e.has_code(ALREADY_EXISTS) => {
@@ -191,7 +197,10 @@ impl Kind for IamRole {
         let has = |f: &str| changed.iter().any(|c| c == f);
         if TRUST.iter().any(|f| has(f)) {
             let request = ctx.iam.update_assume_role_policy().role_name(id).policy_document(Trust::of(new).document());
-            ctx.call(Service::Iam, "UpdateAssumeRolePolicy", request.send()).await?;
+            propagation::retrying(propagation::principal_not_visible, || {
+                ctx.call(Service::Iam, "UpdateAssumeRolePolicy", request.clone().send())
+            })
+            .await?;
         }
         if has("managed_policies") || has("inline_policies") {
             sync_policies(ctx, id, old, new).await?;

@@ -35,8 +35,25 @@ trusts ``pods.eks.amazonaws.com``) and the same one-per-service-account rule; th
 their ARNs in ``podIdentityAssociations``. UpdateAddon with the member replaces them ("all
 previous pod identity associations are overwritten", EKS UG ``update-addon-role``; an empty
 list deletes them, botocore ``UpdateAddonRequest``); without it they stay. DeleteAddon deletes
-them unless ``preserve`` is true ("If an IAM account is associated with the add-on, it isn't
-removed", botocore ``DeleteAddonRequest.preserve``).
+them unless ``preserve`` is true. UNVERIFIED: what ``preserve`` does to add-on-owned
+associations; botocore ``DeleteAddonRequest.preserve`` says only "If an IAM account is
+associated with the add-on, it isn't removed", which is about the IRSA role. The emulator keeps
+them (the cautious reading for a client: it must not assume they are gone).
+
+Each add-on names the service accounts its Pod Identity configuration supports
+(``AddonProduct.pod_identity_accounts``, as DescribeAddonConfiguration's
+``podIdentityConfiguration`` reports them): vpc-cni ``aws-node`` (EKS UG ``cni-iam-role``), EBS
+CSI ``ebs-csi-controller-sa`` (EKS UG ``ebs-csi``), EFS CSI ``efs-csi-controller-sa`` and
+``efs-csi-node-sa`` (EKS UG ``efs-csi``; whether EKS takes the node account is unverified).
+CreateAddon / UpdateAddon refuse, as EKS does:
+
+* an entry naming another service account: ``InvalidParameterException`` "Service account
+  <sa> in pod identity configuration is not supported for addon <addon>" (EKS's answer quoted in
+  terraform-aws-modules/terraform-aws-eks#3520);
+* any entry for an add-on (version) without Pod Identity support (coredns, kube-proxy,
+  eks-pod-identity-agent: ``requiresIamPermissions`` false, no ``podIdentityConfiguration``):
+  ``InvalidParameterException`` "Pod Identity feature is not supported for addon version:
+  <version>" (EKS's answer quoted in aws/containers-roadmap#2712).
 """
 
 from __future__ import annotations
@@ -53,6 +70,7 @@ from moto.eks.responses import EKSResponse
 from moto.eks.utils import validate_role_arn
 
 from . import eks_catalog as cat
+from . import iam_propagation
 from ._ec2 import LOCK
 from .eks import (
     ACTIVE,
@@ -84,6 +102,9 @@ class AddonProduct:
     type: str
     requires_iam: bool
     releases: tuple[AddonRelease, ...]  # newest first
+    # The service accounts its podIdentityAssociations may name (what DescribeAddonConfiguration
+    # reports as ``podIdentityConfiguration[].serviceAccount``); empty: no Pod Identity support.
+    pod_identity_accounts: tuple[str, ...] = ()
 
     def release(self, version: str) -> AddonRelease | None:
         return next((r for r in self.releases if r.version == version), None)
@@ -111,6 +132,7 @@ CATALOG: dict[str, AddonProduct] = {
                 AddonRelease("v1.19.5-eksbuild.1", ALL, _versions("1.28", "1.32")),
                 AddonRelease("v1.18.6-eksbuild.1", _versions("1.28", "1.31"), ()),
             ),
+            ("aws-node",),
         ),
         AddonProduct(
             "coredns",
@@ -154,6 +176,7 @@ CATALOG: dict[str, AddonProduct] = {
                 AddonRelease("v1.48.0-eksbuild.2", ALL, ALL),
                 AddonRelease("v1.45.0-eksbuild.2", _versions("1.28", "1.33"), ()),
             ),
+            ("ebs-csi-controller-sa",),
         ),
         AddonProduct(
             "aws-efs-csi-driver",
@@ -163,6 +186,7 @@ CATALOG: dict[str, AddonProduct] = {
                 AddonRelease("v2.1.4-eksbuild.1", ALL, ALL),
                 AddonRelease("v2.0.9-eksbuild.1", _versions("1.28", "1.33"), ()),
             ),
+            ("efs-csi-controller-sa", "efs-csi-node-sa"),
         ),
         # Container Insights with NVIDIA GPU metrics: EKS UG `amazon-cloudwatch-observability`;
         # v6.2.0-eksbuild.1 is named by CloudWatch UG `install-CloudWatch-Observability-EKS-addon`
@@ -177,6 +201,9 @@ CATALOG: dict[str, AddonProduct] = {
                 AddonRelease("v6.2.0-eksbuild.1", ALL, ALL),
                 AddonRelease("v3.1.0-eksbuild.1", _versions("1.28", "1.32"), ()),
             ),
+            # The agent's account takes a Pod Identity role from v3.1.0 (CloudWatch UG
+            # `Container-Insights-setup-EKS-addon`); both releases here are v3.1.0 or newer.
+            ("cloudwatch-agent",),
         ),
         # HyperPod task governance (Kueue inside): SageMaker DG
         # `sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade` names
@@ -325,12 +352,25 @@ def _associate(self: EKSResponse, cluster: Any, addon: Addon, entries: Any) -> N
     pi = _pi()
     if not isinstance(entries, list):
         raise invalid("podIdentityAssociations must be a list", cluster.name, addon=addon.name)
+    product = CATALOG[addon.name]
+    if entries and not product.pod_identity_accounts:
+        # containers-roadmap#2712 (EKS's answer for an add-on version without Pod Identity).
+        raise invalid(
+            f"Pod Identity feature is not supported for addon version: {addon.version}", cluster.name, addon=addon.name
+        )
     wanted = []
     for entry in entries:
         account = entry.get("serviceAccount") if isinstance(entry, dict) else None
         role = entry.get("roleArn") if isinstance(entry, dict) else None
         if not isinstance(account, str) or not pi.DNS_SUBDOMAIN.match(account) or len(account) > 253:
             raise invalid(f"Invalid service account {account}", cluster.name, addon=addon.name)
+        if account not in product.pod_identity_accounts:
+            # terraform-aws-modules/terraform-aws-eks#3520 (EKS's answer, verbatim).
+            raise invalid(
+                f"Service account {account} in pod identity configuration is not supported for addon {addon.name}",
+                cluster.name,
+                addon=addon.name,
+            )
         wanted.append((account, pi._role(role, self.current_account, cluster.name)))
     if len({a for a, _ in wanted}) != len(wanted):
         raise invalid("A service account appears twice in podIdentityAssociations", cluster.name, addon=addon.name)
@@ -353,9 +393,12 @@ def _associate(self: EKSResponse, cluster: Any, addon: Addon, entries: Any) -> N
 NAMESPACE = "kube-system"
 
 
-def _role(arn: str | None) -> str | None:
+def _role(arn: str | None, account: str, cluster: str) -> str | None:
     if arn:
         validate_role_arn(arn)
+        # A role IAM has not propagated to EKS yet (iam_propagation.py, ``roles`` setting).
+        if iam_propagation.role_unseen_by_eks(account, arn):
+            raise invalid(f"{iam_propagation.ROLE_UNSEEN}: {arn}", cluster)
     return arn
 
 
@@ -401,7 +444,7 @@ def _create_addon(self: EKSResponse) -> ActionResult:
             cluster,
             name,
             version,
-            _role(self._get_param("serviceAccountRoleArn")),
+            _role(self._get_param("serviceAccountRoleArn"), self.current_account, cluster_name),
             None if configuration is None else _configuration(configuration, cluster_name, name),
             self._get_param("tags") or {},
             token,
@@ -441,7 +484,7 @@ def _update_addon(self: EKSResponse) -> ActionResult:
             addon.configuration = _configuration(configuration, cluster.name, addon.name)
             params.append(param("ConfigurationValues", configuration))
         if role_arn is not None:
-            addon.role_arn = _role(role_arn) or None
+            addon.role_arn = _role(role_arn, self.current_account, cluster.name) or None
             params.append(param("ServiceAccountRoleArn", role_arn))
         if resolve is not None:
             params.append(param("ResolveConflicts", resolve))

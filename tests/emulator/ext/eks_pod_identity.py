@@ -72,6 +72,7 @@ from moto.eks.responses import EKSResponse
 from moto.iam.models import iam_backends
 
 from . import eks as eks_ext
+from . import iam_propagation
 from ._ec2 import LOCK
 from .eks import eks_action, in_use, invalid, not_found, page
 
@@ -192,8 +193,10 @@ def _role(arn: Any, account: str, cluster: str) -> str:
     if role_account != account:
         raise invalid("The role must be in the same AWS account as the cluster", cluster)
     role = next((r for r in iam_backends[account][partition].roles.values() if r.arn == arn), None)
-    if role is None:
-        raise invalid(f"The role {arn} does not exist", cluster)
+    # EKS's wording (hashicorp/terraform-provider-aws#34711); a role IAM has not propagated to
+    # EKS yet is answered the same (iam_propagation.py, when its ``roles`` setting is on).
+    if role is None or iam_propagation.role_unseen_by_eks(account, arn):
+        raise invalid(f"{iam_propagation.ROLE_UNSEEN}: {arn}", cluster)
     if not trusts_pod_identity(role.assume_role_policy_document):
         raise invalid(TRUST_MESSAGE, cluster)
     return arn
