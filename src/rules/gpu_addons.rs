@@ -94,8 +94,6 @@ pub(crate) struct OperatorNodes {
     pub tolerations: Value,
     /// `{ name = yaml }`: the device plugin's sharing configs those groups select.
     pub sharing_configs: Value,
-    /// `{ "all-1g.10gb" = { "1g.10gb" = 7 } }`: the MIG layouts those groups select.
-    pub mig_configs: Value,
 }
 
 /// The AL2023 NVIDIA node groups and pools of the operator's cluster, read for its values.
@@ -110,13 +108,9 @@ pub(crate) fn operator_nodes(stack: &Stack, op: &Resource) -> OperatorNodes {
         taints.extend(super::karpenter::taints(pool, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
     }
     let mut sharing = BTreeMap::new();
-    let mut mig = BTreeMap::new();
     for (_, name, table) in super::al2023_sharing(stack).into_iter().filter(|(ng, _, _)| in_cluster(ng)) {
         if let Some((_, config)) = nvidia_config(&table) {
             sharing.insert(name, Value::str(serde_yaml_ng::to_string(&config).unwrap_or_default()));
-        }
-        if let Some((config, profile, count)) = mig_layout(&table) {
-            mig.insert(config, Value::Table(BTreeMap::from([(profile, Value::Int(count))])));
         }
     }
     let tolerations = taints
@@ -126,30 +120,55 @@ pub(crate) fn operator_nodes(stack: &Stack, op: &Resource) -> OperatorNodes {
     OperatorNodes {
         tolerations: Value::List(tolerations),
         sharing_configs: Value::Table(sharing),
-        mig_configs: Value::Table(mig),
     }
 }
 
-/// The instance types `["g6.xlarge", …]` and taints `[{ key, effect }]` of the AL2023 NVIDIA
-/// node groups in `r`'s cluster: where a `dcgm_exporter` runs (AL2023's containerd runs
-/// containers with NVIDIA's runtime; on Bottlerocket a pod sees GPUs only through the device
-/// plugin, so the exporter is not pinned there).
-pub(crate) fn nvidia_nodes(stack: &Stack, r: &Resource) -> (Value, Value) {
-    let mut types = BTreeSet::new();
+/// The node label EKS sets on every node of a managed node group, its value the group's name
+/// (EKS UG `managed-node-groups`: "Amazon EKS … adds the … `eks.amazonaws.com/nodegroup` label").
+pub(crate) const NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
+/// The node label Karpenter sets on every node a NodePool launches, its value the pool's name
+/// (Karpenter docs `concepts/scheduling`, well-known labels: `karpenter.sh/nodepool`).
+pub(crate) const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// The name EKS / Karpenter know `r` by: its literal `name`, else gpustack's default.
+fn physical_name(stack: &Stack, r: &Resource) -> String {
+    lit_str(r, "name").unwrap_or_else(|| stack.default_physical_name(r))
+}
+
+/// Where a `dcgm_exporter` runs: the names of the AL2023 NVIDIA node groups and of the AL2023
+/// NVIDIA Karpenter pools (`ami = "al2023@…"`) of its cluster, and their taints `[{ key,
+/// effect }]`. AL2023's containerd runs containers with NVIDIA's runtime, so the exporter sees
+/// the GPUs; on Bottlerocket a pod sees GPUs only through the device plugin, so it is not
+/// pinned there. Pinned by group and pool name, not instance type: one type can run either OS.
+pub(crate) struct ExporterNodes {
+    pub node_groups: Value,
+    pub node_pools: Value,
+    pub tolerations: Value,
+}
+
+pub(crate) fn exporter_nodes(stack: &Stack, r: &Resource) -> ExporterNodes {
+    let mut groups = BTreeSet::new();
+    let mut pool_names = BTreeSet::new();
     let mut taints = BTreeSet::new();
     let effect = |e: &str| crate::resources::karpenter_pool::k8s_effect(e).to_string();
-    for ng in node_groups(stack).filter(|ng| {
-        same_cluster(r.attrs.get("cluster"), ng.attrs.get("cluster")) && nvidia_al2023(stack, ng).is_some()
-    }) {
-        types.extend(group_types(stack, ng));
+    let in_cluster = |x: &Resource| same_cluster(r.attrs.get("cluster"), x.attrs.get("cluster"));
+    for ng in node_groups(stack).filter(|ng| in_cluster(ng) && nvidia_al2023(stack, ng) == Some(true)) {
+        groups.insert(physical_name(stack, ng));
         taints.extend(super::karpenter::taints(ng, "taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+        if let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") {
+            taints.extend(super::karpenter::taints(lt, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+        }
     }
-    let types = types.into_iter().map(Value::str).collect();
+    for pool in pools(stack).filter(|p| in_cluster(p) && pool_al2023(p) && gpu_pool(p)) {
+        pool_names.insert(physical_name(stack, pool));
+        taints.extend(super::karpenter::taints(pool, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+    }
+    let list = |s: BTreeSet<String>| Value::List(s.into_iter().map(Value::str).collect());
     let taints = taints
         .into_iter()
         .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
         .collect();
-    (Value::List(types), Value::List(taints))
+    ExporterNodes { node_groups: list(groups), node_pools: list(pool_names), tolerations: Value::List(taints) }
 }
 
 /// True when a `gpu_operator` with its device plugin on serves `ng`'s cluster: the standalone
@@ -165,6 +184,7 @@ pub(crate) fn offline(stack: &Stack) -> Vec<Diagnostic> {
     al2023_mig(stack, &mut d);
     one_operator_per_cluster(stack, &mut d);
     one_dcgm_exporter(stack, &mut d);
+    dcgm_exporter_has_nodes(stack, &mut d);
     one_device_plugin_per_node(stack, &mut d);
     drivers_in_the_ami(stack, &mut d);
     cloudwatch_role(stack, &mut d);
@@ -200,6 +220,21 @@ fn al2023_mig(stack: &Stack, d: &mut Vec<Diagnostic>) {
                 .help(help),
             );
         } else if let Some(op) = with_mig
+            && lit(op, "gfd").and_then(|v| v.as_bool()) == Some(false)
+        {
+            // The MIG manager's DaemonSet selects `nvidia.com/gpu.deploy.mig-manager=true`
+            // (v26.7.0 `assets/state-mig-manager/0600_daemonset.yaml`), a label the operator
+            // sets only on nodes GFD labelled `nvidia.com/mig.capable=true`
+            // (`controllers/state_manager.go`, `hasMIGCapableGPU`): without GFD, no MIG manager.
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: MIG needs the operator's MIG manager, which runs only on nodes GPU Feature Discovery labels MIG-capable, but `{}` sets gfd = false", ng.address, op.address),
+                    span(op, "gfd"),
+                )
+                .help("remove gfd = false: GFD's nvidia.com/mig.capable label is what schedules the MIG manager on these nodes"),
+            );
+        }
+        if let Some(op) = with_mig
             && lit(op, "device_plugin").and_then(|v| v.as_bool()) == Some(false)
         {
             d.push(
@@ -253,6 +288,26 @@ fn one_dcgm_exporter(stack: &Stack, d: &mut Vec<Diagnostic>) {
                     "remove `{}` (the operator exports GPU metrics), or set dcgm_exporter = false in [{}]",
                     ex.address, op.address
                 )),
+            );
+        }
+    }
+}
+
+/// A `dcgm_exporter` is pinned to its cluster's AL2023 NVIDIA groups and pools
+/// ([`exporter_nodes`]); with none, its node affinity would be `In` with no values, which the
+/// API server rejects ("values: Required value" for operator In: kubernetes
+/// `pkg/apis/core/validation/validation.go`, node selector requirement validation).
+fn dcgm_exporter_has_nodes(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for ex in stack.resources.iter().filter(|r| r.kind.name() == "dcgm_exporter") {
+        let nodes = exporter_nodes(stack, ex);
+        let none = |v: &Value| v.as_list().is_none_or(|l| l.is_empty());
+        if none(&nodes.node_groups) && none(&nodes.node_pools) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: its cluster has no AL2023 NVIDIA node group or pool for the DCGM exporter to run on", ex.address),
+                    span(ex, "cluster"),
+                )
+                .help("add a node group with ami_type = \"AL2023_x86_64_NVIDIA\" (or a karpenter_pool with ami = \"al2023@latest\" and NVIDIA types) to this cluster, or remove the exporter (Bottlerocket exposes GPUs to pods only through its device plugin)"),
             );
         }
     }
@@ -494,6 +549,9 @@ gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
         none(&format!("{BASE}{OPERATOR}"), "MIG on AL2023");
         let off = format!("{BASE}{OPERATOR}device_plugin = false\n");
         assert!(the(&off, "MIG slices need a device plugin").0);
+        let (error, _, help) = the(&format!("{BASE}{OPERATOR}gfd = false\n"), "sets gfd = false");
+        assert!(error && help.contains("remove gfd = false"), "{help}");
+        none(&format!("{BASE}{OPERATOR}gfd = true\n"), "sets gfd = false");
     }
 
     #[test]
