@@ -60,15 +60,11 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    for f in [
-        efa_device_plugin(stack),
-        nvidia_device_plugin(stack),
-        neuron_device_plugin(stack),
-        hyperpod_dependencies(stack),
-    ]
-    .into_iter()
-    .flatten()
-    .chain(karpenter_values(stack, state))
+    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack), hyperpod_dependencies(stack)]
+        .into_iter()
+        .flatten()
+        .chain(neuron_device_plugin(stack))
+        .chain(karpenter_values(stack, state))
     {
         files.insert(f.path, f.text);
     }
@@ -241,6 +237,9 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
 /// (chart version 1.0.0) the Neuron values are written for; its values.yaml is vendored in
 /// tests/k8s/charts/ and the keys below are checked against it.
 pub const NEURON_CHART_COMMIT: &str = "8172e5e144bd49fec836619d2a41ab8cc10e83a8";
+/// That commit's chart version (charts/neuron-helm-chart/Chart.yaml `version: 1.0.0`): the
+/// install command pins it, so the chart installed is the one the keys were checked against.
+pub const NEURON_CHART_VERSION: &str = "1.0.0";
 
 /// Inferentia and Trainium families (`inf1`, `inf2`, `trn1`, `trn1n`, `trn2`, …).
 fn neuron_type(t: &str) -> bool {
@@ -259,9 +258,9 @@ fn neuron_type(t: &str) -> bool {
 /// node problem detector stays as the chart ships it (it tolerates every taint); the Neuron
 /// scheduler extension stays off (the chart's default). HyperPod nodes get the plugin from
 /// HyperPod's own chart.
-pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
-    let mut types = BTreeSet::new();
-    let mut taints = BTreeSet::new();
+pub fn neuron_device_plugin(stack: &Stack) -> Vec<File> {
+    // Per EKS cluster: each cluster installs the chart with its own nodes' types and taints.
+    let mut clusters: BTreeMap<String, (BTreeSet<String>, BTreeSet<(String, String)>)> = BTreeMap::new();
     for ng in node_groups(stack) {
         let lt = referenced(stack, ng, "launch_template", "launch_template");
         let ng_types: Vec<String> = strings(lit(ng, "instance_types"))
@@ -272,6 +271,7 @@ pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
         if ng_types.is_empty() {
             continue;
         }
+        let (types, taints) = clusters.entry(cluster_key(ng)).or_default();
         types.extend(ng_types);
         taints.extend(taints_of(ng, "taints"));
         if let Some(lt) = lt {
@@ -289,32 +289,59 @@ pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
         if pool_types.is_empty() {
             continue;
         }
+        let (types, taints) = clusters.entry(cluster_key(pool)).or_default();
         types.extend(pool_types);
         taints.extend(taints_of(pool, "node_taints"));
     }
-    if types.is_empty() {
-        return None;
+    let several = clusters.len() > 1;
+    clusters
+        .into_iter()
+        .map(|(cluster, (types, mut taints))| {
+            let mut tolerations = vec![
+                json!({ "key": "CriticalAddonsOnly", "operator": "Exists" }),
+                json!({ "key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule" }),
+            ];
+            taints.retain(|(k, e)| !(k == "aws.amazon.com/neuron" && e == "NoSchedule"));
+            if let Json::Array(more) = tolerations_json(&taints) {
+                tolerations.extend(more);
+            }
+            // The node problem detector is off: at the pinned chart it deploys into namespace
+            // neuron-healthcheck-system (values.yaml `npd.namespaceOverride`), which no template
+            // creates (no `kind: Namespace` in charts/neuron-helm-chart/templates at
+            // NEURON_CHART_COMMIT), so the release would fail on a cluster without it.
+            let values = json!({
+                "neuronInstances": types,
+                "devicePlugin": { "tolerations": tolerations },
+                "scheduler": { "enabled": false },
+                "npd": { "enabled": false },
+            });
+            let path = if several {
+                format!("neuron-device-plugin/{cluster}.values.yaml")
+            } else {
+                "neuron-device-plugin/values.yaml".to_string()
+            };
+            let header = format!(
+                "# Helm values for the AWS Neuron device plugin, written by gpustack for the Inferentia/Trainium types of cluster {cluster}:\n\
+                 #   helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart --version {NEURON_CHART_VERSION} -n kube-system -f {path}\n\
+                 # Pods request aws.amazon.com/neuroncore (one NeuronCore) or aws.amazon.com/neurondevice (one device).\n\
+                 # Written for aws-neuron/neuron-helm-charts {NEURON_CHART_COMMIT} (chart {NEURON_CHART_VERSION}); the node problem detector is off.\n"
+            );
+            File { text: helm_values(&header, &values), path }
+        })
+        .collect()
+}
+
+/// The EKS cluster a node group or pool joins, as a file-name-safe key: the `eks_cluster`
+/// resource's name for a reference, else the literal name.
+fn cluster_key(r: &Resource) -> String {
+    match r.attrs.get("cluster") {
+        Some(e) => match (e.as_single_ref(), e.as_literal().and_then(Value::as_str)) {
+            (Some(x), _) => x.address.split_once('.').map(|(_, n)| n.to_string()).unwrap_or(x.address.clone()),
+            (None, Some(name)) => name.to_string(),
+            _ => "cluster".into(),
+        },
+        None => "cluster".into(),
     }
-    let mut tolerations = vec![
-        json!({ "key": "CriticalAddonsOnly", "operator": "Exists" }),
-        json!({ "key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule" }),
-    ];
-    taints.retain(|(k, e)| !(k == "aws.amazon.com/neuron" && e == "NoSchedule"));
-    if let Json::Array(more) = tolerations_json(&taints) {
-        tolerations.extend(more);
-    }
-    let values = json!({
-        "neuronInstances": types,
-        "devicePlugin": { "tolerations": tolerations },
-        "scheduler": { "enabled": false },
-    });
-    let header = format!(
-        "# Helm values for the AWS Neuron device plugin, written by gpustack for the stack's Inferentia/Trainium types:\n\
-         #   helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart -n kube-system -f neuron-device-plugin/values.yaml\n\
-         # Pods request aws.amazon.com/neuroncore (one NeuronCore) or aws.amazon.com/neurondevice (one device).\n\
-         # Written for aws-neuron/neuron-helm-charts {NEURON_CHART_COMMIT} (chart 1.0.0).\n"
-    );
-    Some(File { path: "neuron-device-plugin/values.yaml".into(), text: helm_values(&header, &values) })
 }
 
 /// The ml.* instance types of the stack's HyperPod groups, sorted.
@@ -544,8 +571,11 @@ security_groups = ["sg-1"]
 instance_families = ["trn1"]
 "#,
         );
-        let f = neuron_device_plugin(&stack).unwrap();
+        let f = neuron_device_plugin(&stack).pop().unwrap();
         assert_eq!(f.path, "neuron-device-plugin/values.yaml");
+        // Pinned to the chart the keys are checked against; its node problem detector, whose
+        // namespace the chart does not create, is off.
+        assert!(f.text.contains("neuron-helm-chart --version 1.0.0 -n kube-system"), "{}", f.text);
         let v: Json = serde_yaml_ng::from_str(&without_comments(&f)).unwrap();
         let types: Vec<&str> = v["neuronInstances"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
         assert!(types.contains(&"inf2.xlarge") && types.contains(&"trn1.32xlarge"), "{types:?}");
@@ -556,8 +586,40 @@ instance_families = ["trn1"]
         let chart: Json =
             serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/neuron-helm-chart-1.0.0.values.yaml")).unwrap();
         assert_eq!(crate::resources::gpu_operator::unknown_keys(&v, &chart, ""), Vec::<String>::new());
-        assert_eq!(neuron_device_plugin(&stack), Some(f), "byte-identical");
-        assert_eq!(neuron_device_plugin(&parsed(HEAD)), None, "no Neuron types, no values");
+        assert_eq!(v["npd"], json!({ "enabled": false }));
+        assert_eq!(neuron_device_plugin(&stack), vec![f], "byte-identical");
+        assert_eq!(neuron_device_plugin(&parsed(HEAD)), vec![], "no Neuron types, no values");
         assert!(neuron_type("trn2.48xlarge") && neuron_type("inf1.xlarge") && !neuron_type("inference.x"));
+    }
+
+    /// Two clusters: one values file each, with that cluster's Neuron types only.
+    #[test]
+    fn neuron_values_are_per_cluster() {
+        let stack = parsed(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[node_group.inf]
+cluster        = "a"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NEURON"
+instance_types = ["inf2.xlarge"]
+
+[node_group.trn]
+cluster        = "b"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NEURON"
+instance_types = ["trn1.2xlarge"]
+"#,
+        );
+        let files = neuron_device_plugin(&stack);
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["neuron-device-plugin/a.values.yaml", "neuron-device-plugin/b.values.yaml"]);
+        let v: Json = serde_yaml_ng::from_str(&without_comments(&files[0])).unwrap();
+        assert_eq!(v["neuronInstances"], json!(["inf2.xlarge"]));
+        assert!(files[1].text.contains("-f neuron-device-plugin/b.values.yaml"), "{}", files[1].text);
     }
 }

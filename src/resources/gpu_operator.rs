@@ -365,7 +365,8 @@ mig     = { strategy = "single" }
     /// leave the MIG manager its built-in per-model config rather than one `all-1g.10gb`.
     #[test]
     fn two_gpu_models_on_one_layout_name_keep_their_own_slice_counts() {
-        let text = STACK.replace("mig_profile = { \"h100.80gb\" = \"7\" }", "mig_profile = { \"h100.80gb\" = \"1g.10gb\" }")
+        let text = STACK
+            .replace("mig_profile = { \"h100.80gb\" = \"7\" }", "mig_profile = { \"h100.80gb\" = \"1g.10gb\" }")
             + r#"
 [node_group.a100]
 cluster        = "${eks_cluster.main.name}"

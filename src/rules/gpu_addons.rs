@@ -117,10 +117,7 @@ pub(crate) fn operator_nodes(stack: &Stack, op: &Resource) -> OperatorNodes {
         .into_iter()
         .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
         .collect();
-    OperatorNodes {
-        tolerations: Value::List(tolerations),
-        sharing_configs: Value::Table(sharing),
-    }
+    OperatorNodes { tolerations: Value::List(tolerations), sharing_configs: Value::Table(sharing) }
 }
 
 /// The node label EKS sets on every node of a managed node group, its value the group's name
