@@ -172,11 +172,16 @@ pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
 pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
     let mut configs: BTreeMap<String, Json> = BTreeMap::new();
     let mut taints = BTreeSet::new();
+    // The sharing groups of clusters whose gpu_operator runs without its device plugin.
+    let mut beside_operator = false;
+    let mut served: BTreeSet<String> = BTreeSet::new();
     for (ng, _, sharing) in
         al2023_sharing(stack).into_iter().filter(|(ng, _, _)| !gpu_addons::operator_runs_device_plugin(stack, ng))
     {
         let Some((name, config)) = nvidia_config(&sharing) else { continue };
         configs.insert(name, config);
+        served.insert(gpu_addons::physical_name(stack, ng));
+        beside_operator |= gpu_addons::operator_in_cluster(stack, ng);
         taints.extend(taints_of(ng, "taints"));
         if let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") {
             taints.extend(taints_of(lt, "node_taints"));
@@ -201,6 +206,19 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
             "nodeSelectorTerms": [{ "matchExpressions": [
                 { "key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"] },
                 { "key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ml },
+            ] }]
+        } } });
+    }
+    // Next to a gpu_operator (device_plugin = false), the operator's NFD labels every NVIDIA
+    // node feature.node.kubernetes.io/pci-10de.present=true, Bottlerocket ones too, and the
+    // chart's default affinity selects by that label (k8s-device-plugin v0.20.0 values.yaml
+    // `affinity`): pin the plugin to the AL2023 groups it serves by EKS's node group label,
+    // so it never lands next to Bottlerocket's host plugin (bottlerocket#4309).
+    if beside_operator {
+        let groups: Vec<&String> = served.iter().collect();
+        values["affinity"] = json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{ "matchExpressions": [
+                { "key": gpu_addons::NODEGROUP_LABEL, "operator": "In", "values": groups },
             ] }]
         } } });
     }
@@ -529,6 +547,52 @@ instance_types  = ["g6.xlarge"]
                 .unwrap();
         assert_eq!(crate::resources::gpu_operator::unknown_keys(&values, &chart, ""), Vec::<String>::new());
         assert_eq!(nvidia_device_plugin(&stack), Some(f), "byte-identical");
+    }
+
+    /// Next to a gpu_operator with device_plugin = false, the standalone plugin is pinned to the
+    /// AL2023 sharing groups by name: the operator's NFD labels Bottlerocket GPU nodes with the
+    /// PCI label the chart's default affinity selects.
+    #[test]
+    fn beside_an_operator_without_its_plugin_the_standalone_plugin_is_pinned_to_its_groups() {
+        let text = r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[eks_cluster.main]
+version = "1.33"
+role    = "arn:aws:iam::123456789012:role/c"
+subnets = ["subnet-1", "subnet-2"]
+
+[node_group.l4]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NVIDIA"
+instance_types = ["g6.xlarge"]
+gpu_sharing    = { strategy = "time-slicing", replicas = 4 }
+
+[node_group.br]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "BOTTLEROCKET_x86_64_NVIDIA"
+instance_types = ["g6.xlarge"]
+labels         = { "nvidia.com/gpu.deploy.operands" = "false" }
+
+[gpu_operator.main]
+cluster       = "${eks_cluster.main.name}"
+device_plugin = false
+"#;
+        let f = nvidia_device_plugin(&parsed(text)).unwrap();
+        let v: Json = serde_yaml_ng::from_str(&without_comments(&f)).unwrap();
+        assert_eq!(
+            v["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
+            json!([{ "matchExpressions": [{ "key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["m-l4"] }] }])
+        );
+        // Without an operator the chart's default affinity stays (no NFD labels Bottlerocket nodes).
+        let alone = text.split("[gpu_operator.main]").next().unwrap();
+        let f = nvidia_device_plugin(&parsed(alone)).unwrap();
+        assert!(!f.text.contains("eks.amazonaws.com/nodegroup"), "{}", f.text);
     }
 
     #[test]

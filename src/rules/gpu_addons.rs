@@ -132,7 +132,7 @@ pub(crate) const NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
 pub(crate) const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 
 /// The name EKS / Karpenter know `r` by: its literal `name`, else gpustack's default.
-fn physical_name(stack: &Stack, r: &Resource) -> String {
+pub(crate) fn physical_name(stack: &Stack, r: &Resource) -> String {
     lit_str(r, "name").unwrap_or_else(|| stack.default_physical_name(r))
 }
 
@@ -170,6 +170,11 @@ pub(crate) fn exporter_nodes(stack: &Stack, r: &Resource) -> ExporterNodes {
         .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
         .collect();
     ExporterNodes { node_groups: list(groups), node_pools: list(pool_names), tolerations: Value::List(taints) }
+}
+
+/// True when a `gpu_operator` (with its device plugin or without) serves `ng`'s cluster.
+pub(crate) fn operator_in_cluster(stack: &Stack, ng: &Resource) -> bool {
+    operator_of(stack, ng, "cluster").is_some()
 }
 
 /// True when a `gpu_operator` with its device plugin on serves `ng`'s cluster: the standalone
