@@ -265,7 +265,11 @@ fn neuron_type(t: &str) -> bool {
     ["inf", "trn"].iter().any(|p| family.strip_prefix(p).is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())))
 }
 
-/// `neuron-device-plugin/values.yaml`, for AWS's `neuron-helm-chart`, when a node group or
+/// A cluster's Neuron instance types and its Neuron nodes' taints `(key, effect)`.
+type NeuronNodes = (BTreeSet<String>, BTreeSet<(String, String)>);
+
+/// `neuron-device-plugin/values.yaml` (`neuron-device-plugin/<cluster>.values.yaml` with
+/// several clusters), for AWS's `neuron-helm-chart`, when a node group or
 /// pool runs Inferentia or Trainium types (on AL2023_x86_64_NEURON or Bottlerocket: neither
 /// runs the plugin on the host, so without it no pod gets `aws.amazon.com/neuroncore` or
 /// `aws.amazon.com/neurondevice`). The chart has no affinity value: it builds a required
@@ -273,12 +277,12 @@ fn neuron_type(t: &str) -> bool {
 /// the list is exactly the stack's Neuron types (families of pools expanded from the
 /// embedded catalog); the plugin tolerates those nodes' taints besides its defaults
 /// (`devicePlugin.tolerations`: CriticalAddonsOnly, aws.amazon.com/neuron:NoSchedule). The
-/// node problem detector stays as the chart ships it (it tolerates every taint); the Neuron
+/// node problem detector is off (its namespace is created by nothing in the chart); the Neuron
 /// scheduler extension stays off (the chart's default). HyperPod nodes get the plugin from
 /// HyperPod's own chart.
 pub fn neuron_device_plugin(stack: &Stack) -> Vec<File> {
     // Per EKS cluster: each cluster installs the chart with its own nodes' types and taints.
-    let mut clusters: BTreeMap<String, (BTreeSet<String>, BTreeSet<(String, String)>)> = BTreeMap::new();
+    let mut clusters: BTreeMap<String, NeuronNodes> = BTreeMap::new();
     for ng in node_groups(stack) {
         let lt = referenced(stack, ng, "launch_template", "launch_template");
         let ng_types: Vec<String> = strings(lit(ng, "instance_types"))
