@@ -253,7 +253,7 @@ node_taints     = [{ key = "pool", value = "gpu", effect = "NO_SCHEDULE" }]
         // only through it, so build the stack without it and add the attribute to its inputs.
         let stack_text = format!("{STACK}{POOL}");
         let vars = crate::stack::VarSources { cli: &[], env: &|_| None };
-        let src = crate::stack::Source::new("t.toml", stack_text.clone().into());
+        let src = crate::stack::Source::new("t.toml", stack_text.clone());
         let (stack, _) = crate::stack::Stack::parse(src, &vars, &crate::resources::schemas()).unwrap();
         let mut stack = stack;
         let pool = stack.resources.iter_mut().find(|r| r.kind.name() == "karpenter_pool").unwrap();
@@ -275,7 +275,7 @@ node_taints     = [{ key = "pool", value = "gpu", effect = "NO_SCHEDULE" }]
         assert!(m.yaml.contains("key: pool"), "{}", m.yaml);
         // A Bottlerocket pool (no `ami`) is not a place for the exporter.
         let (stack, _) = crate::stack::Stack::parse(
-            crate::stack::Source::new("t.toml", stack_text.into()),
+            crate::stack::Source::new("t.toml", stack_text),
             &vars,
             &crate::resources::schemas(),
         )
