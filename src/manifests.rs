@@ -60,15 +60,11 @@ pub fn render(stack: &Stack, state: &State) -> Result<Vec<File>, Vec<String>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    for f in [
-        efa_device_plugin(stack),
-        nvidia_device_plugin(stack),
-        neuron_device_plugin(stack),
-        hyperpod_dependencies(stack),
-    ]
-    .into_iter()
-    .flatten()
-    .chain(karpenter_values(stack, state))
+    for f in [efa_device_plugin(stack), nvidia_device_plugin(stack), hyperpod_dependencies(stack)]
+        .into_iter()
+        .flatten()
+        .chain(neuron_device_plugin(stack))
+        .chain(karpenter_values(stack, state))
     {
         files.insert(f.path, f.text);
     }
@@ -176,11 +172,16 @@ pub fn efa_device_plugin(stack: &Stack) -> Option<File> {
 pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
     let mut configs: BTreeMap<String, Json> = BTreeMap::new();
     let mut taints = BTreeSet::new();
+    // The sharing groups of clusters whose gpu_operator runs without its device plugin.
+    let mut beside_operator = false;
+    let mut served: BTreeSet<String> = BTreeSet::new();
     for (ng, _, sharing) in
         al2023_sharing(stack).into_iter().filter(|(ng, _, _)| !gpu_addons::operator_runs_device_plugin(stack, ng))
     {
         let Some((name, config)) = nvidia_config(&sharing) else { continue };
         configs.insert(name, config);
+        served.insert(gpu_addons::physical_name(stack, ng));
+        beside_operator |= gpu_addons::operator_in_cluster(stack, ng);
         taints.extend(taints_of(ng, "taints"));
         if let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") {
             taints.extend(taints_of(lt, "node_taints"));
@@ -205,6 +206,19 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
             "nodeSelectorTerms": [{ "matchExpressions": [
                 { "key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"] },
                 { "key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ml },
+            ] }]
+        } } });
+    }
+    // Next to a gpu_operator (device_plugin = false), the operator's NFD labels every NVIDIA
+    // node feature.node.kubernetes.io/pci-10de.present=true, Bottlerocket ones too, and the
+    // chart's default affinity selects by that label (k8s-device-plugin v0.20.0 values.yaml
+    // `affinity`): pin the plugin to the AL2023 groups it serves by EKS's node group label,
+    // so it never lands next to Bottlerocket's host plugin (bottlerocket#4309).
+    if beside_operator {
+        let groups: Vec<&String> = served.iter().collect();
+        values["affinity"] = json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{ "matchExpressions": [
+                { "key": gpu_addons::NODEGROUP_LABEL, "operator": "In", "values": groups },
             ] }]
         } } });
     }
@@ -241,6 +255,9 @@ pub fn nvidia_device_plugin(stack: &Stack) -> Option<File> {
 /// (chart version 1.0.0) the Neuron values are written for; its values.yaml is vendored in
 /// tests/k8s/charts/ and the keys below are checked against it.
 pub const NEURON_CHART_COMMIT: &str = "8172e5e144bd49fec836619d2a41ab8cc10e83a8";
+/// That commit's chart version (charts/neuron-helm-chart/Chart.yaml `version: 1.0.0`): the
+/// install command pins it, so the chart installed is the one the keys were checked against.
+pub const NEURON_CHART_VERSION: &str = "1.0.0";
 
 /// Inferentia and Trainium families (`inf1`, `inf2`, `trn1`, `trn1n`, `trn2`, …).
 fn neuron_type(t: &str) -> bool {
@@ -248,7 +265,11 @@ fn neuron_type(t: &str) -> bool {
     ["inf", "trn"].iter().any(|p| family.strip_prefix(p).is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())))
 }
 
-/// `neuron-device-plugin/values.yaml`, for AWS's `neuron-helm-chart`, when a node group or
+/// A cluster's Neuron instance types and its Neuron nodes' taints `(key, effect)`.
+type NeuronNodes = (BTreeSet<String>, BTreeSet<(String, String)>);
+
+/// `neuron-device-plugin/values.yaml` (`neuron-device-plugin/<cluster>.values.yaml` with
+/// several clusters), for AWS's `neuron-helm-chart`, when a node group or
 /// pool runs Inferentia or Trainium types (on AL2023_x86_64_NEURON or Bottlerocket: neither
 /// runs the plugin on the host, so without it no pod gets `aws.amazon.com/neuroncore` or
 /// `aws.amazon.com/neurondevice`). The chart has no affinity value: it builds a required
@@ -256,12 +277,12 @@ fn neuron_type(t: &str) -> bool {
 /// the list is exactly the stack's Neuron types (families of pools expanded from the
 /// embedded catalog); the plugin tolerates those nodes' taints besides its defaults
 /// (`devicePlugin.tolerations`: CriticalAddonsOnly, aws.amazon.com/neuron:NoSchedule). The
-/// node problem detector stays as the chart ships it (it tolerates every taint); the Neuron
+/// node problem detector is off (its namespace is created by nothing in the chart); the Neuron
 /// scheduler extension stays off (the chart's default). HyperPod nodes get the plugin from
 /// HyperPod's own chart.
-pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
-    let mut types = BTreeSet::new();
-    let mut taints = BTreeSet::new();
+pub fn neuron_device_plugin(stack: &Stack) -> Vec<File> {
+    // Per EKS cluster: each cluster installs the chart with its own nodes' types and taints.
+    let mut clusters: BTreeMap<String, NeuronNodes> = BTreeMap::new();
     for ng in node_groups(stack) {
         let lt = referenced(stack, ng, "launch_template", "launch_template");
         let ng_types: Vec<String> = strings(lit(ng, "instance_types"))
@@ -272,6 +293,7 @@ pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
         if ng_types.is_empty() {
             continue;
         }
+        let (types, taints) = clusters.entry(cluster_key(ng)).or_default();
         types.extend(ng_types);
         taints.extend(taints_of(ng, "taints"));
         if let Some(lt) = lt {
@@ -289,32 +311,59 @@ pub fn neuron_device_plugin(stack: &Stack) -> Option<File> {
         if pool_types.is_empty() {
             continue;
         }
+        let (types, taints) = clusters.entry(cluster_key(pool)).or_default();
         types.extend(pool_types);
         taints.extend(taints_of(pool, "node_taints"));
     }
-    if types.is_empty() {
-        return None;
+    let several = clusters.len() > 1;
+    clusters
+        .into_iter()
+        .map(|(cluster, (types, mut taints))| {
+            let mut tolerations = vec![
+                json!({ "key": "CriticalAddonsOnly", "operator": "Exists" }),
+                json!({ "key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule" }),
+            ];
+            taints.retain(|(k, e)| !(k == "aws.amazon.com/neuron" && e == "NoSchedule"));
+            if let Json::Array(more) = tolerations_json(&taints) {
+                tolerations.extend(more);
+            }
+            // The node problem detector is off: at the pinned chart it deploys into namespace
+            // neuron-healthcheck-system (values.yaml `npd.namespaceOverride`), which no template
+            // creates (no `kind: Namespace` in charts/neuron-helm-chart/templates at
+            // NEURON_CHART_COMMIT), so the release would fail on a cluster without it.
+            let values = json!({
+                "neuronInstances": types,
+                "devicePlugin": { "tolerations": tolerations },
+                "scheduler": { "enabled": false },
+                "npd": { "enabled": false },
+            });
+            let path = if several {
+                format!("neuron-device-plugin/{cluster}.values.yaml")
+            } else {
+                "neuron-device-plugin/values.yaml".to_string()
+            };
+            let header = format!(
+                "# Helm values for the AWS Neuron device plugin, written by gpustack for the Inferentia/Trainium types of cluster {cluster}:\n\
+                 #   helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart --version {NEURON_CHART_VERSION} -n kube-system -f {path}\n\
+                 # Pods request aws.amazon.com/neuroncore (one NeuronCore) or aws.amazon.com/neurondevice (one device).\n\
+                 # Written for aws-neuron/neuron-helm-charts {NEURON_CHART_COMMIT} (chart {NEURON_CHART_VERSION}); the node problem detector is off.\n"
+            );
+            File { text: helm_values(&header, &values), path }
+        })
+        .collect()
+}
+
+/// The EKS cluster a node group or pool joins, as a file-name-safe key: the `eks_cluster`
+/// resource's name for a reference, else the literal name.
+fn cluster_key(r: &Resource) -> String {
+    match r.attrs.get("cluster") {
+        Some(e) => match (e.as_single_ref(), e.as_literal().and_then(Value::as_str)) {
+            (Some(x), _) => x.address.split_once('.').map(|(_, n)| n.to_string()).unwrap_or(x.address.clone()),
+            (None, Some(name)) => name.to_string(),
+            _ => "cluster".into(),
+        },
+        None => "cluster".into(),
     }
-    let mut tolerations = vec![
-        json!({ "key": "CriticalAddonsOnly", "operator": "Exists" }),
-        json!({ "key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule" }),
-    ];
-    taints.retain(|(k, e)| !(k == "aws.amazon.com/neuron" && e == "NoSchedule"));
-    if let Json::Array(more) = tolerations_json(&taints) {
-        tolerations.extend(more);
-    }
-    let values = json!({
-        "neuronInstances": types,
-        "devicePlugin": { "tolerations": tolerations },
-        "scheduler": { "enabled": false },
-    });
-    let header = format!(
-        "# Helm values for the AWS Neuron device plugin, written by gpustack for the stack's Inferentia/Trainium types:\n\
-         #   helm upgrade --install neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart -n kube-system -f neuron-device-plugin/values.yaml\n\
-         # Pods request aws.amazon.com/neuroncore (one NeuronCore) or aws.amazon.com/neurondevice (one device).\n\
-         # Written for aws-neuron/neuron-helm-charts {NEURON_CHART_COMMIT} (chart 1.0.0).\n"
-    );
-    Some(File { path: "neuron-device-plugin/values.yaml".into(), text: helm_values(&header, &values) })
 }
 
 /// The ml.* instance types of the stack's HyperPod groups, sorted.
@@ -504,6 +553,52 @@ instance_types  = ["g6.xlarge"]
         assert_eq!(nvidia_device_plugin(&stack), Some(f), "byte-identical");
     }
 
+    /// Next to a gpu_operator with device_plugin = false, the standalone plugin is pinned to the
+    /// AL2023 sharing groups by name: the operator's NFD labels Bottlerocket GPU nodes with the
+    /// PCI label the chart's default affinity selects.
+    #[test]
+    fn beside_an_operator_without_its_plugin_the_standalone_plugin_is_pinned_to_its_groups() {
+        let text = r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[eks_cluster.main]
+version = "1.33"
+role    = "arn:aws:iam::123456789012:role/c"
+subnets = ["subnet-1", "subnet-2"]
+
+[node_group.l4]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NVIDIA"
+instance_types = ["g6.xlarge"]
+gpu_sharing    = { strategy = "time-slicing", replicas = 4 }
+
+[node_group.br]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "BOTTLEROCKET_x86_64_NVIDIA"
+instance_types = ["g6.xlarge"]
+labels         = { "nvidia.com/gpu.deploy.operands" = "false" }
+
+[gpu_operator.main]
+cluster       = "${eks_cluster.main.name}"
+device_plugin = false
+"#;
+        let f = nvidia_device_plugin(&parsed(text)).unwrap();
+        let v: Json = serde_yaml_ng::from_str(&without_comments(&f)).unwrap();
+        assert_eq!(
+            v["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
+            json!([{ "matchExpressions": [{ "key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["m-l4"] }] }])
+        );
+        // Without an operator the chart's default affinity stays (no NFD labels Bottlerocket nodes).
+        let alone = text.split("[gpu_operator.main]").next().unwrap();
+        let f = nvidia_device_plugin(&parsed(alone)).unwrap();
+        assert!(!f.text.contains("eks.amazonaws.com/nodegroup"), "{}", f.text);
+    }
+
     #[test]
     fn each_sharing_strategy_has_its_config() {
         let t = |pairs: &[(&str, Value)]| pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
@@ -544,8 +639,11 @@ security_groups = ["sg-1"]
 instance_families = ["trn1"]
 "#,
         );
-        let f = neuron_device_plugin(&stack).unwrap();
+        let f = neuron_device_plugin(&stack).pop().unwrap();
         assert_eq!(f.path, "neuron-device-plugin/values.yaml");
+        // Pinned to the chart the keys are checked against; its node problem detector, whose
+        // namespace the chart does not create, is off.
+        assert!(f.text.contains("neuron-helm-chart --version 1.0.0 -n kube-system"), "{}", f.text);
         let v: Json = serde_yaml_ng::from_str(&without_comments(&f)).unwrap();
         let types: Vec<&str> = v["neuronInstances"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
         assert!(types.contains(&"inf2.xlarge") && types.contains(&"trn1.32xlarge"), "{types:?}");
@@ -556,8 +654,40 @@ instance_families = ["trn1"]
         let chart: Json =
             serde_yaml_ng::from_str(include_str!("../tests/k8s/charts/neuron-helm-chart-1.0.0.values.yaml")).unwrap();
         assert_eq!(crate::resources::gpu_operator::unknown_keys(&v, &chart, ""), Vec::<String>::new());
-        assert_eq!(neuron_device_plugin(&stack), Some(f), "byte-identical");
-        assert_eq!(neuron_device_plugin(&parsed(HEAD)), None, "no Neuron types, no values");
+        assert_eq!(v["npd"], json!({ "enabled": false }));
+        assert_eq!(neuron_device_plugin(&stack), vec![f], "byte-identical");
+        assert_eq!(neuron_device_plugin(&parsed(HEAD)), vec![], "no Neuron types, no values");
         assert!(neuron_type("trn2.48xlarge") && neuron_type("inf1.xlarge") && !neuron_type("inference.x"));
+    }
+
+    /// Two clusters: one values file each, with that cluster's Neuron types only.
+    #[test]
+    fn neuron_values_are_per_cluster() {
+        let stack = parsed(
+            r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[node_group.inf]
+cluster        = "a"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NEURON"
+instance_types = ["inf2.xlarge"]
+
+[node_group.trn]
+cluster        = "b"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NEURON"
+instance_types = ["trn1.2xlarge"]
+"#,
+        );
+        let files = neuron_device_plugin(&stack);
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["neuron-device-plugin/a.values.yaml", "neuron-device-plugin/b.values.yaml"]);
+        let v: Json = serde_yaml_ng::from_str(&without_comments(&files[0])).unwrap();
+        assert_eq!(v["neuronInstances"], json!(["inf2.xlarge"]));
+        assert!(files[1].text.contains("-f neuron-device-plugin/b.values.yaml"), "{}", files[1].text);
     }
 }

@@ -42,17 +42,19 @@ static ATTRS: &[Attr] = &[
     Attr::opt("service_monitor", Ty::Bool, Default::Bool(false), OnChange::Update),
     Attr::opt("mig", Ty::Object(MIG), Default::None, OnChange::Update),
     // From the stack (`stack_defaults`): the GPU nodes' taints `[{ key, effect }]`, the
-    // device plugin's sharing configs `{ name = yaml }`, the MIG layouts
-    // `{ config = { profile = slices } }`.
+    // device plugin's sharing configs `{ name = yaml }`.
     Attr::computed("tolerations", Ty::List(&Ty::Any), OnChange::Update),
     Attr::computed("sharing_configs", Ty::Map(&Ty::Str), OnChange::Update),
-    Attr::computed("mig_configs", Ty::Map(&Ty::Any), OnChange::Update),
 ];
 
-/// The ConfigMaps the values ask the chart to create (`devicePlugin.config.name`,
-/// `migManager.config.name`).
+/// The ConfigMap the values ask the chart to create (`devicePlugin.config.name`). No MIG
+/// config is written: the MIG manager's own (generated from each node's hardware since v26.x,
+/// chart values.yaml `migManager.config` note; the shipped default in
+/// `assets/state-mig-manager/0400_configmap.yaml` at v26.7.0) names every `all-<profile>`
+/// layout the stack's `nvidia.com/mig.config` labels select, with the slice count of each GPU
+/// model (`1g.10gb` is 7 on H100-80GB and A100-80GB, 4 on A100-40GB through `device-filter`).
+/// One gpustack config keyed by name alone could not hold both counts.
 pub const DEVICE_PLUGIN_CONFIG: &str = "gpustack-device-plugin-config";
-pub const MIG_PARTED_CONFIG: &str = "gpustack-mig-parted-config";
 
 impl Schema for GpuOperator {
     fn name(&self) -> &'static str {
@@ -109,7 +111,6 @@ impl Kind for GpuOperator {
         let nodes = crate::rules::gpu_addons::operator_nodes(stack, r);
         inputs.insert("tolerations".into(), nodes.tolerations);
         inputs.insert("sharing_configs".into(), nodes.sharing_configs);
-        inputs.insert("mig_configs".into(), nodes.mig_configs);
     }
 
     fn render(&self, _address: &str, inputs: &Attrs, _outputs: &Attrs) -> Option<Manifest> {
@@ -226,33 +227,11 @@ fn values(inputs: &Attrs) -> Json {
         v["devicePlugin"]["config"] =
             json!({ "create": true, "name": DEVICE_PLUGIN_CONFIG, "default": "default", "data": data });
     }
-    if let Some(_m) = mig {
+    if mig.is_some() {
         v["mig"] = json!({ "strategy": strategy });
         v["migManager"] = json!({ "enabled": true });
-        let layouts = inputs.get("mig_configs").and_then(Value::as_table).cloned().unwrap_or_default();
-        if !layouts.is_empty() {
-            v["migManager"]["config"] = json!({
-                "create": true,
-                "name": MIG_PARTED_CONFIG,
-                "default": "all-disabled",
-                "data": { "config.yaml": mig_parted(&layouts) },
-            });
-        }
     }
     v
-}
-
-/// mig-parted's config file (`version: v1`, `mig-configs`; NVIDIA/mig-parted README and the
-/// example in the chart's values.yaml at v26.7.0): `all-disabled` plus one config per layout,
-/// every GPU of the node cut the same way.
-fn mig_parted(layouts: &BTreeMap<String, Value>) -> String {
-    let mut configs = serde_json::Map::new();
-    configs.insert("all-disabled".into(), json!([{ "devices": "all", "mig-enabled": false }]));
-    for (name, devices) in layouts {
-        configs
-            .insert(name.clone(), json!([{ "devices": "all", "mig-enabled": true, "mig-devices": devices.to_json() }]));
-    }
-    serde_yaml_ng::to_string(&json!({ "version": "v1", "mig-configs": configs })).unwrap_or_default()
 }
 
 /// Keys of `values` that the chart's values.yaml (`chart`) does not have: every mapping key
@@ -352,17 +331,9 @@ mig     = { strategy = "single" }
         assert_eq!(v["dcgmExporter"]["enabled"], true);
         assert_eq!(v["dcgmExporter"]["serviceMonitor"]["enabled"], false);
         assert_eq!(v["mig"]["strategy"], "single");
-        assert_eq!(v["migManager"]["enabled"], true);
-        assert_eq!(v["migManager"]["config"]["name"], MIG_PARTED_CONFIG);
-        assert_eq!(v["migManager"]["config"]["default"], "all-disabled");
-        let parted: Json =
-            serde_yaml_ng::from_str(v["migManager"]["config"]["data"]["config.yaml"].as_str().unwrap()).unwrap();
-        assert_eq!(parted["version"], "v1");
-        assert_eq!(
-            parted["mig-configs"]["all-1g.10gb"],
-            json!([{ "devices": "all", "mig-enabled": true, "mig-devices": { "1g.10gb": 7 } }])
-        );
-        assert_eq!(parted["mig-configs"]["all-disabled"], json!([{ "devices": "all", "mig-enabled": false }]));
+        // The MIG manager's own per-model config: no custom one that could give one layout name
+        // one slice count for every GPU model.
+        assert_eq!(v["migManager"], json!({ "enabled": true }));
         // The sharing configs the groups' labels select, the MIG one with the operator's strategy.
         let data = &v["devicePlugin"]["config"]["data"];
         assert_eq!(v["devicePlugin"]["config"]["default"], "default");
@@ -388,6 +359,26 @@ mig     = { strategy = "single" }
         assert_eq!(unknown_keys(&v, &chart, ""), Vec::<String>::new());
         // The check can fail: a key the chart does not have is named.
         assert_eq!(unknown_keys(&json!({ "gfd": { "enable": true } }), &chart, ""), ["gfd.enable"]);
+    }
+
+    /// A p4d (A100-40GB: `1g.10gb` ×4) and a p5 (H100: ×7) group on one layout name: the values
+    /// leave the MIG manager its built-in per-model config rather than one `all-1g.10gb`.
+    #[test]
+    fn two_gpu_models_on_one_layout_name_keep_their_own_slice_counts() {
+        let text = STACK
+            .replace("mig_profile = { \"h100.80gb\" = \"7\" }", "mig_profile = { \"h100.80gb\" = \"1g.10gb\" }")
+            + r#"
+[node_group.a100]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "arn:aws:iam::123456789012:role/node"
+subnets        = ["subnet-1"]
+ami_type       = "AL2023_x86_64_NVIDIA"
+instance_types = ["p4d.24xlarge"]
+gpu_sharing    = { strategy = "mig", mig_profile = { "a100.40gb" = "1g.10gb" } }
+"#;
+        let v = body(&rendered(&text).1);
+        assert_eq!(v["migManager"], json!({ "enabled": true }), "{v}");
+        assert!(!rendered(&text).1.contains("mig-configs"));
     }
 
     #[test]

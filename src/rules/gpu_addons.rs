@@ -54,12 +54,16 @@ fn nvidia_type(t: &str) -> bool {
     crate::aws::catalog::embedded().get(t).is_some_and(|i| i.is_nvidia())
 }
 
-/// The NVIDIA OS a node group runs: `Some(true)` AL2023, `Some(false)` Bottlerocket (ami
-/// "auto" picks Bottlerocket NVIDIA for NVIDIA types), None for no NVIDIA AMI.
+/// The NVIDIA OS a node group runs: `Some(true)` an EKS NVIDIA AMI whose device plugin is not
+/// on the host (AL2023 NVIDIA, and AL2_x86_64_GPU: both ship the driver and container toolkit
+/// with NVIDIA's runtime as containerd's default, EKS UG `eks-optimized-ami` accelerated AMIs),
+/// `Some(false)` Bottlerocket (ami "auto" picks Bottlerocket NVIDIA for NVIDIA types), None
+/// for no NVIDIA AMI (`CUSTOM` is not an `ami_type` gpustack accepts).
 fn nvidia_al2023(stack: &Stack, ng: &Resource) -> Option<bool> {
     let ami = lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into());
     match ami.as_str() {
         a if a.contains("NVIDIA") => Some(a.starts_with("AL2023_")),
+        a if a.starts_with("AL2_") && a.ends_with("_GPU") => Some(true),
         "auto" if group_types(stack, ng).iter().any(|t| nvidia_type(t)) => Some(false),
         _ => None,
     }
@@ -94,8 +98,6 @@ pub(crate) struct OperatorNodes {
     pub tolerations: Value,
     /// `{ name = yaml }`: the device plugin's sharing configs those groups select.
     pub sharing_configs: Value,
-    /// `{ "all-1g.10gb" = { "1g.10gb" = 7 } }`: the MIG layouts those groups select.
-    pub mig_configs: Value,
 }
 
 /// The AL2023 NVIDIA node groups and pools of the operator's cluster, read for its values.
@@ -110,46 +112,69 @@ pub(crate) fn operator_nodes(stack: &Stack, op: &Resource) -> OperatorNodes {
         taints.extend(super::karpenter::taints(pool, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
     }
     let mut sharing = BTreeMap::new();
-    let mut mig = BTreeMap::new();
     for (_, name, table) in super::al2023_sharing(stack).into_iter().filter(|(ng, _, _)| in_cluster(ng)) {
         if let Some((_, config)) = nvidia_config(&table) {
             sharing.insert(name, Value::str(serde_yaml_ng::to_string(&config).unwrap_or_default()));
-        }
-        if let Some((config, profile, count)) = mig_layout(&table) {
-            mig.insert(config, Value::Table(BTreeMap::from([(profile, Value::Int(count))])));
         }
     }
     let tolerations = taints
         .into_iter()
         .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
         .collect();
-    OperatorNodes {
-        tolerations: Value::List(tolerations),
-        sharing_configs: Value::Table(sharing),
-        mig_configs: Value::Table(mig),
-    }
+    OperatorNodes { tolerations: Value::List(tolerations), sharing_configs: Value::Table(sharing) }
 }
 
-/// The instance types `["g6.xlarge", …]` and taints `[{ key, effect }]` of the AL2023 NVIDIA
-/// node groups in `r`'s cluster: where a `dcgm_exporter` runs (AL2023's containerd runs
-/// containers with NVIDIA's runtime; on Bottlerocket a pod sees GPUs only through the device
-/// plugin, so the exporter is not pinned there).
-pub(crate) fn nvidia_nodes(stack: &Stack, r: &Resource) -> (Value, Value) {
-    let mut types = BTreeSet::new();
+/// The node label EKS sets on every node of a managed node group, its value the group's name
+/// (EKS UG `managed-node-groups`: "Amazon EKS … adds the … `eks.amazonaws.com/nodegroup` label").
+pub(crate) const NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
+/// The node label Karpenter sets on every node a NodePool launches, its value the pool's name
+/// (Karpenter docs `concepts/scheduling`, well-known labels: `karpenter.sh/nodepool`).
+pub(crate) const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// The name EKS / Karpenter know `r` by: its literal `name`, else gpustack's default.
+pub(crate) fn physical_name(stack: &Stack, r: &Resource) -> String {
+    lit_str(r, "name").unwrap_or_else(|| stack.default_physical_name(r))
+}
+
+/// Where a `dcgm_exporter` runs: the names of the AL2023 NVIDIA node groups and of the AL2023
+/// NVIDIA Karpenter pools (`ami = "al2023@…"`) of its cluster, and their taints `[{ key,
+/// effect }]`. AL2023's containerd runs containers with NVIDIA's runtime, so the exporter sees
+/// the GPUs; on Bottlerocket a pod sees GPUs only through the device plugin, so it is not
+/// pinned there. Pinned by group and pool name, not instance type: one type can run either OS.
+pub(crate) struct ExporterNodes {
+    pub node_groups: Value,
+    pub node_pools: Value,
+    pub tolerations: Value,
+}
+
+pub(crate) fn exporter_nodes(stack: &Stack, r: &Resource) -> ExporterNodes {
+    let mut groups = BTreeSet::new();
+    let mut pool_names = BTreeSet::new();
     let mut taints = BTreeSet::new();
     let effect = |e: &str| crate::resources::karpenter_pool::k8s_effect(e).to_string();
-    for ng in node_groups(stack).filter(|ng| {
-        same_cluster(r.attrs.get("cluster"), ng.attrs.get("cluster")) && nvidia_al2023(stack, ng).is_some()
-    }) {
-        types.extend(group_types(stack, ng));
+    let in_cluster = |x: &Resource| same_cluster(r.attrs.get("cluster"), x.attrs.get("cluster"));
+    for ng in node_groups(stack).filter(|ng| in_cluster(ng) && nvidia_al2023(stack, ng) == Some(true)) {
+        groups.insert(physical_name(stack, ng));
         taints.extend(super::karpenter::taints(ng, "taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+        if let Some(lt) = referenced(stack, ng, "launch_template", "launch_template") {
+            taints.extend(super::karpenter::taints(lt, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+        }
     }
-    let types = types.into_iter().map(Value::str).collect();
+    for pool in pools(stack).filter(|p| in_cluster(p) && pool_al2023(p) && gpu_pool(p)) {
+        pool_names.insert(physical_name(stack, pool));
+        taints.extend(super::karpenter::taints(pool, "node_taints").into_iter().map(|(k, _, e)| (k, effect(&e))));
+    }
+    let list = |s: BTreeSet<String>| Value::List(s.into_iter().map(Value::str).collect());
     let taints = taints
         .into_iter()
         .map(|(k, e)| Value::Table(BTreeMap::from([("key".into(), Value::str(k)), ("effect".into(), Value::str(e))])))
         .collect();
-    (Value::List(types), Value::List(taints))
+    ExporterNodes { node_groups: list(groups), node_pools: list(pool_names), tolerations: Value::List(taints) }
+}
+
+/// True when a `gpu_operator` (with its device plugin or without) serves `ng`'s cluster.
+pub(crate) fn operator_in_cluster(stack: &Stack, ng: &Resource) -> bool {
+    operator_of(stack, ng, "cluster").is_some()
 }
 
 /// True when a `gpu_operator` with its device plugin on serves `ng`'s cluster: the standalone
@@ -165,9 +190,11 @@ pub(crate) fn offline(stack: &Stack) -> Vec<Diagnostic> {
     al2023_mig(stack, &mut d);
     one_operator_per_cluster(stack, &mut d);
     one_dcgm_exporter(stack, &mut d);
+    dcgm_exporter_has_nodes(stack, &mut d);
     one_device_plugin_per_node(stack, &mut d);
     drivers_in_the_ami(stack, &mut d);
     cloudwatch_role(stack, &mut d);
+    one_gpu_metrics_exporter(stack, &mut d);
     task_governance(stack, &mut d);
     d
 }
@@ -200,6 +227,21 @@ fn al2023_mig(stack: &Stack, d: &mut Vec<Diagnostic>) {
                 .help(help),
             );
         } else if let Some(op) = with_mig
+            && lit(op, "gfd").and_then(|v| v.as_bool()) == Some(false)
+        {
+            // The MIG manager's DaemonSet selects `nvidia.com/gpu.deploy.mig-manager=true`
+            // (v26.7.0 `assets/state-mig-manager/0600_daemonset.yaml`), a label the operator
+            // sets only on nodes GFD labelled `nvidia.com/mig.capable=true`
+            // (`controllers/state_manager.go`, `hasMIGCapableGPU`): without GFD, no MIG manager.
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: MIG needs the operator's MIG manager, which runs only on nodes GPU Feature Discovery labels MIG-capable, but `{}` sets gfd = false", ng.address, op.address),
+                    span(op, "gfd"),
+                )
+                .help("remove gfd = false: GFD's nvidia.com/mig.capable label is what schedules the MIG manager on these nodes"),
+            );
+        }
+        if let Some(op) = with_mig
             && lit(op, "device_plugin").and_then(|v| v.as_bool()) == Some(false)
         {
             d.push(
@@ -253,6 +295,26 @@ fn one_dcgm_exporter(stack: &Stack, d: &mut Vec<Diagnostic>) {
                     "remove `{}` (the operator exports GPU metrics), or set dcgm_exporter = false in [{}]",
                     ex.address, op.address
                 )),
+            );
+        }
+    }
+}
+
+/// A `dcgm_exporter` is pinned to its cluster's AL2023 NVIDIA groups and pools
+/// ([`exporter_nodes`]); with none, its node affinity would be `In` with no values, which the
+/// API server rejects ("values: Required value" for operator In: kubernetes
+/// `pkg/apis/core/validation/validation.go`, node selector requirement validation).
+fn dcgm_exporter_has_nodes(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for ex in stack.resources.iter().filter(|r| r.kind.name() == "dcgm_exporter") {
+        let nodes = exporter_nodes(stack, ex);
+        let none = |v: &Value| v.as_list().is_none_or(|l| l.is_empty());
+        if none(&nodes.node_groups) && none(&nodes.node_pools) {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: its cluster has no AL2023 NVIDIA node group or pool for the DCGM exporter to run on", ex.address),
+                    span(ex, "cluster"),
+                )
+                .help("add a node group with ami_type = \"AL2023_x86_64_NVIDIA\" (or a karpenter_pool with ami = \"al2023@latest\" and NVIDIA types) to this cluster, or remove the exporter (Bottlerocket exposes GPUs to pods only through its device plugin)"),
             );
         }
     }
@@ -367,27 +429,38 @@ fn addons<'a>(stack: &'a Stack, name: &'a str) -> impl Iterator<Item = &'a Resou
     stack.resources.iter().filter(move |r| r.kind.name() == "eks_addon" && lit_str(r, "addon").as_deref() == Some(name))
 }
 
+/// A role for service account amazon-cloudwatch/cloudwatch-agent through EKS Pod Identity:
+/// an entry `{ service_account = "cloudwatch-agent", role }` of the add-on's `pod_identity`
+/// (CreateAddon `podIdentityAssociations`, where the add-on's namespace is implied).
+fn pod_identity_names_agent(v: &Value) -> bool {
+    v.as_list().unwrap_or_default().iter().any(|e| {
+        e.as_table().and_then(|t| t.get("service_account")).and_then(Value::as_str)
+            == Some(CLOUDWATCH_SERVICE_ACCOUNT.1)
+    })
+}
+
 /// The CloudWatch agent writes metrics and logs with `CloudWatchAgentServerPolicy` (EKS UG
 /// `amazon-cloudwatch-observability`: IRSA for service account `cloudwatch-agent` in
 /// namespace `amazon-cloudwatch`, or EKS Pod Identity from add-on v3.1.0, or the node role).
-/// Without one of them it runs and sends nothing.
+/// Without one of them it runs and sends nothing. A Pod Identity role counts as the add-on's
+/// `pod_identity` entry for the agent, or a `pod_identity_association` for the agent's
+/// namespace and service account in the add-on's cluster.
 fn cloudwatch_role(stack: &Stack, d: &mut Vec<Diagnostic>) {
     const POLICY: &str = "CloudWatchAgentServerPolicy";
-    let node_role_has_it = node_groups(stack).any(|ng| {
-        super::target(stack, ng, "node_role")
-            .filter(|r| r.kind.name() == "iam_role")
-            .is_some_and(|r| strings(lit(r, "managed_policies")).iter().any(|p| p.ends_with(&format!("/{POLICY}"))))
-    });
-    // A Pod Identity association of its own for the agent's service account (any kind named
-    // so, with an attribute naming `cloudwatch-agent`) gives it a role too.
-    let associated = stack
-        .resources
-        .iter()
-        .filter(|r| r.kind.name() == "pod_identity_association")
-        .any(|r| r.attrs.keys().any(|k| lit_str(r, k).as_deref() == Some(CLOUDWATCH_SERVICE_ACCOUNT.1)));
     for a in addons(stack, CLOUDWATCH_ADDON) {
+        let in_cluster = |r: &Resource| same_cluster(a.attrs.get("cluster"), r.attrs.get("cluster"));
+        let node_role_has_it = node_groups(stack).filter(|ng| in_cluster(ng)).any(|ng| {
+            super::target(stack, ng, "node_role")
+                .filter(|r| r.kind.name() == "iam_role")
+                .is_some_and(|r| strings(lit(r, "managed_policies")).iter().any(|p| p.ends_with(&format!("/{POLICY}"))))
+        });
+        let associated = stack.resources.iter().filter(|r| r.kind.name() == "pod_identity_association").any(|r| {
+            in_cluster(r)
+                && lit_str(r, "namespace").as_deref() == Some(CLOUDWATCH_SERVICE_ACCOUNT.0)
+                && lit_str(r, "service_account").as_deref() == Some(CLOUDWATCH_SERVICE_ACCOUNT.1)
+        });
         if a.attrs.contains_key("service_account_role")
-            || a.attrs.contains_key("pod_identity")
+            || lit(a, "pod_identity").is_some_and(|v| pod_identity_names_agent(&v))
             || node_role_has_it
             || associated
         {
@@ -395,13 +468,43 @@ fn cloudwatch_role(stack: &Stack, d: &mut Vec<Diagnostic>) {
         }
         d.push(
             Diagnostic::warning(
-                format!("`{}`: the CloudWatch agent has no role to write metrics with (no service_account_role, pod_identity, or node role with {POLICY})", a.address),
+                format!("`{}`: the CloudWatch agent has no role to write metrics with (no add-on role, and no node role in its cluster with {POLICY})", a.address),
                 span(a, "addon"),
             )
             .help(format!(
-                "give it an iam_role with managed_policies = [\"arn:aws:iam::aws:policy/{POLICY}\", \"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess\"] trusted by service account {}/{}, as service_account_role (IRSA) or pod_identity", CLOUDWATCH_SERVICE_ACCOUNT.0, CLOUDWATCH_SERVICE_ACCOUNT.1
+                "give the add-on a role (service_account_role, or an EKS Pod Identity association for cloudwatch-agent): an iam_role with managed_policies = [\"arn:aws:iam::aws:policy/{POLICY}\", \"arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess\"] for service account {}/{}, or add {POLICY} to the cluster's node role", CLOUDWATCH_SERVICE_ACCOUNT.0, CLOUDWATCH_SERVICE_ACCOUNT.1
             )),
         );
+    }
+}
+
+/// `amazon-cloudwatch-observability` collects NVIDIA GPU metrics with a DCGM exporter of its
+/// own on GPU nodes (CloudWatch UG `Container-Insights-metrics-enhanced-EKS`, NVIDIA GPU
+/// metrics): a `dcgm_exporter`, or a `gpu_operator` with its exporter on, in the same cluster
+/// runs a second one on each GPU, and each starts its own nv-hostengine (NVIDIA DCGM exporter
+/// docs, `dcgm-exporter.html`).
+fn one_gpu_metrics_exporter(stack: &Stack, d: &mut Vec<Diagnostic>) {
+    for a in addons(stack, CLOUDWATCH_ADDON) {
+        let in_cluster = |r: &&Resource| same_cluster(a.attrs.get("cluster"), r.attrs.get("cluster"));
+        let exporters = stack.resources.iter().filter(in_cluster).filter(|r| match r.kind.name() {
+            "dcgm_exporter" => true,
+            "gpu_operator" => lit(r, "dcgm_exporter").and_then(|v| v.as_bool()) != Some(false),
+            _ => false,
+        });
+        for ex in exporters {
+            let fix = if ex.kind.name() == "gpu_operator" {
+                format!("set dcgm_exporter = false in [{}]", ex.address)
+            } else {
+                format!("remove `{}`", ex.address)
+            };
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}` and `{}` both run NVIDIA's DCGM exporter on the cluster's GPU nodes", a.address, ex.address),
+                    span(ex, "dcgm_exporter"),
+                )
+                .help(format!("{fix}: the CloudWatch add-on already exports GPU metrics (or drop the add-on and keep this exporter for Prometheus)")),
+            );
+        }
     }
 }
 
@@ -494,6 +597,9 @@ gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
         none(&format!("{BASE}{OPERATOR}"), "MIG on AL2023");
         let off = format!("{BASE}{OPERATOR}device_plugin = false\n");
         assert!(the(&off, "MIG slices need a device plugin").0);
+        let (error, _, help) = the(&format!("{BASE}{OPERATOR}gfd = false\n"), "sets gfd = false");
+        assert!(error && help.contains("remove gfd = false"), "{help}");
+        none(&format!("{BASE}{OPERATOR}gfd = true\n"), "sets gfd = false");
     }
 
     #[test]
@@ -558,6 +664,64 @@ gpu_sharing    = { strategy = "mig", mig_profile = { "h100.80gb" = "1g.10gb" } }
             "AmazonEKSWorkerNodePolicy\", \"arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy\"]",
         );
         none(&node, "no role");
+        // The node role counts only in the add-on's cluster.
+        let other = format!(
+            "{text}\n[iam_role.other]\nservice = \"ec2.amazonaws.com\"\nmanaged_policies = [\"arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy\"]\n\n[eks_cluster.other]\nversion = \"1.33\"\nrole = \"arn:aws:iam::123456789012:role/c\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\nendpoint_public_access = false\nendpoint_private_access = true\n\n[node_group.other]\ncluster = \"${{eks_cluster.other.name}}\"\nnode_role = \"${{iam_role.other.arn}}\"\nsubnets = [\"subnet-1\"]\ninstance_types = [\"m6i.large\"]\n"
+        );
+        let (_, _, help) = the(&other, "the CloudWatch agent has no role");
+        assert!(
+            help.starts_with(
+                "give the add-on a role (service_account_role, or an EKS Pod Identity association for cloudwatch-agent)"
+            ),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn a_pod_identity_entry_for_the_agent_is_its_role() {
+        use crate::value::Value;
+        let entry = |sa: &str| {
+            Value::List(vec![Value::Table(std::collections::BTreeMap::from([
+                ("service_account".to_string(), Value::str(sa)),
+                ("role".to_string(), Value::str("arn:aws:iam::123456789012:role/cw")),
+            ]))])
+        };
+        assert!(super::pod_identity_names_agent(&entry("cloudwatch-agent")));
+        assert!(!super::pod_identity_names_agent(&entry("fluent-bit")));
+        assert!(!super::pod_identity_names_agent(&Value::List(vec![])));
+    }
+
+    #[test]
+    fn the_cloudwatch_addon_and_a_second_dcgm_exporter_are_reported() {
+        let addon = "\n[eks_addon.cw]\ncluster = \"${eks_cluster.main.name}\"\naddon = \"amazon-cloudwatch-observability\"\nservice_account_role = \"arn:aws:iam::123456789012:role/cw\"\n";
+        let (error, _, help) =
+            the(&format!("{BASE}{addon}{OPERATOR}"), "both run NVIDIA's DCGM exporter on the cluster's GPU nodes");
+        assert!(!error && help.starts_with("set dcgm_exporter = false in [gpu_operator.main]"), "{help}");
+        none(&format!("{BASE}{addon}{OPERATOR}dcgm_exporter = false\n"), "DCGM exporter");
+        // The shipped example keeps one exporter (the add-on's).
+        none(include_str!("../../examples/gpu-operator.toml"), "DCGM exporter");
+    }
+
+    #[test]
+    fn a_dcgm_exporter_needs_al2023_nvidia_nodes() {
+        let ex = "\n[dcgm_exporter.main]\ncluster = \"${eks_cluster.main.name}\"\n";
+        none(&format!("{BASE}{OPERATOR}dcgm_exporter = false\n{ex}"), "no AL2023 NVIDIA node group or pool");
+        let bottlerocket = BASE
+            .replace("ami_type       = \"AL2023_x86_64_NVIDIA\"", "ami_type       = \"BOTTLEROCKET_x86_64_NVIDIA\"")
+            .replace("gpu_sharing    = { strategy = \"mig\", mig_profile = { \"h100.80gb\" = \"1g.10gb\" } }\n", "");
+        let (error, _, help) = the(&format!("{bottlerocket}{ex}"), "no AL2023 NVIDIA node group or pool");
+        assert!(error && help.contains("AL2023_x86_64_NVIDIA"), "{help}");
+    }
+
+    #[test]
+    fn al2_gpu_groups_are_eks_nvidia_amis_next_to_an_operator() {
+        let al2 = BASE
+            .replace("ami_type       = \"AL2023_x86_64_NVIDIA\"", "ami_type       = \"AL2_x86_64_GPU\"")
+            .replace("gpu_sharing    = { strategy = \"mig\", mig_profile = { \"h100.80gb\" = \"1g.10gb\" } }\n", "");
+        let op = "\n[gpu_operator.main]\ncluster = \"${eks_cluster.main.name}\"\n";
+        // AL2's GPU AMI ships the driver and toolkit too.
+        assert!(the(&format!("{al2}{op}driver = true\n"), "sets driver = true").0);
+        none(&format!("{al2}{op}"), "runs Bottlerocket");
     }
 
     #[test]

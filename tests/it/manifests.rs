@@ -247,8 +247,10 @@ fn gpu_operator_example_applies_labels_the_mig_group_and_renders_the_operator() 
     assert_eq!(v["toolkit"]["enabled"], false);
     assert_eq!(v["migManager"]["enabled"], true);
     assert_eq!(v["mig"]["strategy"], "mixed");
-    assert!(v["migManager"]["config"]["data"]["config.yaml"].as_str().unwrap().contains("1g.10gb: 7"), "{values}");
-    assert_eq!(v["dcgmExporter"]["enabled"], true);
+    // The MIG manager's built-in per-model config holds all-1g.10gb: no custom one.
+    assert_eq!(v["migManager"], serde_json::json!({ "enabled": true }), "{values}");
+    // GPU metrics come from the CloudWatch add-on: one DCGM exporter per GPU.
+    assert_eq!(v["dcgmExporter"]["enabled"], false);
     // One device plugin per node: the operator's, so no standalone chart values.
     assert!(!env.path("k8s/nvidia-device-plugin/values.yaml").exists());
     let stream = env.ok(&["manifests", &file]);
@@ -292,13 +294,15 @@ fn neuron_example_applies_and_renders_the_neuron_device_plugin() {
         v["devicePlugin"]["tolerations"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap()).collect();
     assert_eq!(keys, ["CriticalAddonsOnly", "aws.amazon.com/neuron", "training"], "{values}");
     assert!(values.contains("aws.amazon.com/neuroncore"), "{values}");
+    assert!(values.contains("neuron-helm-chart --version 1.0.0"), "{values}");
+    assert_eq!(v["npd"]["enabled"], false, "{values}");
     assert!(!env.path("k8s/nvidia-device-plugin/values.yaml").exists());
     env.ok(&["destroy", &file, "--auto-approve"]);
     assert_eq!(env.tagged("neuron-dev").total(), 0);
 }
 
 /// A `dcgm_exporter` without a GPU Operator: recorded by apply, written by `manifests` pinned
-/// to the AL2023 GPU group's instance type and tolerating its taint (the chart would otherwise
+/// to the AL2023 GPU group by EKS's node group label and tolerating its taint (the chart would otherwise
 /// run on every node, and fail where there is no GPU).
 #[test]
 fn dcgm_exporter_renders_for_the_clusters_nvidia_groups() {
@@ -315,7 +319,8 @@ fn dcgm_exporter_renders_for_the_clusters_nvidia_groups() {
     let values = std::fs::read_to_string(env.path("k8s/dcgm-exporter/values.yaml")).unwrap();
     let v: serde_json::Value = serde_yaml_ng::from_str(&values).unwrap();
     let terms = &v["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
-    assert_eq!(terms[0]["matchExpressions"][0]["values"], serde_json::json!(["g6.xlarge"]), "{values}");
+    assert_eq!(terms[0]["matchExpressions"][0]["key"], "eks.amazonaws.com/nodegroup", "{values}");
+    assert_eq!(terms[0]["matchExpressions"][0]["values"].as_array().map(Vec::len), Some(1), "{values}");
     assert_eq!(v["tolerations"][1]["key"], "nvidia.com/gpu", "{values}");
     // The standalone device plugin still serves the group (no operator).
     assert!(env.path("k8s/nvidia-device-plugin/values.yaml").exists());
