@@ -123,14 +123,31 @@ pub async fn clear_retention(ctx: &Ctx, cluster: &str) -> Result<()> {
     Ok(())
 }
 
-/// The group's retention: `None` when there is no group, `Some(None)` when it never expires.
-pub async fn retention(ctx: &Ctx, cluster: &str) -> Result<Option<Option<i32>>> {
+/// What DescribeLogGroups says of the group's retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// No group of that name.
+    NoGroup,
+    /// The group's own retention (`None`: it never expires).
+    Days(Option<i32>),
+    /// An account-level retention policy applies: "When it is returned, retentionInDays shows
+    /// the retention period from that policy instead of the retention period set on the log
+    /// group" (logs `LogGroup.retentionPolicyName`), so the group's own setting cannot be read.
+    AccountPolicy,
+}
+
+/// The group's retention, as [`Retention`] says.
+pub async fn retention(ctx: &Ctx, cluster: &str) -> Result<Retention> {
     let group = name(cluster);
     // A prefix lists every group under it; the exact name is picked from the first page,
     // which holds it (the name sorts before any longer one that shares it).
     let call = ctx.logs.describe_log_groups().log_group_name_prefix(&group);
     let out = ctx.call(Service::Logs, "DescribeLogGroups", call.send()).await?;
-    Ok(out.log_groups().iter().find(|g| g.log_group_name() == Some(group.as_str())).map(|g| g.retention_in_days()))
+    Ok(match out.log_groups().iter().find(|g| g.log_group_name() == Some(group.as_str())) {
+        None => Retention::NoGroup,
+        Some(g) if g.retention_policy_name().is_some() => Retention::AccountPolicy,
+        Some(g) => Retention::Days(g.retention_in_days()),
+    })
 }
 
 /// Deletes the group and its events; a group already gone is success.

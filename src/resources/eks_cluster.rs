@@ -192,7 +192,7 @@ impl Kind for EksCluster {
         for (k, v) in observed {
             let keep = match k.as_str() {
                 "encryption" => !recorded.contains_key("encryption"),
-                "log_retention_days" => recorded.contains_key("log_retention_days"),
+                "log_retention_days" => recorded.contains_key("log_retention_days") && v.is_known(),
                 _ => true,
             };
             if keep {
@@ -206,6 +206,9 @@ impl Kind for EksCluster {
             && !observed.is_empty()
             && !observed.contains_key("log_retention_days")
         {
+            cur.remove("log_retention_days");
+        }
+        if cur.get("log_retention_days").is_some_and(|v| !v.is_known()) {
             cur.remove("log_retention_days");
         }
         self.normalize(&mut cur);
@@ -284,13 +287,16 @@ impl Kind for EksCluster {
             }
             group = Some(found);
         }
-        let mut network = KubernetesNetworkConfigRequest::builder();
-        if let Some(family) = i.get("ip_family").and_then(Value::as_str) {
-            network = network.ip_family(IpFamily::from(family));
-        }
-        if let Some(cidr) = i.get("service_cidr").and_then(Value::as_str) {
-            network = network.service_ipv4_cidr(cidr);
-        }
+        // Sent only when the file sets a member: main never sent the object, and no source
+        // shows EKS taking an empty one (review r19 m9).
+        let family = i.get("ip_family").and_then(Value::as_str);
+        let cidr = i.get("service_cidr").and_then(Value::as_str);
+        let network = (family.is_some() || cidr.is_some()).then(|| {
+            KubernetesNetworkConfigRequest::builder()
+                .set_ip_family(family.map(IpFamily::from))
+                .set_service_ipv4_cidr(cidr.map(str::to_string))
+                .build()
+        });
         let mut access = CreateAccessConfigRequest::builder()
             .authentication_mode(AuthenticationMode::from(str_attr(i, "authentication_mode")));
         if let Some(admin) = i.get("bootstrap_cluster_creator_admin").and_then(Value::as_bool) {
@@ -305,7 +311,7 @@ impl Kind for EksCluster {
             .resources_vpc_config(vpc_config(i, true))
             .logging(logging(i))
             .access_config(access.build())
-            .kubernetes_network_config(network.build())
+            .set_kubernetes_network_config(network)
             .set_encryption_config(encryption(i).map(|e| vec![e]))
             .set_zonal_shift_config(
                 i.get("zonal_shift")
@@ -355,8 +361,16 @@ impl Kind for EksCluster {
             if owned {
                 // No group, or one that never expires, leaves the value unobserved: drift
                 // (`current`), which an apply puts back.
-                if let Some(Some(days)) = log_group::retention(ctx, name).await? {
-                    o.attrs.insert("log_retention_days".into(), Value::Int(days.into()));
+                // Under an account-level policy the group's own value is hidden: unknown, so
+                // state's word stands and no drift is shown forever (review r19 m4).
+                match log_group::retention(ctx, name).await? {
+                    log_group::Retention::Days(Some(days)) => {
+                        o.attrs.insert("log_retention_days".into(), Value::Int(days.into()));
+                    }
+                    log_group::Retention::AccountPolicy => {
+                        o.attrs.insert("log_retention_days".into(), Value::Unknown);
+                    }
+                    log_group::Retention::Days(None) | log_group::Retention::NoGroup => {}
                 }
             }
             out.push(o);
@@ -707,6 +721,15 @@ mod tests {
         assert!(!EksCluster.current(&recorded, &observed).contains_key("log_retention_days"));
         let observed = attrs(&[("version", Value::str("1.33")), ("log_retention_days", Value::Int(7))]);
         assert_eq!(EksCluster.current(&recorded, &observed).get("log_retention_days"), Some(&Value::Int(7)));
+    }
+
+    /// Review r19 m4: under an account-level retention policy the group's value is not read as drift.
+    #[test]
+    fn an_account_level_retention_is_not_drift() {
+        let recorded = attrs(&[("log_retention_days", Value::Int(90)), ("version", Value::str("1.33"))]);
+        let observed = attrs(&[("version", Value::str("1.33")), ("log_retention_days", Value::Unknown)]);
+        assert_eq!(EksCluster.current(&recorded, &observed).get("log_retention_days"), Some(&Value::Int(90)));
+        assert!(!EksCluster.current(&Attrs::new(), &observed).contains_key("log_retention_days"));
     }
 
     /// Review r19 m10, m11: notes for what the field diff does not say.
