@@ -48,13 +48,13 @@ type Push<'a> = dyn FnMut(&str, Vec<&str>, Json, Option<Json>) + 'a;
 
 /// What some `eks_cluster` options add, only for the stacks that use them (issue 19):
 /// - `encryption`: `eks:AssociateEncryptionConfig` on the stack's clusters, and on the keys
-///   `kms:DescribeKey` and `kms:CreateGrant` (the grant EKS makes for the control plane, so only
-///   for AWS resources: `kms:GrantIsForAWSResource`, KMS DG `conditions-kms`). The caller's KMS
-///   actions for CreateCluster are not in the EKS API reference; they are the ones EKS policies in
-///   the field grant (unverified here against AWS). An alias ARN is authorised on the key it
-///   names, so it allows the region's keys.
-/// - `logging` (refresh reads the group) and `log_retention_days` (the cluster owns the group):
-///   CloudWatch Logs actions on `/aws/eks/<cluster>/cluster` only (log-group ARNs, Service
+///   `kms:DescribeKey` and `kms:CreateGrant`, unconditioned: "make sure that the kms:DescribeKey
+///   and kms:CreateGrant actions are permitted on the policy for the principal that calls the
+///   create-cluster API", and `kms:GrantIsForAWSResource` "is not supported for the CreateCluster
+///   action" (EKS UG `enable-kms`). An alias ARN is authorised on the key it names, so it allows
+///   the region's keys.
+/// - any cluster (its group may be recorded as owned) and `log_retention_days` (the cluster owns
+///   the group): CloudWatch Logs actions on `/aws/eks/<cluster>/cluster` only (log-group ARNs, Service
 ///   Authorization Reference "Actions defined by Amazon CloudWatch Logs"); tags on
 ///   `CreateLogGroup` need `logs:TagResource` too (CloudWatch Logs API reference, CreateLogGroup).
 fn cluster_options(stack: &Stack, push: &mut Push) {
@@ -85,12 +85,11 @@ fn cluster_options(stack: &Stack, push: &mut Push) {
             Some(json!({ "StringEquals": { format!("aws:ResourceTag/{}", tags::STACK): stack.name } })),
         );
         push("KmsDescribeClusterKeys", vec!["kms:DescribeKey"], json!(keys), None);
-        push(
-            "KmsGrantClusterKeys",
-            vec!["kms:CreateGrant"],
-            json!(keys),
-            Some(json!({ "Bool": { "kms:GrantIsForAWSResource": "true" } })),
-        );
+        // No `kms:GrantIsForAWSResource` condition: "The condition kms:GrantIsForAWSResource is
+        // not supported for the CreateCluster action, and should not be used in KMS policies to
+        // control kms:CreateGrant permissions for users performing CreateCluster" (EKS UG
+        // `enable-kms`, last note), so with it every encrypted CreateCluster is refused.
+        push("KmsGrantClusterKeys", vec!["kms:CreateGrant"], json!(keys), None);
     }
     let groups = |f: &dyn Fn(&crate::stack::Resource) -> bool| -> Vec<String> {
         clusters
@@ -102,15 +101,22 @@ fn cluster_options(stack: &Stack, push: &mut Push) {
             })
             .collect()
     };
-    let exports = |r: &crate::stack::Resource| {
-        r.attrs.contains_key("log_retention_days")
-            || lit(r, "logging").is_some_and(|v| v.as_list().is_none_or(|l| !l.is_empty()))
-    };
-    if clusters.iter().any(|r| exports(r)) {
+    // Every cluster of the stack may own its group (state can record `log_retention_days` the
+    // file no longer has): reading it, and the removals an apply of this file runs (taking the
+    // retention off, deleting the group with the cluster), are granted on every cluster's group,
+    // so a policy made from the new file can still apply it (review r19 M5). Refresh reads the
+    // group only for clusters that set the retention, in the file or in state (review r19 M3).
+    if !clusters.is_empty() {
         push(
             "LogsReadClusterLogGroups",
             vec!["logs:DescribeLogGroups"],
             json!(format!("arn:aws:logs:{region}:*:log-group:*")),
+            None,
+        );
+        push(
+            "LogsRemoveClusterLogGroups",
+            vec!["logs:DeleteRetentionPolicy", "logs:DeleteLogGroup"],
+            json!(groups(&|_| true)),
             None,
         );
     }
@@ -118,13 +124,8 @@ fn cluster_options(stack: &Stack, push: &mut Push) {
     if !owned.is_empty() {
         push(
             "LogsManageClusterLogGroups",
-            vec![
-                "logs:CreateLogGroup",
-                "logs:TagResource",
-                "logs:PutRetentionPolicy",
-                "logs:DeleteRetentionPolicy",
-                "logs:DeleteLogGroup",
-            ],
+            // ListTagsForResource: whether an existing group is this stack's (`cluster_log_group::ensure`).
+            vec!["logs:CreateLogGroup", "logs:TagResource", "logs:ListTagsForResource", "logs:PutRetentionPolicy"],
             json!(owned),
             None,
         );
@@ -619,6 +620,48 @@ mod tests {
         assert_eq!(s["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-west-2");
         let tagged = statement(&doc, "EksCreateTagged").map_or(json!([]), |s| s["Action"].clone());
         assert!(!tagged.to_string().contains("eks:CreateCluster"), "{tagged}");
+    }
+
+    /// Review r19 B1: EKS UG `enable-kms`: "The condition kms:GrantIsForAWSResource is not
+    /// supported for the CreateCluster action". The caller's KMS statements carry no condition
+    /// at all, so none can make AWS refuse the grant EKS asks for on the caller's behalf.
+    #[test]
+    fn the_callers_kms_grant_for_create_cluster_is_unconditioned() {
+        let key = "arn:aws:kms:us-west-2:123456789012:key/k";
+        let doc = policy(&format!(
+            "[eks_cluster.c]\nversion = \"1.33\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\nencryption = {{ kms_key = \"{key}\" }}\n"
+        ));
+        let kms: Vec<&Json> =
+            doc["Statement"].as_array().unwrap().iter().filter(|s| s["Action"].to_string().contains("kms:")).collect();
+        let actions: Vec<String> = kms.iter().map(|s| s["Action"].to_string()).collect();
+        assert!(actions.iter().any(|a| a.contains("kms:CreateGrant")), "{actions:?}");
+        assert!(actions.iter().any(|a| a.contains("kms:DescribeKey")), "{actions:?}");
+        for s in kms {
+            assert!(s.get("Condition").is_none(), "a condition can refuse CreateCluster's grant: {s}");
+            assert_eq!(s["Resource"], json!([key]), "{s}");
+        }
+    }
+
+    /// Review r19 M5, M3: removing `log_retention_days` (DeleteRetentionPolicy) or a cluster
+    /// that owned its group (DeleteLogGroup) is applied under the policy of the new file, which
+    /// no longer sets it; creating a group stays for the clusters that set the retention.
+    #[test]
+    fn a_cluster_without_retention_can_still_take_its_group_back() {
+        let doc = policy(
+            "[eks_cluster.c]\nversion = \"1.33\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\n",
+        );
+        let s = statement(&doc, "LogsRemoveClusterLogGroups").expect("removals granted");
+        assert_eq!(s["Action"], json!(["logs:DeleteRetentionPolicy", "logs:DeleteLogGroup"]));
+        assert_eq!(
+            s["Resource"],
+            json!([
+                "arn:aws:logs:us-west-2:*:log-group:/aws/eks/p-c/cluster",
+                "arn:aws:logs:us-west-2:*:log-group:/aws/eks/p-c/cluster:*"
+            ])
+        );
+        assert!(statement(&doc, "LogsManageClusterLogGroups").is_none(), "no CreateLogGroup without retention");
+        assert!(statement(&doc, "LogsReadClusterLogGroups").is_some());
+        assert!(statement(&policy(""), "LogsRemoveClusterLogGroups").is_none(), "no cluster, no Logs");
     }
 
     /// Audit N7, review r18 m2: ModifyVpcEndpoint may touch the VPC's untagged main route table,

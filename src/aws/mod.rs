@@ -100,6 +100,10 @@ pub struct Ctx {
     pub catalog: Arc<catalog::Catalog>,
     /// This stack's EKS clusters (names), listed once per run for the kinds that live in them.
     clusters: Arc<tokio::sync::Mutex<Option<Vec<aws_sdk_eks::types::Cluster>>>>,
+    /// The clusters (names) whose control-plane log group refresh reads: those the stack file
+    /// or state give a `log_retention_days` (set by refresh). Others are never asked about, so
+    /// a stack without the attribute needs no CloudWatch Logs permission.
+    pub owned_log_groups: Arc<std::sync::RwLock<std::collections::BTreeSet<String>>>,
     limits: Arc<[(Service, Semaphore); 10]>,
 }
 
@@ -131,6 +135,7 @@ impl Ctx {
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
+            owned_log_groups: Arc::default(),
             limits: Arc::new([
                 limit(Service::Ec2),
                 limit(Service::Iam),

@@ -154,7 +154,8 @@ fn resource_change(
             .collect();
         return Some(c);
     };
-    let current = current_inputs(kind, r, recorded.is_none(), refreshed.observed.get(&r.address), entry, &desired);
+    let mut current = current_inputs(kind, r, recorded.is_none(), refreshed.observed.get(&r.address), entry, &desired);
+    kind.settle(&mut current, &desired);
     let fields = field_diffs(kind, &current, &desired);
     let old_outputs = attrs_from_json(&entry.outputs);
     let mut change = new_change(r.address.clone(), kind.name(), Action::Update, None);
@@ -179,6 +180,9 @@ fn resource_change(
             ReplaceOrder::CreateBeforeDestroy => Action::CreateThenDelete,
             ReplaceOrder::DeleteBeforeCreate => Action::DeleteThenCreate,
         };
+        if deletion_protected(&current) {
+            errors.push(protected_refusal(stack, &r.address, "replace"));
+        }
         if r.prevent_destroy {
             errors.push(refusal(stack, &r.address, "replace"));
         } else if kind.replace_needs_consent() && !r.prevent_destroy_written {
@@ -433,6 +437,10 @@ fn removals(
         if e.prevent_destroy || stack.get(address).is_some_and(|r| r.prevent_destroy) {
             errors.push(refusal(stack, address, "delete"));
         }
+        let observed = refreshed.observed.get(address);
+        if deletion_protected(&attrs_from_json(&e.inputs)) || observed.is_some_and(deletion_protected) {
+            errors.push(protected_refusal(stack, address, "delete"));
+        }
         deletes.push(delete_change(address, e, false, None));
     }
     if scope.is_none() {
@@ -445,6 +453,9 @@ fn removals(
         }
         if opts.destroy {
             for (address, e) in refreshed.adopted.iter().filter(|(a, _)| !st.resources.contains_key(*a)) {
+                if deletion_protected(&attrs_from_json(&e.inputs)) {
+                    errors.push(protected_refusal(stack, address, "delete"));
+                }
                 deletes.push(delete_change(address, e, true, Some("found by its tags, not in state".into())));
             }
         }
@@ -486,6 +497,30 @@ fn refusal(stack: &Stack, address: &str, what: &str) -> Diagnostic {
     let span = stack.get(address).and_then(|r| r.span.clone());
     Diagnostic::error(format!("`{address}` has prevent_destroy = true, but this plan would {what} it"), span)
         .help("remove prevent_destroy from the resource first if you really mean to, or change the stack so it is kept")
+}
+
+/// AWS's own guard (`eks_cluster.deletion_protection`: "the cluster cannot be deleted unless
+/// deletion protection is first disabled", botocore eks `CreateClusterRequest`), recorded or
+/// observed.
+fn deletion_protected(inputs: &Attrs) -> bool {
+    inputs.get("deletion_protection") == Some(&Value::Bool(true))
+}
+
+/// The delete would fail at the object itself, but only after everything that depends on it
+/// (node groups, add-ons, access entries) was deleted first: refused up front, like
+/// prevent_destroy (review r19 M1). Turning the protection off in the same apply does not
+/// help: a replace's delete runs with the old inputs, before any update.
+fn protected_refusal(stack: &Stack, address: &str, what: &str) -> Diagnostic {
+    let span = stack
+        .get(address)
+        .and_then(|r| r.attrs.get("deletion_protection").and_then(|e| e.span.clone()).or(r.span.clone()));
+    Diagnostic::error(
+        format!("`{address}` has deletion_protection = true, so AWS refuses to delete it, but this plan would {what} it"),
+        span,
+    )
+    .help(format!(
+        "apply deletion_protection = false under [{address}] on its own first, then {what} it; nothing is deleted until then"
+    ))
 }
 
 /// A replacement the kind does not make silently (a HyperPod cluster): the fields that force

@@ -69,6 +69,7 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         kinds.extend(st.deposed.iter().filter_map(|d| resources::kind(&d.resource.kind)).map(|k| k.name()));
         kinds.extend(st.pending.iter().filter_map(|p| resources::kind(&p.kind)).map(|k| k.name()));
     }
+    note_owned_log_groups(ctx, stack, state);
     let mut tasks = tokio::task::JoinSet::new();
     for name in kinds {
         // Rendered kinds live in Kubernetes YAML, not in AWS: state is their record.
@@ -133,6 +134,31 @@ async fn read_existing(
         }
     }
     Ok(read)
+}
+
+/// Tells `eks_cluster`'s read which control-plane log groups are the stack's to read (review
+/// r19 M3): the clusters that set `log_retention_days` in the file or in state.
+fn note_owned_log_groups(ctx: &Ctx, stack: &Stack, state: Option<&State>) {
+    let mut names: std::collections::BTreeSet<String> = stack
+        .resources
+        .iter()
+        .filter(|r| r.kind.name() == "eks_cluster" && r.attrs.contains_key("log_retention_days"))
+        .map(|r| match r.attrs.get("name").map(|e| e.resolve(&|_| crate::value::Value::Unknown)) {
+            Some(crate::value::Value::Str(n)) => n,
+            _ => stack.default_physical_name(r),
+        })
+        .collect();
+    if let Some(st) = state {
+        let recorded = st.resources.values().chain(st.deposed.iter().map(|d| &d.resource));
+        names.extend(
+            recorded
+                .filter(|e| e.kind == "eks_cluster" && e.inputs.get("log_retention_days").is_some())
+                .map(|e| e.id.clone()),
+        );
+    }
+    if let Ok(mut owned) = ctx.owned_log_groups.write() {
+        *owned = names;
+    }
 }
 
 /// What the state's pending creates of `kind` journaled by name ([`Kind::pending_token`]),

@@ -10,13 +10,24 @@
 //!
 //! The group's name follows from the cluster's, so state never loses track of it: the
 //! cluster's recorded inputs say whether gpustack manages it (`log_retention_days`), and
-//! `delete` removes it after the cluster. A group that already exists (EKS made it when
-//! logging was turned on earlier, or an interrupted create made it) is taken as it is and
-//! given the retention; its events are never deleted by a retention change.
+//! `delete` removes it after the cluster.
+//!
+//! Creating a cluster never changes a group that is not yet the stack's (review r19 M2). The
+//! order in `eks_cluster::create`: (1) DescribeCluster: a cluster of that name not made by this
+//! resource fails the create before CloudWatch Logs is touched; (2) `prepare`: CreateLogGroup
+//! tagged for this resource; if the name exists, its tags decide: tagged for this resource (an
+//! interrupted run made it) it is ours, tagged for another stack or resource the create fails,
+//! untagged (left by an earlier cluster of that name) it is left alone for now; (3) the retention
+//! goes on a group made or found ours; (4) CreateCluster; if it fails, a group made in (2) is
+//! deleted again (nothing untracked stays; a crash right there leaves a group tagged for this
+//! resource, which the next create takes as ours); (5) once CreateCluster succeeded the name is
+//! the stack's, and an untagged group, which EKS now writes this cluster's logs to, gets the
+//! retention. Adding `log_retention_days` to a running cluster of the stack takes its group as
+//! it is (EKS made it when logging was turned on): the cluster is already the stack's.
 
 use std::collections::HashMap;
 
-use crate::aws::{Absent, Ctx, Service};
+use crate::aws::{Absent, AwsError, Ctx, Service};
 
 use super::Result;
 
@@ -32,19 +43,76 @@ pub fn name(cluster: &str) -> String {
     format!("/aws/eks/{cluster}/cluster")
 }
 
-/// Creates the group (tagged) if it does not exist yet, then sets its retention.
+/// Who holds the group's name before CreateCluster (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Made by this call, tagged for the resource.
+    Made,
+    /// Already there, tagged for this resource (an interrupted run made it).
+    Ours,
+    /// Already there without the stack's tags: left alone until the cluster is the stack's.
+    Untagged,
+}
+
+/// Step (2) of the create order: makes the group tagged for the resource, or says who holds it;
+/// a group tagged for another stack or resource is refused before anything changes.
+pub async fn prepare(ctx: &Ctx, cluster: &str, address: &str, tags: HashMap<String, String>) -> Result<Found> {
+    let group = name(cluster);
+    let create = ctx.logs.create_log_group().log_group_name(&group).set_tags(Some(tags).filter(|t| !t.is_empty()));
+    let err = match ctx.call(Service::Logs, "CreateLogGroup", create.send()).await {
+        Ok(_) => return Ok(Found::Made),
+        Err(e) if e.has_code("ResourceAlreadyExistsException") => e,
+        Err(e) => return Err(e),
+    };
+    // The group's ARN (`logGroupArn`, without the `:*` of `arn`) names it to ListTagsForResource.
+    let call = ctx.logs.describe_log_groups().log_group_name_prefix(&group);
+    let out = ctx.call(Service::Logs, "DescribeLogGroups", call.send()).await?;
+    let Some(arn) = out
+        .log_groups()
+        .iter()
+        .find(|g| g.log_group_name() == Some(group.as_str()))
+        .and_then(|g| g.log_group_arn().map(str::to_string))
+    else {
+        return Err(err); // deleted in between: the next run creates it
+    };
+    let call = ctx.logs.list_tags_for_resource().resource_arn(&arn);
+    let out = ctx.call(Service::Logs, "ListTagsForResource", call.send()).await?;
+    let tags = out.tags();
+    if crate::aws::eks::is_ours(ctx, tags, address) {
+        return Ok(Found::Ours);
+    }
+    match tags.and_then(|t| t.get(crate::aws::tags::STACK).map(|s| (s.clone(), t.get(crate::aws::tags::ADDRESS)))) {
+        None => Ok(Found::Untagged),
+        Some((stack, owner)) => Err(AwsError {
+            detail: format!(
+                "log group {group} belongs to {} of stack {stack}",
+                owner.map_or("another resource", String::as_str)
+            ),
+            ..err
+        }
+        .taken_by_other("set `name` to another cluster name, or remove log_retention_days")),
+    }
+}
+
+/// Sets the group's retention (the group exists and is the stack's).
+pub async fn put_retention(ctx: &Ctx, cluster: &str, days: i32) -> Result<()> {
+    let put = ctx.logs.put_retention_policy().log_group_name(name(cluster)).retention_in_days(days);
+    ctx.call(Service::Logs, "PutRetentionPolicy", put.send()).await?;
+    Ok(())
+}
+
+/// For a running cluster of the stack: creates the group (tagged) if it does not exist yet
+/// (EKS made it when logging was turned on; the cluster is the stack's, so the group is the
+/// one its logs go to), then sets its retention.
 pub async fn ensure(ctx: &Ctx, cluster: &str, days: i32, tags: HashMap<String, String>) -> Result<()> {
     let group = name(cluster);
     let create = ctx.logs.create_log_group().log_group_name(&group).set_tags(Some(tags).filter(|t| !t.is_empty()));
     match ctx.call(Service::Logs, "CreateLogGroup", create.send()).await {
         Ok(_) => {}
-        // EKS (logging turned on earlier) or an interrupted run made it: give it the retention.
         Err(e) if e.has_code("ResourceAlreadyExistsException") => {}
         Err(e) => return Err(e),
     }
-    let put = ctx.logs.put_retention_policy().log_group_name(&group).retention_in_days(days);
-    ctx.call(Service::Logs, "PutRetentionPolicy", put.send()).await?;
-    Ok(())
+    put_retention(ctx, cluster, days).await
 }
 
 /// Back to CloudWatch's default (events never expire), when `log_retention_days` is removed:
@@ -55,14 +123,31 @@ pub async fn clear_retention(ctx: &Ctx, cluster: &str) -> Result<()> {
     Ok(())
 }
 
-/// The group's retention: `None` when there is no group, `Some(None)` when it never expires.
-pub async fn retention(ctx: &Ctx, cluster: &str) -> Result<Option<Option<i32>>> {
+/// What DescribeLogGroups says of the group's retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// No group of that name.
+    NoGroup,
+    /// The group's own retention (`None`: it never expires).
+    Days(Option<i32>),
+    /// An account-level retention policy applies: "When it is returned, retentionInDays shows
+    /// the retention period from that policy instead of the retention period set on the log
+    /// group" (logs `LogGroup.retentionPolicyName`), so the group's own setting cannot be read.
+    AccountPolicy,
+}
+
+/// The group's retention, as [`Retention`] says.
+pub async fn retention(ctx: &Ctx, cluster: &str) -> Result<Retention> {
     let group = name(cluster);
     // A prefix lists every group under it; the exact name is picked from the first page,
     // which holds it (the name sorts before any longer one that shares it).
     let call = ctx.logs.describe_log_groups().log_group_name_prefix(&group);
     let out = ctx.call(Service::Logs, "DescribeLogGroups", call.send()).await?;
-    Ok(out.log_groups().iter().find(|g| g.log_group_name() == Some(group.as_str())).map(|g| g.retention_in_days()))
+    Ok(match out.log_groups().iter().find(|g| g.log_group_name() == Some(group.as_str())) {
+        None => Retention::NoGroup,
+        Some(g) if g.retention_policy_name().is_some() => Retention::AccountPolicy,
+        Some(g) => Retention::Days(g.retention_in_days()),
+    })
 }
 
 /// Deletes the group and its events; a group already gone is success.

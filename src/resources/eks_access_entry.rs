@@ -351,6 +351,28 @@ fn groups_and_username(r: &Resource, diags: &mut Vec<Diagnostic>) {
             ),
         );
     }
+    if let Some(e) = r.attrs.get("username")
+        && let Some(u) = e.as_literal().and_then(Value::as_str)
+        && session_name_without_colon(u)
+    {
+        diags.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: EKS refuses the username \"{u}\": it needs a colon before {{{{SessionName}}}}",
+                    r.address
+                ),
+                e.span.clone(),
+            )
+            .help("put a prefix and a colon first, e.g. username = \"ops:{{SessionName}}\""),
+        );
+    }
+}
+
+/// Why EKS refuses a `{{SessionName}}` username: "the username must include a colon before
+/// {{SessionName}}" (EKS UG `creating-access-entries`; the emulator's `eks_access.py` checks the
+/// same). `{{SessionNameRaw}}` starts with the same text, so it is covered.
+fn session_name_without_colon(u: &str) -> bool {
+    u.find("{{SessionName").is_some_and(|at| !u[..at].contains(':'))
 }
 
 /// `arn:<partition>:iam::<account>:role/…` or `…:user/…` (a path is allowed).
@@ -467,6 +489,15 @@ fn recorded(arn: &str) -> Recorded {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_session_name_username_needs_a_colon_before_it() {
+        assert!(super::session_name_without_colon("{{SessionName}}"));
+        assert!(super::session_name_without_colon("ops-{{SessionNameRaw}}"));
+        assert!(!super::session_name_without_colon("platform-ops:{{SessionName}}"));
+        assert!(!super::session_name_without_colon("ops:{{SessionNameRaw}}"));
+        assert!(!super::session_name_without_colon("ops"));
+    }
+
     use super::*;
 
     #[test]

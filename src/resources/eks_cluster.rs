@@ -3,8 +3,8 @@
 //! at a time; logging, endpoint access, the authentication mode, the support type, zonal
 //! shift, deletion protection and the log retention update in place; secrets encryption is
 //! added in place (`AssociateEncryptionConfig`) and never removed or re-keyed (EKS refuses
-//! both); role, subnets, security groups, the IP family, the service CIDR and the creator's
-//! admin entry replace. With `log_retention_days` the cluster also owns its control-plane
+//! both); role, subnets, security groups, the IP family and the service CIDR replace; the
+//! creator's admin entry acts only at creation (a change is recorded in state only). With `log_retention_days` the cluster also owns its control-plane
 //! log group (`cluster_log_group`).
 
 use std::time::Duration;
@@ -77,8 +77,11 @@ const ATTRS: &[Attr] = &[
     // ARC zonal shift (`zonalShiftConfig.enabled`), on create and by `UpdateClusterConfig`.
     Attr::opt("zonal_shift", Ty::Bool, Default::Bool(false), OnChange::Update),
     // `accessConfig.bootstrapClusterCreatorAdminPermissions` ("The default value is true",
-    // botocore `CreateAccessConfigRequest`); only on create: UpdateAccessConfigRequest has no such member.
-    Attr::opt("bootstrap_cluster_creator_admin", Ty::Bool, Default::Bool(true), OnChange::Replace),
+    // botocore `CreateAccessConfigRequest`); only on create: UpdateAccessConfigRequest has no such
+    // member, and DescribeCluster never returns it. A change to an existing cluster is recorded in
+    // state only, with a plan note, not a replace: terraform-provider-aws did the same
+    // (hashicorp/terraform-provider-aws#35824, fixed by PR #38295; review r19 M4).
+    Attr::opt("bootstrap_cluster_creator_admin", Ty::Bool, Default::Bool(true), OnChange::Update),
     // `deletionProtection` ("the cluster cannot be deleted unless deletion protection is first
     // disabled. ... Default value is false": botocore `CreateClusterRequest`), create and update.
     Attr::opt("deletion_protection", Ty::Bool, Default::Bool(false), OnChange::Update),
@@ -189,15 +192,39 @@ impl Kind for EksCluster {
         for (k, v) in observed {
             let keep = match k.as_str() {
                 "encryption" => !recorded.contains_key("encryption"),
-                "log_retention_days" => recorded.contains_key("log_retention_days"),
+                "log_retention_days" => recorded.contains_key("log_retention_days") && v.is_known(),
                 _ => true,
             };
             if keep {
                 cur.insert(k.clone(), v.clone());
             }
         }
+        // A managed group's retention is read on every refresh (`read_all`): none observed
+        // means the group was deleted or its retention taken off by hand, shown as drift
+        // (review r19 m5). Without an observation (refresh skipped) state's word stands.
+        if recorded.contains_key("log_retention_days")
+            && !observed.is_empty()
+            && !observed.contains_key("log_retention_days")
+        {
+            cur.remove("log_retention_days");
+        }
+        if cur.get("log_retention_days").is_some_and(|v| !v.is_known()) {
+            cur.remove("log_retention_days");
+        }
         self.normalize(&mut cur);
         cur
+    }
+
+    /// `service_cidr` is read back (`kubernetesNetworkConfig.serviceIpv4Cidr`); unset in the
+    /// file, EKS's pick is no change (review r19 M4).
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        if !desired.contains_key("service_cidr") {
+            current.remove("service_cidr");
+        }
+    }
+
+    fn update_note(&self, old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> {
+        update_notes(old, new, changed)
     }
 
     fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
@@ -238,17 +265,38 @@ impl Kind for EksCluster {
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let i = req.inputs;
         let name = str_attr(i, "name");
-        // Before the cluster, so EKS finds it and the retention holds from the first log line.
-        if let Some(days) = int_attr(i, "log_retention_days") {
-            log_group::ensure(ctx, name, super::i32_of(days), eks::tag_map(ctx, req.address, i)).await?;
+        // The log group before the cluster, so EKS finds it and the retention holds from the
+        // first log line; but nothing that is not the stack's is changed before CreateCluster
+        // makes the name the stack's (order: `cluster_log_group` module doc; review r19 M2).
+        let days = int_attr(i, "log_retention_days").map(super::i32_of);
+        let mut group = None;
+        if let Some(days) = days {
+            if let Some(c) = describe(ctx, name).await?
+                && !eks::is_ours(ctx, c.tags(), req.address)
+            {
+                return Err(AwsError {
+                    operation: "CreateCluster",
+                    code: Some("ResourceInUseException".into()),
+                    detail: format!("cluster {name} already exists"),
+                }
+                .taken_by_other("set `name` to another cluster name"));
+            }
+            let found = log_group::prepare(ctx, name, req.address, eks::tag_map(ctx, req.address, i)).await?;
+            if found != log_group::Found::Untagged {
+                log_group::put_retention(ctx, name, days).await?;
+            }
+            group = Some(found);
         }
-        let mut network = KubernetesNetworkConfigRequest::builder();
-        if let Some(family) = i.get("ip_family").and_then(Value::as_str) {
-            network = network.ip_family(IpFamily::from(family));
-        }
-        if let Some(cidr) = i.get("service_cidr").and_then(Value::as_str) {
-            network = network.service_ipv4_cidr(cidr);
-        }
+        // Sent only when the file sets a member: main never sent the object, and no source
+        // shows EKS taking an empty one (review r19 m9).
+        let family = i.get("ip_family").and_then(Value::as_str);
+        let cidr = i.get("service_cidr").and_then(Value::as_str);
+        let network = (family.is_some() || cidr.is_some()).then(|| {
+            KubernetesNetworkConfigRequest::builder()
+                .set_ip_family(family.map(IpFamily::from))
+                .set_service_ipv4_cidr(cidr.map(str::to_string))
+                .build()
+        });
         let mut access = CreateAccessConfigRequest::builder()
             .authentication_mode(AuthenticationMode::from(str_attr(i, "authentication_mode")));
         if let Some(admin) = i.get("bootstrap_cluster_creator_admin").and_then(Value::as_bool) {
@@ -263,7 +311,7 @@ impl Kind for EksCluster {
             .resources_vpc_config(vpc_config(i, true))
             .logging(logging(i))
             .access_config(access.build())
-            .kubernetes_network_config(network.build())
+            .set_kubernetes_network_config(network)
             .set_encryption_config(encryption(i).map(|e| vec![e]))
             .set_zonal_shift_config(
                 i.get("zonal_shift")
@@ -276,14 +324,26 @@ impl Kind for EksCluster {
             )
             .set_tags(Some(eks::tag_map(ctx, req.address, i)))
             .client_request_token(req.token);
-        match ctx.call(Service::Eks, "CreateCluster", call.send()).await {
-            Ok(_) => {}
+        let sent = match ctx.call(Service::Eks, "CreateCluster", call.send()).await {
+            Ok(_) => Ok(()),
             // The name is taken: by this very resource (a create that raced a crash) it is adopted.
             Err(e) if e.has_code("ResourceInUseException") => match describe(ctx, name).await? {
-                Some(c) if eks::is_ours(ctx, c.tags(), req.address) => {}
-                _ => return Err(e.taken_by_other("set `name` to another cluster name")),
+                Some(c) if eks::is_ours(ctx, c.tags(), req.address) => Ok(()),
+                _ => Err(e.taken_by_other("set `name` to another cluster name")),
             },
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
+        };
+        match (sent, group, days) {
+            (Err(e), Some(log_group::Found::Made), _) => {
+                // Nothing untracked stays behind: the group made for this create goes with it.
+                let _ = log_group::delete(ctx, name).await;
+                return Err(e);
+            }
+            (Err(e), _, _) => return Err(e),
+            (Ok(()), Some(log_group::Found::Untagged), Some(days)) => {
+                log_group::put_retention(ctx, name, days).await?;
+            }
+            (Ok(()), _, _) => {}
         }
         let c = wait_active(ctx, name, eks::CREATE_TIMEOUT).await?;
         Ok(recorded(&c))
@@ -293,10 +353,25 @@ impl Kind for EksCluster {
         let mut out = vec![];
         for c in ctx.stack_clusters().await? {
             let mut o = observe(&c);
-            // Only a cluster that exports logs has a group worth reading (one call each).
-            let exports = o.attrs.get("logging").and_then(Value::as_list).is_some_and(|l| !l.is_empty());
-            if exports && let Some(Some(days)) = log_group::retention(ctx, c.name().unwrap_or_default()).await? {
-                o.attrs.insert("log_retention_days".into(), Value::Int(days.into()));
+            // Only the group of a cluster that sets `log_retention_days` (file or state) is read:
+            // `current` drops the value for any other, and a stack without the attribute must
+            // not need a CloudWatch Logs permission to refresh (review r19 M3).
+            let name = c.name().unwrap_or_default();
+            let owned = ctx.owned_log_groups.read().is_ok_and(|o| o.contains(name));
+            if owned {
+                // No group, or one that never expires, leaves the value unobserved: drift
+                // (`current`), which an apply puts back.
+                // Under an account-level policy the group's own value is hidden: unknown, so
+                // state's word stands and no drift is shown forever (review r19 m4).
+                match log_group::retention(ctx, name).await? {
+                    log_group::Retention::Days(Some(days)) => {
+                        o.attrs.insert("log_retention_days".into(), Value::Int(days.into()));
+                    }
+                    log_group::Retention::AccountPolicy => {
+                        o.attrs.insert("log_retention_days".into(), Value::Unknown);
+                    }
+                    log_group::Retention::Days(None) | log_group::Retention::NoGroup => {}
+                }
             }
             out.push(o);
         }
@@ -326,6 +401,14 @@ impl Kind for EksCluster {
         if ["endpoint_public_access", "endpoint_private_access", "public_access_cidrs"].iter().any(|k| has(k)) {
             let call = ctx.eks.update_cluster_config().name(id).resources_vpc_config(vpc_config(new, false));
             config_update(ctx, &of, call, "endpoint access").await?;
+        }
+        // Before logging, as on create: the group is made tagged, with its retention, before
+        // EKS could make it untagged and never expiring (review r19 m6).
+        if has("log_retention_days") {
+            match int_attr(new, "log_retention_days") {
+                Some(days) => log_group::ensure(ctx, id, super::i32_of(days), eks::tag_map(ctx, address, new)).await?,
+                None => log_group::clear_retention(ctx, id).await?,
+            }
         }
         if has("logging") {
             let call = ctx.eks.update_cluster_config().name(id).logging(logging(new));
@@ -358,12 +441,6 @@ impl Kind for EksCluster {
             let out = ctx.call(Service::Eks, "AssociateEncryptionConfig", call.send()).await?;
             let uid = out.update().and_then(|u| u.id()).unwrap_or_default().to_string();
             eks::wait_update(ctx, &of, &uid, &format!("secrets encryption of cluster {id}")).await?;
-        }
-        if has("log_retention_days") {
-            match int_attr(new, "log_retention_days") {
-                Some(days) => log_group::ensure(ctx, id, super::i32_of(days), eks::tag_map(ctx, address, new)).await?,
-                None => log_group::clear_retention(ctx, id).await?,
-            }
         }
         if has("authentication_mode") {
             let call = ctx.eks.update_cluster_config().name(id).access_config(
@@ -513,12 +590,16 @@ fn observe(c: &Cluster) -> Observed {
     if let Some(t) = c.upgrade_policy().and_then(|u| u.support_type()) {
         attrs.insert("support_type".into(), Value::str(t.as_str()));
     }
-    // Not read back: `service_cidr` (EKS reports the block it picked when none was asked for)
-    // and `bootstrap_cluster_creator_admin` (it only acted at creation). Both are create-only,
-    // so what state recorded is what the cluster has, and a cluster adopted by its tags or an
-    // [import] takes the file's word instead of being replaced over a setting that did nothing.
-    if let Some(f) = c.kubernetes_network_config().and_then(|n| n.ip_family()) {
-        attrs.insert("ip_family".into(), Value::str(f.as_str()));
+    // `bootstrap_cluster_creator_admin` is not read back: DescribeCluster does not return it
+    // (botocore `AccessConfigResponse` has authenticationMode only). The service CIDR is, also
+    // when EKS picked it: `settle` ignores it while the file does not set it.
+    if let Some(net) = c.kubernetes_network_config() {
+        if let Some(f) = net.ip_family() {
+            attrs.insert("ip_family".into(), Value::str(f.as_str()));
+        }
+        if let Some(cidr) = net.service_ipv4_cidr().filter(|c| !c.is_empty()) {
+            attrs.insert("service_cidr".into(), Value::str(cidr));
+        }
     }
     attrs.insert("zonal_shift".into(), Value::Bool(c.zonal_shift_config().and_then(|z| z.enabled()) == Some(true)));
     attrs.insert("deletion_protection".into(), Value::Bool(c.deletion_protection() == Some(true)));
@@ -561,4 +642,107 @@ fn recorded(c: &Cluster) -> Recorded {
 fn encryption(i: &Attrs) -> Option<EncryptionConfig> {
     let key = i.get("encryption")?.as_table()?.get("kms_key")?.as_str()?;
     Some(EncryptionConfig::builder().resources("secrets").provider(Provider::builder().key_arn(key).build()).build())
+}
+
+/// Plan notes for in-place changes that do less, or more, than the field diff says.
+fn update_notes(old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> {
+    let has = |k: &str| changed.iter().any(|c| c == k);
+    let mut notes = vec![];
+    if has("bootstrap_cluster_creator_admin") {
+        notes.push(
+            "bootstrap_cluster_creator_admin acts only when EKS creates the cluster: recorded in state, AWS is not called \
+             (to take the creator's admin access away, delete its access entry)"
+                .to_string(),
+        );
+    }
+    if has("encryption") && !old.contains_key("encryption") {
+        // EKS UG `enable-kms`: "After you enabled encryption on your cluster, you must encrypt all
+        // existing secrets with the new key" (the kubectl procedure, for clusters up to 1.27; the
+        // UG `envelope-encryption` FAQ for 1.28+). gpustack does not touch Kubernetes.
+        notes.push(
+            "secrets written before this change stay encrypted the old way until rewritten: \
+             kubectl get secrets --all-namespaces -o json | kubectl annotate --overwrite -f - kms-encryption-timestamp=\"$(date +%s)\" (EKS UG enable-kms)"
+                .to_string(),
+        );
+    }
+    if has("support_type") && str_attr(old, "support_type") == "EXTENDED" && str_attr(new, "support_type") == "STANDARD"
+    {
+        // botocore eks `UpdateClusterConfigRequest.upgradePolicy`: "You cannot disable extended
+        // support once it starts."
+        notes.push(
+            "EKS refuses EXTENDED → STANDARD once the version's extended support has started; upgrade the version first"
+                .to_string(),
+        );
+    }
+    if notes.is_empty() { None } else { Some(notes.join("; ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pairs: &[(&str, Value)]) -> Attrs {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    /// Review r19 M4: EKS's service CIDR is no change while the file does not set one; a
+    /// value the file sets is compared with it (equal: nothing; other: the Replace attribute).
+    #[test]
+    fn the_observed_service_cidr_counts_only_when_the_file_sets_one() {
+        let observed = attrs(&[("service_cidr", Value::str("172.20.0.0/16"))]);
+        let mut cur = EksCluster.current(&Attrs::new(), &observed);
+        assert_eq!(cur.get("service_cidr"), Some(&Value::str("172.20.0.0/16")), "read back");
+        EksCluster.settle(&mut cur, &Attrs::new());
+        assert!(!cur.contains_key("service_cidr"), "unset in the file: no change");
+        let mut cur = EksCluster.current(&Attrs::new(), &observed);
+        let wants = attrs(&[("service_cidr", Value::str("172.20.0.0/16"))]);
+        EksCluster.settle(&mut cur, &wants);
+        assert_eq!(cur.get("service_cidr"), wants.get("service_cidr"));
+    }
+
+    /// Review r19 M4: the creator's admin entry is an in-place change with a note, never a replace.
+    #[test]
+    fn bootstrap_cluster_creator_admin_changes_in_state_only() {
+        let a = ATTRS.iter().find(|a| a.name == "bootstrap_cluster_creator_admin").unwrap();
+        assert_eq!(a.on_change, OnChange::Update);
+        let note = update_notes(
+            &Attrs::new(),
+            &attrs(&[("bootstrap_cluster_creator_admin", Value::Bool(false))]),
+            &["bootstrap_cluster_creator_admin".to_string()],
+        );
+        assert!(note.unwrap().contains("acts only when EKS creates the cluster"));
+    }
+
+    /// Review r19 m5: a managed group deleted (or its retention taken off) by hand is drift.
+    #[test]
+    fn a_managed_group_without_retention_is_drift() {
+        let recorded = attrs(&[("log_retention_days", Value::Int(90)), ("version", Value::str("1.33"))]);
+        let observed = attrs(&[("version", Value::str("1.33"))]);
+        assert!(!EksCluster.current(&recorded, &observed).contains_key("log_retention_days"));
+        let observed = attrs(&[("version", Value::str("1.33")), ("log_retention_days", Value::Int(7))]);
+        assert_eq!(EksCluster.current(&recorded, &observed).get("log_retention_days"), Some(&Value::Int(7)));
+    }
+
+    /// Review r19 m4: under an account-level retention policy the group's value is not read as drift.
+    #[test]
+    fn an_account_level_retention_is_not_drift() {
+        let recorded = attrs(&[("log_retention_days", Value::Int(90)), ("version", Value::str("1.33"))]);
+        let observed = attrs(&[("version", Value::str("1.33")), ("log_retention_days", Value::Unknown)]);
+        assert_eq!(EksCluster.current(&recorded, &observed).get("log_retention_days"), Some(&Value::Int(90)));
+        assert!(!EksCluster.current(&Attrs::new(), &observed).contains_key("log_retention_days"));
+    }
+
+    /// Review r19 m10, m11: notes for what the field diff does not say.
+    #[test]
+    fn adding_encryption_and_leaving_extended_support_are_noted() {
+        let key = Value::Table([("kms_key".to_string(), Value::str("arn:k"))].into_iter().collect());
+        let note = update_notes(&Attrs::new(), &attrs(&[("encryption", key)]), &["encryption".to_string()]);
+        assert!(note.unwrap().contains("kubectl annotate"));
+        let note = update_notes(
+            &attrs(&[("support_type", Value::str("EXTENDED"))]),
+            &attrs(&[("support_type", Value::str("STANDARD"))]),
+            &["support_type".to_string()],
+        );
+        assert!(note.unwrap().contains("EXTENDED → STANDARD"));
+    }
 }

@@ -353,6 +353,9 @@ pub trait Kind: Schema {
         self.normalize(&mut cur);
         cur
     }
+    /// Leaves out of the current inputs what the file leaves to AWS (an observed value of an
+    /// optional attribute the file does not set: the service CIDR EKS picked), so it is no change.
+    fn settle(&self, _current: &mut Attrs, _desired: &Attrs) {}
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded>;
     /// Every object of this kind tagged for `ctx.stack`: one paged call, not one per resource.
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>>;

@@ -18,6 +18,7 @@ pub fn cluster(stack: &Stack) -> Vec<Diagnostic> {
         let subnets = stack_subnets(stack, c);
         service_cidr(stack, c, &subnets, &mut d);
         ipv6(c, &subnets, &mut d);
+        kms_key_region(stack, c, &mut d);
     }
     d
 }
@@ -64,7 +65,26 @@ fn ipv6(c: &Resource, subnets: &[&Resource], d: &mut Vec<Diagnostic>) {
     if lit_str(c, "ip_family").as_deref() != Some("ipv6") {
         return;
     }
-    let has_ipv6 = |r: &Resource| r.attrs.keys().any(|k| k.contains("ipv6"));
+    // An attribute that gives the subnet an IPv6 block (`ipv6…`, not set to false); today's
+    // `subnet` kind has none, so only subnets made outside the stack (literal ids) can be IPv6.
+    let has_ipv6 = |r: &Resource| {
+        r.attrs.iter().any(|(k, e)| {
+            k.starts_with("ipv6")
+                && !matches!(e.resolve(&|_| crate::value::Value::Unknown), crate::value::Value::Bool(false))
+        })
+    };
+    let ipv6_attrs: Vec<&str> = subnets
+        .first()
+        .map(|s| s.kind.attrs().iter().map(|a| a.name).filter(|n| n.starts_with("ipv6")).collect())
+        .unwrap_or_default();
+    let help = if ipv6_attrs.is_empty() {
+        "the `subnet` kind cannot give a subnet an IPv6 block: list subnets made outside the stack that have IPv4 and IPv6 blocks (their literal ids), or keep ip_family = \"ipv4\"".to_string()
+    } else {
+        format!(
+            "give each cluster subnet an IPv6 block ({}; EKS needs both IPv4 and IPv6 on them), or keep ip_family = \"ipv4\"",
+            ipv6_attrs.join(", ")
+        )
+    };
     let without: Vec<&str> = subnets.iter().filter(|s| !has_ipv6(s)).map(|s| s.address.as_str()).collect();
     if !without.is_empty() {
         d.push(
@@ -77,7 +97,28 @@ fn ipv6(c: &Resource, subnets: &[&Resource], d: &mut Vec<Diagnostic>) {
                 ),
                 span(c, "ip_family"),
             )
-            .help("give the VPC an IPv6 block and each cluster subnet an IPv6 CIDR (EKS needs both IPv4 and IPv6 on them), or keep ip_family = \"ipv4\""),
+            .help(help),
+        );
+    }
+}
+
+/// "The KMS key must be symmetric and created in the same Amazon Web Services Region as the
+/// cluster" (botocore eks `Provider.keyArn`); the emulator refuses another region too.
+fn kms_key_region(stack: &Stack, c: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(e) = c.attrs.get("encryption") else { return };
+    let crate::value::Value::Table(t) = e.resolve(&|_| crate::value::Value::Unknown) else { return };
+    let Some(key) = t.get("kms_key").and_then(|k| k.as_str().map(str::to_string)) else { return };
+    let Some(region) = key.split(':').nth(3).filter(|r| key.starts_with("arn:") && !r.is_empty()) else { return };
+    if region != stack.region {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: encryption.kms_key is in {region}, but the cluster is in {}; EKS takes a key of the cluster's region only",
+                    c.address, stack.region
+                ),
+                e.span.clone(),
+            )
+            .help(format!("use a key (or a multi-Region replica key) in {}", stack.region)),
         );
     }
 }

@@ -153,6 +153,10 @@ def main() -> int:
         check("retentionInDays" not in logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"][0], "retention cleared")
         logs.delete_log_group(logGroupName=group)
         check(code(logs.delete_log_group, logGroupName=group) == "ResourceNotFoundException", "a deleted group is gone")
+        logs.create_log_group(logGroupName=group)
+        arn = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"][0]["logGroupArn"]
+        check(logs.list_tags_for_resource(resourceArn=arn).get("tags", {}) == {}, "a group made again has none of the deleted group's tags")
+        logs.delete_log_group(logGroupName=group)
     except Exception as e:  # noqa: BLE001
         print(f"FAIL {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -141,10 +141,25 @@ fn the_cluster_options_example_applies_updates_in_place_and_destroys_its_log_gro
     assert_eq!(rekey.code, 1, "{rekey:?}");
     assert!(rekey.stderr.contains("cannot change a cluster's secrets encryption key"), "{rekey:?}");
 
-    // Deletion protection holds: destroy fails and says how to get past it.
+    // Deletion protection holds: the plan refuses destroy before anything is deleted, so the
+    // access entry (deleted first by a destroy) is still there (review r19 M1).
+    env.emu.reset_requests();
     let refused = env.run(&["destroy", "s.toml", "--auto-approve"]);
-    assert_ne!(refused.code, 0, "{refused:?}");
-    assert!(refused.stderr.contains("set deletion_protection = false and apply"), "{refused:?}");
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stderr.contains("`eks_cluster.main` has deletion_protection = true"), "{refused:?}");
+    assert!(refused.stderr.contains("apply deletion_protection = false"), "{refused:?}");
+    let deletes: Vec<_> = env.emu.requests().into_iter().filter(|(_, a)| a.starts_with("Delete")).collect();
+    assert!(deletes.is_empty(), "nothing deleted: {deletes:?}");
+    assert_eq!(access_entry(&env, "options-dev-main", &role).kubernetes_groups(), ["auditors", "platform-ops"]);
+    // A replace of the protected cluster is refused too, even with the protection turned off in
+    // the same apply (the replace's delete would run first, with the old setting).
+    let moved = changed
+        .replace("172.20.0.0/16", "172.21.0.0/16")
+        .replace("deletion_protection = true", "deletion_protection = false");
+    env.write("s.toml", &moved);
+    let replace = env.run(&["plan", "s.toml"]);
+    assert_eq!(replace.code, 1, "{replace:?}");
+    assert!(replace.stderr.contains("but this plan would replace it"), "{replace:?}");
     env.write("s.toml", &text);
     env.ok(&["apply", "s.toml", "--auto-approve"]);
     let destroy = env.ok(&["destroy", "s.toml", "--auto-approve"]);
@@ -241,6 +256,20 @@ fn cluster_and_access_entry_mistakes_are_reported_offline_in_one_pass() {
     }
     assert!(out.stderr.contains("s.toml:"), "file:line:column: {}", out.stderr);
 
+    // Review r19 m1, m2: a key of another region and a session-name username without a colon.
+    let elsewhere = example()
+        .replace("arn:aws:kms:us-west-2:", "arn:aws:kms:us-east-1:")
+        .replace("\"platform-ops:{{SessionName}}\"", "\"{{SessionName}}\"");
+    env.write("k.toml", &elsewhere);
+    let out = env.run(&["validate", "k.toml"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("encryption.kms_key is in us-east-1, but the cluster is in us-west-2"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("it needs a colon before {{SessionName}}"), "{}", out.stderr);
+
     let ipv6 = example().replace("ip_family           = \"ipv4\"", "ip_family           = \"ipv6\"");
     env.write("v6.toml", &ipv6);
     let out = env.run(&["validate", "v6.toml"]);
@@ -255,10 +284,123 @@ fn cluster_and_access_entry_mistakes_are_reported_offline_in_one_pass() {
     assert_eq!(out.code, 1, "{out:?}");
     for want in [
         "subnet.a, subnet.b have no IPv6 block",
+        "list subnets made outside the stack that have IPv4 and IPv6 blocks",
         "is EC2_LINUX, which takes no `kubernetes_groups`",
         "is EC2_LINUX, which takes no `username`",
         "is EC2_LINUX, which takes no access policies",
     ] {
         assert!(out.stderr.contains(want), "missing {want:?}: {}", out.stderr);
     }
+}
+
+/// Review r19 M4: a cluster made without the create-only options (as before they existed) is
+/// not replaced when the file adds `bootstrap_cluster_creator_admin` (state only, with a note)
+/// or the `service_cidr` EKS already uses; another service CIDR still replaces.
+#[test]
+fn create_only_options_that_change_nothing_do_not_replace_a_running_cluster() {
+    let env = Env::new();
+    ops_role(&env);
+    let before = example()
+        .replace("service_cidr        = \"172.20.0.0/16\"\n", "")
+        .replace("bootstrap_cluster_creator_admin = false\n", "");
+    env.write("s.toml", &before);
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let c = cluster(&env, "options-dev-main");
+    assert_eq!(c.kubernetes_network_config().and_then(|n| n.service_ipv4_cidr()), Some("172.20.0.0/16"));
+    assert_eq!(c.access_config().and_then(|a| a.bootstrap_cluster_creator_admin_permissions()), Some(true));
+
+    env.write("s.toml", &example());
+    let plan = env.ok(&["plan", "s.toml"]);
+    assert!(plan.stdout.contains("0 to replace") && !plan.stdout.contains("-/+"), "{plan:?}");
+    assert!(!plan.stdout.contains("service_cidr"), "EKS's block is no change: {plan:?}");
+    assert!(plan.stdout.contains("bootstrap_cluster_creator_admin"), "{plan:?}");
+    assert!(plan.stdout.contains("acts only when EKS creates the cluster"), "{plan:?}");
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let calls: Vec<_> = env
+        .emu
+        .requests()
+        .into_iter()
+        .filter(|(s, a)| s == "eks" && !a.starts_with("Describe") && !a.starts_with("List"))
+        .collect();
+    assert!(calls.is_empty(), "no EKS change for a create-only setting: {calls:?}");
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "recorded: {again:?}");
+
+    env.write("s.toml", &example().replace("172.20.0.0/16", "172.21.0.0/16"));
+    let plan = env.ok(&["plan", "s.toml"]);
+    assert!(plan.stdout.contains("-/+ eks_cluster.main"), "another block replaces: {plan:?}");
+    env.write("s.toml", &example());
+    env.ok(&["destroy", "s.toml", "--auto-approve"]);
+}
+
+/// Review r19 M2: creating a cluster never changes a log group that is not the stack's, and a
+/// failed CreateCluster leaves no group behind.
+#[test]
+fn a_log_group_that_is_not_the_stacks_is_left_alone_and_a_failed_create_leaves_none() {
+    let env = Env::new();
+    ops_role(&env);
+    let group = "/aws/eks/options-dev-main/cluster";
+    let make = |tags: Option<(&str, &str)>| {
+        let logs = logs(&env);
+        block_on(async move {
+            let mut call = logs.create_log_group().log_group_name(group);
+            if let Some((stack, address)) = tags {
+                call = call.tags("gpustack:stack", stack).tags("gpustack:address", address);
+            }
+            call.send().await.unwrap();
+            logs.put_retention_policy().log_group_name(group).retention_in_days(7).send().await.unwrap();
+        })
+    };
+    // Another stack's group of that name: refused before CreateCluster, its retention untouched.
+    make(Some(("other", "eks_cluster.main")));
+    env.write("s.toml", &example());
+    env.emu.reset_requests();
+    let out = env.run(&["apply", "s.toml", "--auto-approve"]);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("belongs to eks_cluster.main of stack other"), "{out:?}");
+    assert_eq!(retention(&env, "options-dev-main"), Some(Some(7)), "the other stack's retention stands");
+    assert!(!env.emu.requests().iter().any(|(s, a)| s == "eks" && a == "CreateCluster"), "no cluster attempted");
+
+    // An untagged group (an earlier cluster of that name): the retention goes on only once
+    // the cluster exists.
+    let logs_client = logs(&env);
+    block_on(async move { logs_client.delete_log_group().log_group_name(group).send().await.unwrap() });
+    make(None);
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    assert_eq!(retention(&env, "options-dev-main"), Some(Some(90)));
+    let order: Vec<String> = env
+        .emu
+        .requests()
+        .into_iter()
+        .filter(|(_, a)| a == "CreateCluster" || a == "PutRetentionPolicy")
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(order, ["CreateCluster", "PutRetentionPolicy"], "retention after the create");
+    env.ok(&["destroy", "s.toml", "--auto-approve"]);
+
+    // CreateCluster refused (its subnets do not exist): the group made for it goes again.
+    let bad = "[stack]\nname = \"lg\"\nregion = \"us-west-2\"\n[eks_cluster.main]\nversion = \"1.33\"\nrole = \"arn:aws:iam::123456789012:role/r\"\nsubnets = [\"subnet-0aaaaaaaaaaaaaaaa\", \"subnet-0bbbbbbbbbbbbbbbb\"]\nendpoint_public_access = false\nlogging = [\"api\"]\nlog_retention_days = 30\n";
+    env.write("bad.toml", bad);
+    let out = env.run(&["apply", "bad.toml", "--auto-approve"]);
+    assert_ne!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("does not exist"), "{out:?}");
+    assert_eq!(retention(&env, "lg-main"), None, "no untracked group left");
+}
+
+/// Review r19 M3: a stack whose clusters do not set `log_retention_days` refreshes without
+/// one CloudWatch Logs call, so its deploy role needs no Logs permission.
+#[test]
+fn refresh_reads_no_log_group_for_a_cluster_without_log_retention_days() {
+    let env = Env::new();
+    ops_role(&env);
+    env.write("s.toml", &example().replace("log_retention_days  = 90\n", ""));
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    env.emu.reset_requests();
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let logs_calls: Vec<_> = env.emu.requests().into_iter().filter(|(s, _)| s == "logs").collect();
+    assert!(logs_calls.is_empty(), "{logs_calls:?}");
+    env.ok(&["destroy", "s.toml", "--auto-approve"]);
 }

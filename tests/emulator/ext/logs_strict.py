@@ -14,6 +14,10 @@ for a group that never expires. It stores any retention. This module adds, answe
   and 3653": botocore ``logs`` 2014-03-28 shape ``Days``, which types it as a plain integer, so
   param validation cannot see it);
 * ``logGroupName`` must match ``[\\.\\-_/#A-Za-z0-9]+`` (botocore ``LogGroupName`` pattern);
+* DeleteLogGroup takes the group's tags with it (moto keeps them in its tagger under the ARN,
+  so a new group of the same name came back with the old tags; tags are the resource's:
+  TagResource API reference, "Assigns one or more tags ... to the specified CloudWatch Logs
+  resource", and DeleteLogGroup "Deletes the specified log group").
 * CreateLogGroup ``tags``: at most 50 ([M] ``Tags`` max 50), keys not starting ``aws:`` (reserved
   for AWS: CloudWatch Logs API reference, TagResource, "Tags that begin with aws: are reserved").
 """
@@ -31,6 +35,7 @@ NAME = re.compile(r"[\.\-_/#A-Za-z0-9]+")
 
 _create_log_group = LogsBackend.create_log_group
 _put_retention_policy = LogsBackend.put_retention_policy
+_delete_log_group = LogsBackend.delete_log_group
 
 
 def _check_name(name: str) -> None:
@@ -66,6 +71,14 @@ def _put_retention(self: LogsBackend, log_group_name: str, retention_in_days: An
     _put_retention_policy(self, log_group_name, retention_in_days)
 
 
+def _delete(self: LogsBackend, log_group_name: str) -> None:
+    group = self.groups.get(log_group_name)
+    _delete_log_group(self, log_group_name)
+    if group is not None:
+        self.tagger.delete_all_tags_for_resource(group.arn)
+
+
 def install() -> None:
+    LogsBackend.delete_log_group = _delete  # type: ignore[method-assign]
     LogsBackend.create_log_group = _create  # type: ignore[method-assign]
     LogsBackend.put_retention_policy = _put_retention  # type: ignore[method-assign]
