@@ -138,7 +138,22 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
         }
         live_reads(&ctx, &stack, state.as_ref(), o.skip_quota_check).await.map(Some)
     };
-    let (refreshed, reads) = tokio::try_join!(refreshing, checking)?;
+    let (refreshed, mut reads) = tokio::try_join!(refreshing, checking)?;
+    // Subnets and reservations the stack does not define, read once refresh knows the ids
+    // of its `existing` objects: their zones, routes and endpoints feed the network rules.
+    if let Some(r) = reads.as_mut()
+        && !refreshed.skipped
+    {
+        let existing = refreshed
+            .existing
+            .iter()
+            .filter_map(|(a, rec)| {
+                Some((a.clone(), (rec.as_ref().ok()?.id.clone(), rec.as_ref().ok()?.outputs.clone())))
+            })
+            .collect();
+        let outside = crate::rules::outside::read(&ctx, &stack, &existing).await?;
+        r.quotas.extend(crate::rules::network_online(&stack, &outside));
+    }
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
         Ok(mut plan) => {

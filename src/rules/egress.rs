@@ -224,14 +224,14 @@ pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
         d.push(
             Diagnostic::warning(
                 format!(
-                    "the egress rule did not check {} subnet{} the stack does not define ({}): their routes, NAT gateways and VPC endpoints are not in the stack file",
+                    "the egress rule did not check {} subnet{} the stack does not define ({}) offline: their routes, NAT gateways and VPC endpoints are not in the stack file",
                     names.len(),
                     crate::stack::diag::plural(names.len()),
                     and_list(&names)
                 ),
                 None,
             )
-            .help("make sure those subnets route to a NAT gateway or an internet gateway, or have VPC endpoints for ecr.api, ecr.dkr, s3, ec2 and sts"),
+            .help("a refreshing `gpustack plan` reads their route tables and VPC endpoints and checks them; or make sure they route to a NAT gateway or an internet gateway, or have VPC endpoints for ecr.api, ecr.dkr, s3, ec2 and sts"),
         );
     }
     d.extend(endpoint_groups(stack));
@@ -429,4 +429,63 @@ fn admits_https(stack: &Stack, g: &Resource, subnet: &Resource) -> bool {
         };
         port_ok && source_ok
     })
+}
+
+/// The egress rule for subnets outside the stack, from what a refreshing plan read of them
+/// ([`super::outside::read`]): the same needs as the stack's subnets, decided from the route
+/// table's 0.0.0.0/0 target, `MapPublicIpOnLaunch` and the VPC's endpoints.
+pub(super) fn outside(net: &super::outside::Net) -> Vec<Diagnostic> {
+    use super::outside::{DefaultRoute, SubnetView};
+    let stack = net.stack;
+    let mut d = vec![];
+    let users = super::outside::subnet_users(stack).filter(|(r, _)| r.kind.name() != "eks_cluster");
+    for (r, attr) in users {
+        let needs = needs(stack, r);
+        let many = many_interfaces(stack, r);
+        for view in net.subnets(r, attr) {
+            let SubnetView::Facts(f) = view else { continue };
+            let why = match &f.default_route {
+                DefaultRoute::Nat | DefaultRoute::Other(_) => continue,
+                // A public IP and an IGW route: the way out, unless EFA's several interfaces
+                // leave the instance without a public IP (EC2 UG efa-acc-inst-types).
+                DefaultRoute::InternetGateway if f.map_public && !many => continue,
+                DefaultRoute::InternetGateway if !f.map_public => {
+                    "routes to an internet gateway, but does not give instances public IPs (MapPublicIpOnLaunch is false)".to_string()
+                }
+                DefaultRoute::InternetGateway => {
+                    "is public, but EFA's several network interfaces get no public IP (EC2 UG efa-acc-inst-types)".to_string()
+                }
+                DefaultRoute::None => String::new(),
+            };
+            let missing: Vec<&str> = needs.endpoints.iter().copied().filter(|s| !f.services.contains(*s)).collect();
+            let why = if let Some(internet) = &needs.internet {
+                format!("has no route to the internet ({internet}), only a NAT gateway or a public subnet will do")
+            } else if missing.is_empty() {
+                continue;
+            } else if !why.is_empty() {
+                why
+            } else if f.services.is_empty() {
+                "has no route to the internet (no 0.0.0.0/0 route to a NAT or internet gateway) and no VPC endpoints"
+                    .to_string()
+            } else {
+                format!("has no route to the internet, and VPC endpoints for {} are missing", missing.join(", "))
+            };
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` runs in {} ({}, {} in {}), which {why}: its nodes could never join the cluster",
+                        r.address, f.id, f.zone, f.cidr, f.vpc
+                    ),
+                    span(r, attr),
+                )
+                .help(format!(
+                    "route {}'s 0.0.0.0/0 to a NAT gateway, or add VPC endpoints for {} in {} (read at plan time from DescribeRouteTables and DescribeVpcEndpoints)",
+                    f.id,
+                    and_list(&needs.endpoints),
+                    f.vpc
+                )),
+            );
+        }
+    }
+    d
 }

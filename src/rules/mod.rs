@@ -11,6 +11,7 @@ mod egress;
 mod eks_versions;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
+pub mod outside;
 #[cfg(test)]
 mod tests;
 
@@ -159,6 +160,16 @@ pub fn cluster_versions(
     d
 }
 
+/// The network rules for objects the stack does not define, from what a refreshing plan read
+/// of them (`outside::read`): the egress rule and the reservation-zone check. The offline pass
+/// (`offline`) has already said once per rule family what it could not check.
+pub fn network_online(stack: &Stack, outside: &outside::Outside) -> Vec<Diagnostic> {
+    let net = outside::Net { stack, outside };
+    let mut d = egress::outside(&net);
+    d.extend(outside::reservation_zones(&net).0);
+    d
+}
+
 /// Rules that need only the stack.
 pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
@@ -299,6 +310,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
         }
     }
     d.extend(shared_blocks(stack));
+    d.extend(reservation_note(stack));
     d.extend(egress::egress(stack));
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
@@ -481,4 +493,25 @@ pub(crate) fn same_object(a: Option<&Expr>, b: Option<&Expr>) -> bool {
         },
         _ => false,
     }
+}
+
+/// Offline, one note naming the reservations and subnets the reservation-zone check could
+/// not see (literal ids and `existing` objects); a refreshing plan reads and checks them.
+fn reservation_note(stack: &Stack) -> Option<Diagnostic> {
+    let empty = outside::Outside::default();
+    let (_, unchecked) = outside::reservation_zones(&outside::Net { stack, outside: &empty });
+    if unchecked.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = unchecked.into_iter().collect();
+    Some(
+        Diagnostic::warning(
+            format!(
+                "the reservation-zone check did not check {} offline: their zones are not in the stack file",
+                names.join(", ")
+            ),
+            None,
+        )
+        .help("a refreshing `gpustack plan` reads their zones and checks that node groups' subnets are in their reservation's zone"),
+    )
 }
