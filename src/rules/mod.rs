@@ -165,7 +165,7 @@ pub fn cluster_versions(
 /// (`offline`) has already said once per rule family what it could not check.
 pub fn network_online(stack: &Stack, outside: &outside::Outside) -> Vec<Diagnostic> {
     let net = outside::Net { stack, outside };
-    let mut d = egress::outside(&net);
+    let mut d = egress::check(&net, true);
     d.extend(outside::reservation_zones(&net).0);
     d
 }
@@ -395,7 +395,7 @@ pub(crate) fn stack_security_groups<'a>(stack: &'a Stack, r: &Resource) -> Optio
 }
 
 /// The stack's subnet resources a node group names (those the stack defines: a subnet
-/// read with `existing` has no attributes to check offline, see [`outside_subnets`]).
+/// read with `existing` has no attributes to check offline, see [`outside::Net`]).
 pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a Resource> {
     match ng.attrs.get("subnets").map(|e| &e.kind) {
         Some(ExprKind::List(items)) => items
@@ -406,26 +406,6 @@ pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a R
             .collect(),
         _ => vec![],
     }
-}
-
-/// The subnets `attr` names that the stack does not define: literal ids and subnets read
-/// with `existing`. Their zones, routes and endpoints are not in the stack file.
-pub(crate) fn outside_subnets(stack: &Stack, r: &Resource, attr: &str) -> Vec<String> {
-    let items: Vec<&Expr> = match r.attrs.get(attr).map(|e| &e.kind) {
-        Some(ExprKind::List(items)) => items.iter().collect(),
-        Some(_) => r.attrs.get(attr).into_iter().collect(),
-        None => vec![],
-    };
-    items
-        .into_iter()
-        .filter_map(|e| match e.as_single_ref() {
-            Some(x) => stack
-                .get(&x.address)
-                .filter(|s| s.kind.name() == "subnet" && crate::resources::existing::is_existing(s))
-                .map(|s| s.address.clone()),
-            None => e.as_literal().and_then(Value::as_str).filter(|s| s.starts_with("subnet-")).map(str::to_string),
-        })
-        .collect()
 }
 
 /// The zones of a node group's subnets that the stack defines (sorted, unique).

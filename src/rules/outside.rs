@@ -88,7 +88,7 @@ pub struct Net<'a> {
 impl<'a> Net<'a> {
     /// Every subnet `attr` of `r` names, in the stack or not.
     pub fn subnets(&self, r: &Resource, attr: &str) -> Vec<SubnetView<'a>> {
-        items(r, attr).into_iter().filter_map(|e| self.subnet(e)).collect()
+        items(r, attr).iter().filter_map(|e| self.subnet(e)).collect()
     }
 
     fn subnet(&self, e: &Expr) -> Option<SubnetView<'a>> {
@@ -135,12 +135,12 @@ impl<'a> Net<'a> {
 }
 
 /// The expressions of `attr`: a list's items, or the one value.
-fn items<'e>(r: &'e Resource, attr: &str) -> Vec<&'e Expr> {
-    match r.attrs.get(attr).map(|e| &e.kind) {
-        Some(ExprKind::List(items)) => items.iter().collect(),
-        Some(ExprKind::Value(Value::List(_))) => vec![],
-        Some(_) => r.attrs.get(attr).into_iter().collect(),
-        None => vec![],
+fn items(r: &Resource, attr: &str) -> Vec<Expr> {
+    let Some(e) = r.attrs.get(attr) else { return vec![] };
+    match &e.kind {
+        ExprKind::List(items) => items.clone(),
+        ExprKind::Value(Value::List(items)) => items.iter().map(|v| Expr::value(v.clone(), e.span.clone())).collect(),
+        _ => vec![e.clone()],
     }
 }
 
@@ -153,16 +153,13 @@ pub(crate) fn subnet_users(stack: &Stack) -> impl Iterator<Item = (&Resource, &'
     })
 }
 
-/// Literal ids in a list attribute written as one value (`subnets = ["subnet-a", "subnet-b"]`
-/// parses as a literal list).
+/// The literal ids (starting with `prefix`) that `attr` names.
 fn literal_ids(r: &Resource, attr: &str, prefix: &str) -> Vec<String> {
-    let mut out: Vec<String> =
-        items(r, attr).into_iter().filter_map(|e| e.as_literal().and_then(Value::as_str).map(str::to_string)).collect();
-    if let Some(ExprKind::Value(v)) = r.attrs.get(attr).map(|e| &e.kind) {
-        out.extend(super::strings(Some(v.clone())));
-    }
-    out.retain(|s| s.starts_with(prefix));
-    out
+    items(r, attr)
+        .iter()
+        .filter_map(|e| e.as_literal().and_then(Value::as_str).map(str::to_string))
+        .filter(|s| s.starts_with(prefix))
+        .collect()
 }
 
 /// Reads the outside objects the stack names: `DescribeSubnets` (by `subnet-id`),
@@ -188,7 +185,7 @@ pub async fn read(
     let mut subnet_ids: BTreeSet<String> = BTreeSet::new();
     for (r, attr) in subnet_users(stack) {
         subnet_ids.extend(literal_ids(r, attr, "subnet-"));
-        for e in items(r, attr) {
+        for e in &items(r, attr) {
             if let Some(id) = e.as_single_ref().and_then(|x| out.ids.get(&x.address))
                 && id.starts_with("subnet-")
             {

@@ -1039,3 +1039,98 @@ fn an_accelerator_no_eks_ami_drives_is_warned_about() {
         absent(&catalog(&stack("imds_hop_limit = 1", &ng, "")), "no EKS AMI drives");
     }
 }
+
+// ---- plan time: subnets and reservations outside the stack (`outside::Net`) ----
+
+fn outside_subnet(
+    id: &str,
+    zone: &str,
+    route: crate::rules::outside::DefaultRoute,
+    services: &[&str],
+) -> crate::rules::outside::SubnetFacts {
+    crate::rules::outside::SubnetFacts {
+        id: id.into(),
+        zone: zone.into(),
+        cidr: "10.1.0.0/20".into(),
+        vpc: "vpc-0ther".into(),
+        map_public: false,
+        default_route: route,
+        services: services.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// What the plan-time network pass reports for `text` with `facts` read.
+fn online(text: &str, facts: crate::rules::outside::Outside) -> Vec<Found> {
+    let stack = accepted(text);
+    found(&stack.source, &crate::rules::network_online(&stack, &facts))
+}
+
+fn with_subnets(facts: Vec<crate::rules::outside::SubnetFacts>) -> crate::rules::outside::Outside {
+    crate::rules::outside::Outside {
+        subnets: facts.into_iter().map(|f| (f.id.clone(), f)).collect(),
+        read: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn literal_subnets_are_noted_offline_and_judged_from_what_plan_read() {
+    use crate::rules::outside::DefaultRoute;
+    let ng = "subnets         = [\"subnet-0priv\"]\n";
+    let text = stack(GPU_LT, ng, "");
+    // Offline: one note naming the subnet, no error.
+    let f = offline(&text);
+    let d = the(&f, "the egress rule did not check 1 subnet the stack does not define (subnet-0priv) offline");
+    assert!(!d.error);
+    // At plan time: private, no route, no endpoints → the same refusal as a stack subnet.
+    let f = online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &[])]));
+    let d = the(
+        &f,
+        "`node_group.n` runs in subnet-0priv (us-west-2a, 10.1.0.0/20 in vpc-0ther), which has no route to the internet",
+    );
+    assert!(d.error && d.at.starts_with("subnets"), "{d:?}");
+    // A NAT route, or the five endpoints, are a way out; some endpoints are not.
+    no_errors(&online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::Nat, &[])])));
+    let all = ["ecr.api", "ecr.dkr", "s3", "ec2", "sts"];
+    no_errors(&online(
+        &text,
+        with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all)]),
+    ));
+    let f =
+        online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all[..3])]));
+    the(&f, "VPC endpoints for ec2, sts are missing");
+    // An IGW route without public IPs on launch is no way out.
+    let f = online(
+        &text,
+        with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::InternetGateway, &[])]),
+    );
+    the(&f, "MapPublicIpOnLaunch is false");
+}
+
+#[test]
+fn a_reservation_outside_the_stack_or_on_outside_subnets_is_checked_for_its_zone() {
+    use crate::rules::outside::DefaultRoute;
+    let lt = "instance_type = \"g6.xlarge\"\ndata_volume = { size_gib = 100 }\ncapacity_reservation = \"cr-0abc\"\nmarket = \"on-demand\"";
+    let text = stack(lt, "", "");
+    // Offline: the reservation's zone is unknown: one note.
+    let f = offline(&text);
+    let d = the(&f, "the reservation-zone check did not check cr-0abc offline");
+    assert!(!d.error);
+    // At plan time, cr-0abc is in us-west-2b and subnet.a in us-west-2a.
+    let mut facts = crate::rules::outside::Outside { read: true, ..Default::default() };
+    facts.reservation_zones.insert("cr-0abc".into(), "us-west-2b".into());
+    let d = the(
+        &online(&text, facts.clone()),
+        "`node_group.n` reserves capacity in us-west-2b through `launch_template.t` (cr-0abc), but its subnet subnet.a (us-west-2a) is in another zone",
+    );
+    assert!(d.error);
+    facts.reservation_zones.insert("cr-0abc".into(), "us-west-2a".into());
+    no_errors(&online(&text, facts));
+    // A literal subnet against a stack Capacity Block's zone.
+    let block = "\n[capacity_block.cb]\ninstance_type = \"p5.48xlarge\"\ninstance_count = 1\navailability_zone = \"us-west-2a\"\nduration_hours = 48\nstart_after = \"2026-12-01T00:00:00Z\"\nstart_before = \"2026-12-08T00:00:00Z\"\nmax_upfront_usd = 8000\n";
+    let lt = "instance_type = \"p5.48xlarge\"\ncapacity_reservation = \"${capacity_block.cb.id}\"\nmarket = \"capacity-block\"\ndata_volume = { size_gib = 100 }";
+    let ng = "subnets         = [\"subnet-0b\"]\ncapacity_type = \"CAPACITY_BLOCK\"\n";
+    let text = stack(lt, ng, block);
+    let facts = with_subnets(vec![outside_subnet("subnet-0b", "us-west-2b", DefaultRoute::Nat, &[])]);
+    the(&online(&text, facts), "its subnet subnet-0b (us-west-2b) is in another zone");
+}
