@@ -196,8 +196,11 @@ pub async fn read(
     let reservations: BTreeSet<String> = stack
         .resources
         .iter()
-        .filter(|r| r.kind.name() == "launch_template")
-        .flat_map(|lt| literal_ids(lt, "capacity_reservation", "cr-"))
+        .flat_map(|r| match r.kind.name() {
+            "launch_template" => literal_ids(r, "capacity_reservation", "cr-"),
+            "karpenter_pool" => literal_ids(r, "capacity_reservations", "cr-"),
+            _ => vec![],
+        })
         .collect();
     if !reservations.is_empty() {
         let call = ctx
@@ -370,6 +373,45 @@ pub fn reservation_zones(net: &Net) -> (Vec<crate::stack::Diagnostic>, BTreeSet<
                 )
                 .help(format!("list only subnets in {zone}: a reservation serves the one zone it was made in")),
             );
+        }
+    }
+    // Karpenter launches reserved capacity in the reservation's zone, through a subnet of
+    // the pool in that zone (Karpenter docs, Concepts → NodeClasses,
+    // `capacityReservationSelectorTerms`; the zone comes from the reservation): a reservation
+    // in no zone of the pool's subnets is never used. The stack-only case (a stack
+    // reservation and stack subnets) is `rules::karpenter`'s.
+    for pool in net.stack.resources.iter().filter(|r| r.kind.name() == "karpenter_pool") {
+        let subnets = net.subnets(pool, "subnets");
+        let all_outside = !subnets.is_empty() && subnets.iter().all(|s| !matches!(s, SubnetView::Stack(_)));
+        for e in &items(pool, "capacity_reservations") {
+            let Some((name, zone, outside_cr)) = net.reservation_zone(e) else { continue };
+            if !outside_cr && !all_outside {
+                continue;
+            }
+            let Some(zone) = zone else {
+                unchecked.insert(name);
+                continue;
+            };
+            let zones: BTreeSet<String> = subnets.iter().filter_map(SubnetView::zone).collect();
+            let unknown: Vec<String> = subnets.iter().filter(|s| s.zone().is_none()).map(SubnetView::name).collect();
+            if !unknown.is_empty() {
+                unchecked.extend(unknown);
+                continue;
+            }
+            if !zones.is_empty() && !zones.contains(&zone) {
+                let zones: Vec<String> = zones.into_iter().collect();
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` names {name}, which reserves capacity in {zone}, but its subnets are in {}: the reservation would never be used",
+                            pool.address,
+                            zones.join(", ")
+                        ),
+                        super::span(pool, "subnets"),
+                    )
+                    .help(format!("add a subnet in {zone} to the pool: a reservation serves one zone")),
+                );
+            }
         }
     }
     (d, unchecked)

@@ -1134,3 +1134,49 @@ fn a_reservation_outside_the_stack_or_on_outside_subnets_is_checked_for_its_zone
     let facts = with_subnets(vec![outside_subnet("subnet-0b", "us-west-2b", DefaultRoute::Nat, &[])]);
     the(&online(&text, facts), "its subnet subnet-0b (us-west-2b) is in another zone");
 }
+
+#[test]
+fn a_pool_on_outside_subnets_is_checked_against_its_reservation_zone() {
+    use crate::rules::outside::DefaultRoute;
+    let text = r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[capacity_block.train]
+instance_type     = "p5.48xlarge"
+instance_count    = 1
+duration_hours    = 24
+start_after       = "2026-12-01T00:00:00Z"
+start_before      = "2026-12-08T00:00:00Z"
+availability_zone = "us-west-2a"
+max_upfront_usd   = 40000
+
+[karpenter_pool.train]
+cluster               = "main"
+node_role             = "node"
+subnets               = ["subnet-0b"]
+security_groups       = ["sg-1"]
+capacity_reservations = ["${capacity_block.train.id}"]
+capacity_types        = ["reserved"]
+instance_types        = ["p5.48xlarge"]
+gpu_limit             = 8
+"#;
+    let vars = VarSources { cli: &[], env: &|_| None };
+    let (stack, _) = Stack::parse(Source::new("t.toml", text.into()), &vars, &crate::resources::schemas()).unwrap();
+    let check = |facts: &crate::rules::outside::Outside| {
+        crate::rules::outside::reservation_zones(&crate::rules::outside::Net { stack: &stack, outside: facts })
+    };
+    // Offline the subnet's zone is unknown: named for the note.
+    let (d, unchecked) = check(&Default::default());
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(unchecked.into_iter().collect::<Vec<_>>(), ["subnet-0b"]);
+    // Read in us-west-2b: the block in us-west-2a would never be used.
+    let (d, _) = check(&with_subnets(vec![outside_subnet("subnet-0b", "us-west-2b", DefaultRoute::Nat, &[])]));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(
+        d[0].message.contains("`karpenter_pool.train` names capacity_block.train, which reserves capacity in us-west-2a, but its subnets are in us-west-2b"),
+        "{d:?}"
+    );
+    let (d, _) = check(&with_subnets(vec![outside_subnet("subnet-0b", "us-west-2a", DefaultRoute::Nat, &[])]));
+    assert!(d.is_empty(), "{d:?}");
+}
