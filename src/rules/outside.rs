@@ -416,3 +416,80 @@ pub fn reservation_zones(net: &Net) -> (Vec<crate::stack::Diagnostic>, BTreeSet<
     }
     (d, unchecked)
 }
+
+/// The VPC a subnet is in, as far as the view knows: an outside subnet's id from EC2; a stack
+/// subnet's `vpc` (the id read for an `existing` VPC, else the stack VPC's address: a VPC
+/// the stack creates is never one it reads).
+fn vpc_of(net: &Net, s: &SubnetView) -> Option<String> {
+    match s {
+        SubnetView::Facts(f) => Some(f.vpc.clone()),
+        SubnetView::Unknown(_) => None,
+        SubnetView::Stack(r) => {
+            let x = r.attrs.get("vpc")?;
+            match x.as_single_ref() {
+                Some(x) => Some(net.outside.ids.get(&x.address).cloned().unwrap_or_else(|| x.address.clone())),
+                None => x.as_literal().and_then(Value::as_str).map(str::to_string),
+            }
+        }
+    }
+}
+
+/// A cluster lives in one VPC ("When you create a cluster, you specify a VPC and at least two
+/// subnets", EKS UG `network-reqs`), and its nodes and HyperPod instances in that VPC
+/// ("deployed within the same VPC as your Amazon EKS cluster", SageMaker DG
+/// `sagemaker-hyperpod-eks-prerequisites`). Checked when a subnet outside the stack is among
+/// them (the stack's own subnets are checked offline, e.g. `rules::hyperpod`).
+pub fn one_vpc(net: &Net) -> Vec<crate::stack::Diagnostic> {
+    use crate::stack::Diagnostic;
+    let mut d = vec![];
+    for c in net.stack.resources.iter().filter(|r| r.kind.name() == "eks_cluster") {
+        let own = net.subnets(c, "subnets");
+        let home: BTreeSet<String> = own.iter().filter_map(|s| vpc_of(net, s)).collect();
+        let outside = own.iter().any(|s| matches!(s, SubnetView::Facts(_)));
+        if home.len() > 1 && outside {
+            let names: Vec<String> =
+                own.iter().map(|s| format!("{} ({})", s.name(), vpc_of(net, s).unwrap_or_default())).collect();
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}` names subnets in {} VPCs: {}; a cluster lives in one VPC",
+                        c.address,
+                        home.len(),
+                        names.join(", ")
+                    ),
+                    super::span(c, "subnets"),
+                )
+                .help("list subnets of one VPC only"),
+            );
+            continue;
+        }
+        let Some(home) = home.into_iter().next() else { continue };
+        let users = subnet_users(net.stack).filter(|(r, _)| {
+            r.kind.name() != "eks_cluster"
+                && (super::target(net.stack, r, "cluster").or_else(|| super::target(net.stack, r, "eks_cluster")))
+                    .is_some_and(|t| t.address == c.address)
+        });
+        for (r, attr) in users {
+            for s in net.subnets(r, attr) {
+                let Some(v) = vpc_of(net, &s) else { continue };
+                let any_outside =
+                    matches!(s, SubnetView::Facts(_)) || own.iter().any(|o| matches!(o, SubnetView::Facts(_)));
+                if v != home && any_outside {
+                    d.push(
+                        Diagnostic::error(
+                            format!(
+                                "`{}` runs in {} of {v}, but its cluster `{}` is in {home}: its nodes must be in the cluster's VPC",
+                                r.address,
+                                s.name(),
+                                c.address
+                            ),
+                            super::span(r, attr),
+                        )
+                        .help(format!("pick subnets of {home}, the cluster's VPC")),
+                    );
+                }
+            }
+        }
+    }
+    d
+}

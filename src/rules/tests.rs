@@ -1090,12 +1090,15 @@ fn literal_subnets_are_noted_offline_and_judged_from_what_plan_read() {
     );
     assert!(d.error && d.at.starts_with("subnets"), "{d:?}");
     // A NAT route, or the five endpoints, are a way out; some endpoints are not.
-    no_errors(&online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::Nat, &[])])));
+    absent(
+        &online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::Nat, &[])])),
+        "could never join",
+    );
     let all = ["ecr.api", "ecr.dkr", "s3", "ec2", "sts"];
-    no_errors(&online(
-        &text,
-        with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all)]),
-    ));
+    absent(
+        &online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all)])),
+        "could never join",
+    );
     let f =
         online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all[..3])]));
     the(&f, "VPC endpoints for ec2, sts are missing");
@@ -1179,4 +1182,25 @@ gpu_limit             = 8
     );
     let (d, _) = check(&with_subnets(vec![outside_subnet("subnet-0b", "us-west-2a", DefaultRoute::Nat, &[])]));
     assert!(d.is_empty(), "{d:?}");
+}
+
+#[test]
+fn nodes_on_an_outside_subnet_of_another_vpc_than_their_cluster_are_refused_at_plan_time() {
+    use crate::rules::outside::DefaultRoute;
+    // The cluster is in the stack's VPC; the node group on a subnet of another VPC.
+    let text = stack(GPU_LT, "subnets         = [\"subnet-0priv\"]\n", "");
+    let facts = with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::Nat, &[])]);
+    let d = the(
+        &online(&text, facts),
+        "`node_group.n` runs in subnet-0priv of vpc-0ther, but its cluster `eks_cluster.main` is in vpc.main",
+    );
+    assert!(d.error, "{d:?}");
+    // A cluster over two VPCs.
+    let two = text.replace(
+        "subnets             = [\"${subnet.a.id}\", \"${subnet.b.id}\"]",
+        "subnets             = [\"${subnet.a.id}\", \"subnet-0priv\"]",
+    );
+    assert_ne!(two, text);
+    let facts = with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2b", DefaultRoute::Nat, &[])]);
+    the(&online(&two, facts), "`eks_cluster.main` names subnets in 2 VPCs");
 }
