@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::{ArgAction, Args};
 
-use super::{Global, VarArgs, load_stack};
+use super::{Global, VarArgs};
 use crate::aws::Ctx;
 use crate::plan::{self, Plan, Refreshed, file::SavedPlan, render};
 use crate::stack::Stack;
@@ -373,7 +373,8 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
     // Planning holds the state lock (through a refresh that can take minutes): a signal
     // releases it and exits, rather than the default kill that leaves an S3 lock behind.
     super::interrupt::on_interrupt(super::interrupt::First::Exit);
-    let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
+    let refreshing = a.refresh && !a.destroy;
+    let Some(stack) = super::load_stack_for(g, &a.stack, &a.vars, refreshing) else { return Ok(1) };
     let command = format!("gpustack plan {}", a.stack.display());
     let opts = PrepareOpts {
         targets: &a.targets,

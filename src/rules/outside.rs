@@ -15,6 +15,14 @@ use crate::stack::expr::{Expr, ExprKind};
 use crate::stack::{Resource, Stack};
 use crate::value::Value;
 
+/// The offline notes of the network rules (what they could not check without AWS), which a
+/// refreshing plan replaces with the checks themselves.
+pub fn is_offline_note(d: &crate::stack::Diagnostic) -> bool {
+    !d.is_error()
+        && (d.message.starts_with("the egress rule did not check")
+            || d.message.starts_with("the reservation-zone check did not check"))
+}
+
 /// Where a subnet's route table sends 0.0.0.0/0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DefaultRoute {
@@ -257,9 +265,9 @@ pub async fn read(
         .call(crate::aws::Service::Ec2, "DescribeVpcEndpoints", call.send())
         .await
         .context("reading the VPC endpoints of the VPCs the stack does not define")?;
-    // A subnet without an explicit association uses its VPC's main route table (VPC UG
-    // `VPC_Route_Tables`, "Main route table": "Subnets that you do not explicitly associate
-    // with any route table are implicitly associated with the main route table").
+    // A subnet without an explicit association uses its VPC's main route table: "If a subnet is
+    // not explicitly associated with any route table, it is implicitly associated with the main
+    // route table" (EC2 API `DescribeRouteTables`; the main table's association has `Main`).
     let mut explicit: HashMap<String, String> = HashMap::new();
     let mut main: HashMap<String, String> = HashMap::new();
     let mut default: HashMap<String, DefaultRoute> = HashMap::new();

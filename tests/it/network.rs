@@ -125,6 +125,12 @@ fn the_existing_vpc_example_applies_into_a_vpc_it_does_not_own_and_leaves_it() {
     assert!(plan.stdout.contains("availability_zone: (none) → \"us-west-2b\""), "{plan:?}");
     assert!(plan.stdout.contains(&format!("<= security_group.shared              read {sg}")), "{plan:?}");
     assert!(plan.stdout.contains("4 to read"), "{plan:?}");
+    // The subnets were read for the rules: routes and endpoints checked, nothing left as a note
+    // (offline, `validate` names what it could not check).
+    assert!(!plan.stderr.contains("did not check"), "{plan:?}");
+    assert!(env.emu.requests().iter().any(|(_, a)| a == "DescribeVpcEndpoints"), "endpoints read");
+    let offline = run(&["validate"]);
+    assert!(offline.stderr.contains("the egress rule did not check 2 subnets"), "{offline:?}");
 
     let apply = run(&["apply", "--auto-approve"]);
     assert_eq!(apply.code, 0, "{apply:?}");
