@@ -168,6 +168,7 @@ pub fn network_online(stack: &Stack, outside: &outside::Outside) -> Vec<Diagnost
     let mut d = egress::check(&net, true);
     d.extend(outside::reservation_zones(&net).0);
     d.extend(outside::one_vpc(&net));
+    d.extend(outside::missing(outside));
     d
 }
 

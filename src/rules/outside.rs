@@ -58,6 +58,8 @@ pub struct Outside {
     pub reservation_zones: HashMap<String, String>,
     /// True once [`read`] ran: the view is complete, no note is needed.
     pub read: bool,
+    /// Literal ids EC2 did not show (a typo, another region, a reservation not shared here).
+    pub missing: BTreeSet<String>,
 }
 
 /// A subnet as a rule sees it: the stack's own (`Stack`), or one EC2 described (`Facts`), or
@@ -211,19 +213,34 @@ pub async fn read(
         })
         .collect();
     if !reservations.is_empty() {
-        let call = ctx
-            .ec2
-            .describe_capacity_reservations()
-            .set_capacity_reservation_ids(Some(reservations.into_iter().collect()));
-        let got = ctx
-            .call(crate::aws::Service::Ec2, "DescribeCapacityReservations", call.send())
-            .await
-            .context("reading the capacity reservations the stack names by id")?;
-        for c in got.capacity_reservations() {
-            if let (Some(id), Some(z)) = (c.capacity_reservation_id(), c.availability_zone()) {
-                out.reservation_zones.insert(id.to_string(), z.to_string());
+        // The ids parameter fails the whole call on one unknown id
+        // (`InvalidCapacityReservationId.NotFound`, EC2 API error codes), and the request has
+        // no id filter: on a failure, each id is asked alone so one bad id hides no other.
+        let ask = |ids: Vec<String>| async move {
+            let call = ctx.ec2.describe_capacity_reservations().set_capacity_reservation_ids(Some(ids));
+            ctx.call(crate::aws::Service::Ec2, "DescribeCapacityReservations", call.send()).await
+        };
+        let all: Vec<String> = reservations.iter().cloned().collect();
+        let answers = match ask(all.clone()).await {
+            Ok(got) => vec![got],
+            Err(_) => {
+                let mut each = vec![];
+                for id in all {
+                    if let Ok(got) = ask(vec![id]).await {
+                        each.push(got);
+                    }
+                }
+                each
+            }
+        };
+        for got in answers {
+            for c in got.capacity_reservations() {
+                if let (Some(id), Some(z)) = (c.capacity_reservation_id(), c.availability_zone()) {
+                    out.reservation_zones.insert(id.to_string(), z.to_string());
+                }
             }
         }
+        out.missing.extend(reservations.into_iter().filter(|id| !out.reservation_zones.contains_key(id)));
     }
     if subnet_ids.is_empty() {
         return Ok(out);
@@ -328,6 +345,7 @@ pub async fn read(
             }
         }
     }
+    out.missing.extend(subnet_ids.into_iter().filter(|id| !found.iter().any(|s| s.id == *id)));
     out.subnets = found.into_iter().map(|s| (s.id.clone(), s)).collect();
     Ok(out)
 }
@@ -500,4 +518,24 @@ pub fn one_vpc(net: &Net) -> Vec<crate::stack::Diagnostic> {
         }
     }
     d
+}
+
+/// One warning naming the literal ids EC2 did not show: the rules could not check them, and
+/// whatever uses them will fail when it launches.
+pub fn missing(outside: &Outside) -> Option<crate::stack::Diagnostic> {
+    if outside.missing.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = outside.missing.iter().map(String::as_str).collect();
+    Some(
+        crate::stack::Diagnostic::warning(
+            format!(
+                "EC2 shows no {} in this region and account: the network rules did not check {}",
+                names.join(", "),
+                if names.len() == 1 { "it" } else { "them" }
+            ),
+            None,
+        )
+        .help("check the ids (and the stack's region); a launch into a subnet or reservation EC2 does not know fails"),
+    )
 }

@@ -478,4 +478,8 @@ fn a_node_group_on_a_literal_subnet_in_another_zone_than_its_reservation_fails_a
         )),
         "{plan:?}"
     );
+    // An id EC2 does not know is named once, not a failure of the read.
+    env.write("s.toml", &literal_stack(&a, &b, Some("cr-0000000000000dead")));
+    let plan = env.run(&["plan", "s.toml"]);
+    assert!(plan.stderr.contains("EC2 shows no cr-0000000000000dead in this region and account"), "{plan:?}");
 }
