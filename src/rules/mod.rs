@@ -489,8 +489,9 @@ fn reservation_note(stack: &Stack) -> Option<Diagnostic> {
     Some(
         Diagnostic::warning(
             format!(
-                "the reservation-zone check did not check {} offline: their zones are not in the stack file",
-                names.join(", ")
+                "the reservation-zone check did not check {} offline: {} not in the stack file",
+                names.join(", "),
+                if names.len() == 1 { "its zone is" } else { "their zones are" }
             ),
             None,
         )
