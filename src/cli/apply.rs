@@ -72,7 +72,7 @@ pub async fn apply(g: &Global, a: ApplyArgs) -> Result<i32> {
     if plan::file::is_plan_file(&a.file) {
         return apply_saved(g, &a, cancel).await;
     }
-    let Some(stack) = load_stack(g, &a.file, &a.vars) else { return Ok(1) };
+    let Some(stack) = super::load_stack_for(g, &a.file, &a.vars, a.refresh) else { return Ok(1) };
     let command = format!("gpustack apply {}", a.file.display());
     let opts = PrepareOpts {
         targets: &a.targets,

@@ -207,10 +207,16 @@ fn location_without_stack(g: &Global) -> anyhow::Result<Option<Location>> {
 
 /// Loads a stack, printing warnings; on errors prints them and returns `None`.
 pub fn load_stack(g: &Global, path: &Path, vars: &VarArgs) -> Option<Stack> {
+    load_stack_for(g, path, vars, false)
+}
+
+/// [`load_stack`] for a command that reads AWS before planning (`refreshing`): the notes of
+/// what the network rules could not check offline are left out, as the plan checks it.
+pub fn load_stack_for(g: &Global, path: &Path, vars: &VarArgs, refreshing: bool) -> Option<Stack> {
     let sources = VarSources::process_env(&vars.vars);
     match crate::load::load(path, &sources) {
         Ok(s) => {
-            for w in &s.warnings {
+            for w in s.warnings.iter().filter(|w| !(refreshing && crate::rules::outside::is_offline_note(w))) {
                 eprint!("{}", s.source.render(w, g.color()));
             }
             Some(s)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::{ArgAction, Args};
 
-use super::{Global, VarArgs, load_stack};
+use super::{Global, VarArgs};
 use crate::aws::Ctx;
 use crate::plan::{self, Plan, Refreshed, file::SavedPlan, render};
 use crate::stack::Stack;
@@ -138,7 +138,22 @@ pub async fn prepare(g: &Global, stack: Stack, o: PrepareOpts<'_>) -> Result<Pre
         }
         live_reads(&ctx, &stack, state.as_ref(), o.skip_quota_check).await.map(Some)
     };
-    let (refreshed, reads) = tokio::try_join!(refreshing, checking)?;
+    let (refreshed, mut reads) = tokio::try_join!(refreshing, checking)?;
+    // Subnets and reservations the stack does not define, read once refresh knows the ids
+    // of its `existing` objects: their zones, routes and endpoints feed the network rules.
+    if let Some(r) = reads.as_mut()
+        && !refreshed.skipped
+    {
+        let existing = refreshed
+            .existing
+            .iter()
+            .filter_map(|(a, rec)| {
+                Some((a.clone(), (rec.as_ref().ok()?.id.clone(), rec.as_ref().ok()?.outputs.clone())))
+            })
+            .collect();
+        let outside = crate::rules::outside::read(&ctx, &stack, &existing).await?;
+        r.quotas.extend(crate::rules::network_online(&stack, &outside));
+    }
     let opts = plan::Options { destroy: o.destroy, targets: o.targets };
     match plan::diff(&stack, state.as_ref(), &refreshed, &opts) {
         Ok(mut plan) => {
@@ -374,7 +389,8 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
     // Planning holds the state lock (through a refresh that can take minutes): a signal
     // releases it and exits, rather than the default kill that leaves an S3 lock behind.
     super::interrupt::on_interrupt(super::interrupt::First::Exit);
-    let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
+    let refreshing = a.refresh && !a.destroy;
+    let Some(stack) = super::load_stack_for(g, &a.stack, &a.vars, refreshing) else { return Ok(1) };
     let command = format!("gpustack plan {}", a.stack.display());
     let opts = PrepareOpts {
         targets: &a.targets,

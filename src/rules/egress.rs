@@ -188,60 +188,143 @@ fn many_interfaces(stack: &Stack, r: &Resource) -> bool {
 /// becomes Ready while it bills (HyperPod's instances also fetch their lifecycle scripts from
 /// S3: SageMaker DG `sagemaker-hyperpod-eks-prerequisites`).
 pub(super) fn egress(stack: &Stack) -> Vec<Diagnostic> {
+    let offline = super::outside::Outside::default();
+    check(&super::outside::Net { stack, outside: &offline }, false)
+}
+
+/// The egress rule over every subnet the node users name, through the one network view:
+/// the stack's own subnets are judged from the stack file, outside ones from what a
+/// refreshing plan read of them ([`outside_way_out`]), and outside ones nobody read (offline)
+/// are named in one note. `only_outside` (the plan-time pass) judges only outside subnets,
+/// since the offline pass has already judged the stack's.
+pub(super) fn check(net: &super::outside::Net, only_outside: bool) -> Vec<Diagnostic> {
+    use super::outside::SubnetView;
+    let stack = net.stack;
     let mut d = vec![];
     // Clusters with a node user in an endpoint-only subnet, for the endpoint-access check.
     let mut endpoint_only: Vec<(String, String)> = vec![];
-    let users = stack
-        .resources
-        .iter()
-        .filter(|r| matches!(r.kind.name(), "node_group" | "karpenter_pool" | "image_cache" | "hyperpod_cluster"));
-    // Subnets the stack does not define (literal ids, `existing`), for one note.
-    let mut outside: BTreeSet<String> = BTreeSet::new();
-    for r in users {
-        let (attr, subnets): (&str, Vec<&Resource>) = match r.kind.name() {
-            "node_group" | "karpenter_pool" | "hyperpod_cluster" => ("subnets", subnet_resources(stack, r)),
-            _ => (
-                "subnet",
-                referenced(stack, r, "subnet", "subnet")
-                    .filter(|s| !crate::resources::existing::is_existing(s))
-                    .into_iter()
-                    .collect(),
-            ),
-        };
-        outside.extend(super::outside_subnets(stack, r, attr));
+    // Subnets the stack does not define and nobody read, for one note.
+    let mut unknown: BTreeSet<String> = BTreeSet::new();
+    let users = super::outside::subnet_users(stack).filter(|(r, _)| r.kind.name() != "eks_cluster");
+    for (r, attr) in users {
         let needs = needs(stack, r);
         let many = many_interfaces(stack, r);
-        for sn in subnets {
-            match way_out(stack, sn, many, &needs) {
-                Ok(Path::Internet) => {}
-                Ok(Path::EndpointsOnly) => {
-                    if let Some(c) = cluster_of(r) {
-                        endpoint_only.push((c, sn.address.clone()));
+        for view in net.subnets(r, attr) {
+            match view {
+                SubnetView::Stack(_) if only_outside => {}
+                SubnetView::Stack(sn) => match way_out(stack, sn, many, &needs) {
+                    Ok(Path::Internet) => {}
+                    Ok(Path::EndpointsOnly) => {
+                        if let Some(c) = cluster_of(r) {
+                            endpoint_only.push((c, sn.address.clone()));
+                        }
                     }
+                    Err(why) => d.push(no_way_out(stack, r, attr, sn, &why, &needs)),
+                },
+                SubnetView::Facts(f) => match outside_way_out(f, many, &needs) {
+                    Ok(Path::Internet) => {}
+                    Ok(Path::EndpointsOnly) => {
+                        if let Some(c) = cluster_of(r) {
+                            endpoint_only.push((c, f.id.clone()));
+                        }
+                    }
+                    Err(why) => d.push(outside_no_way_out(r, attr, f, &why, &needs)),
+                },
+                SubnetView::Unknown(name) => {
+                    unknown.insert(name);
                 }
-                Err(why) => d.push(no_way_out(stack, r, attr, sn, &why, &needs)),
             }
         }
     }
-    if !outside.is_empty() {
-        let names: Vec<&str> = outside.iter().map(String::as_str).collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = unknown.iter().map(String::as_str).collect();
         d.push(
             Diagnostic::warning(
                 format!(
-                    "the egress rule did not check {} subnet{} the stack does not define ({}): their routes, NAT gateways and VPC endpoints are not in the stack file",
+                    "the egress rule did not check {} subnet{} the stack does not define ({}) offline: their routes, NAT gateways and VPC endpoints are not in the stack file",
                     names.len(),
                     crate::stack::diag::plural(names.len()),
                     and_list(&names)
                 ),
                 None,
             )
-            .help("make sure those subnets route to a NAT gateway or an internet gateway, or have VPC endpoints for ecr.api, ecr.dkr, s3, ec2 and sts"),
+            .help("a refreshing `gpustack plan` reads their route tables and VPC endpoints and checks them; or make sure they route to a NAT gateway or an internet gateway, or have VPC endpoints for ecr.api, ecr.dkr, s3, ec2 and sts"),
         );
     }
-    d.extend(endpoint_groups(stack));
-    d.extend(public_registries(stack, &endpoint_only));
-    d.extend(endpoint_access(stack, &endpoint_only));
+    if !only_outside {
+        d.extend(endpoint_groups(stack));
+        d.extend(public_registries(stack, &endpoint_only));
+        d.extend(endpoint_access(stack, &endpoint_only));
+    } else {
+        // Only what the stack pass could not know: endpoint-only subnets outside the stack.
+        let outside: Vec<(String, String)> =
+            endpoint_only.into_iter().filter(|(_, s)| stack.get(s).is_none()).collect();
+        d.extend(public_registries(stack, &outside));
+        d.extend(endpoint_access(stack, &outside));
+    }
     d
+}
+
+/// How an outside subnet reaches what `needs` lists, from its route table's 0.0.0.0/0
+/// target, `MapPublicIpOnLaunch` and the services its VPC's endpoints serve there. A route
+/// to a NAT gateway, transit gateway or appliance is taken on trust (gpustack cannot follow
+/// it further).
+fn outside_way_out(f: &super::outside::SubnetFacts, many_interfaces: bool, needs: &Needs) -> Result<Path, String> {
+    use super::outside::DefaultRoute;
+    let igw_why = match &f.default_route {
+        DefaultRoute::Nat | DefaultRoute::Other(_) => return Ok(Path::Internet),
+        // A public IP and an IGW route; EFA's several interfaces leave the instance without a
+        // public IP (EC2 UG efa-acc-inst-types).
+        DefaultRoute::InternetGateway if f.map_public && !many_interfaces => return Ok(Path::Internet),
+        DefaultRoute::InternetGateway if !f.map_public => {
+            Some("routes to an internet gateway, but does not give instances public IPs (MapPublicIpOnLaunch is false)")
+        }
+        DefaultRoute::InternetGateway => {
+            Some("is public, but EFA's several network interfaces get no public IP (EC2 UG efa-acc-inst-types)")
+        }
+        DefaultRoute::None => None,
+    };
+    if let Some(internet) = &needs.internet {
+        return Err(format!(
+            "has no route to the internet ({internet}), only a NAT gateway or a public subnet will do"
+        ));
+    }
+    let missing: Vec<&str> = needs.endpoints.iter().copied().filter(|s| !f.services.contains(*s)).collect();
+    if missing.is_empty() {
+        return Ok(Path::EndpointsOnly);
+    }
+    Err(match igw_why {
+        Some(why) => why.to_string(),
+        None if f.services.is_empty() => {
+            "has no route to the internet (no 0.0.0.0/0 route to a NAT or internet gateway) and no VPC endpoints"
+                .to_string()
+        }
+        None => format!("has no route to the internet, and VPC endpoints for {} are missing", missing.join(", ")),
+    })
+}
+
+fn outside_no_way_out(
+    r: &Resource,
+    attr: &str,
+    f: &super::outside::SubnetFacts,
+    why: &str,
+    needs: &Needs,
+) -> Diagnostic {
+    let endpoints = match needs.internet {
+        Some(_) => String::new(),
+        None => format!(", or add VPC endpoints for {} in {}", and_list(&needs.endpoints), f.vpc),
+    };
+    Diagnostic::error(
+        format!(
+            "`{}` runs in {} ({}, {} in {}), which {why}: its nodes could never join the cluster",
+            r.address, f.id, f.zone, f.cidr, f.vpc
+        ),
+        span(r, attr),
+    )
+    .help(format!(
+        "route {}'s 0.0.0.0/0 to a NAT gateway{endpoints} (gpustack read its route table and the VPC's endpoints at plan time)",
+        f.id
+    ))
 }
 
 fn no_way_out(stack: &Stack, r: &Resource, attr: &str, sn: &Resource, why: &str, needs: &Needs) -> Diagnostic {

@@ -14,6 +14,7 @@ pub(crate) mod gpu_addons;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
 mod self_managed;
+pub mod outside;
 #[cfg(test)]
 mod tests;
 mod workload_iam;
@@ -200,6 +201,18 @@ pub fn cluster_versions(
     d
 }
 
+/// The network rules for objects the stack does not define, from what a refreshing plan read
+/// of them (`outside::read`): the egress rule and the reservation-zone check. The offline pass
+/// (`offline`) has already said once per rule family what it could not check.
+pub fn network_online(stack: &Stack, outside: &outside::Outside) -> Vec<Diagnostic> {
+    let net = outside::Net { stack, outside };
+    let mut d = egress::check(&net, true);
+    d.extend(outside::reservation_zones(&net).0);
+    d.extend(outside::one_vpc(&net));
+    d.extend(outside::missing(outside));
+    d
+}
+
 /// Rules that need only the stack.
 pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     let mut d = vec![];
@@ -342,6 +355,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
         }
     }
     d.extend(shared_blocks(stack));
+    d.extend(reservation_note(stack));
     d.extend(egress::egress(stack));
     d.extend(karpenter::offline(stack));
     d.extend(access::access(stack));
@@ -430,7 +444,7 @@ pub(crate) fn stack_security_groups<'a>(stack: &'a Stack, r: &Resource) -> Optio
 }
 
 /// The stack's subnet resources a node group names (those the stack defines: a subnet
-/// read with `existing` has no attributes to check offline, see [`outside_subnets`]).
+/// read with `existing` has no attributes to check offline, see [`outside::Net`]).
 pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a Resource> {
     match ng.attrs.get("subnets").map(|e| &e.kind) {
         Some(ExprKind::List(items)) => items
@@ -441,26 +455,6 @@ pub(crate) fn subnet_resources<'a>(stack: &'a Stack, ng: &Resource) -> Vec<&'a R
             .collect(),
         _ => vec![],
     }
-}
-
-/// The subnets `attr` names that the stack does not define: literal ids and subnets read
-/// with `existing`. Their zones, routes and endpoints are not in the stack file.
-pub(crate) fn outside_subnets(stack: &Stack, r: &Resource, attr: &str) -> Vec<String> {
-    let items: Vec<&Expr> = match r.attrs.get(attr).map(|e| &e.kind) {
-        Some(ExprKind::List(items)) => items.iter().collect(),
-        Some(_) => r.attrs.get(attr).into_iter().collect(),
-        None => vec![],
-    };
-    items
-        .into_iter()
-        .filter_map(|e| match e.as_single_ref() {
-            Some(x) => stack
-                .get(&x.address)
-                .filter(|s| s.kind.name() == "subnet" && crate::resources::existing::is_existing(s))
-                .map(|s| s.address.clone()),
-            None => e.as_literal().and_then(Value::as_str).filter(|s| s.starts_with("subnet-")).map(str::to_string),
-        })
-        .collect()
 }
 
 /// The zones of a node group's subnets that the stack defines (sorted, unique).
@@ -511,4 +505,26 @@ pub(crate) fn same_object(a: Option<&Expr>, b: Option<&Expr>) -> bool {
         },
         _ => false,
     }
+}
+
+/// Offline, one note naming the reservations and subnets the reservation-zone check could
+/// not see (literal ids and `existing` objects); a refreshing plan reads and checks them.
+fn reservation_note(stack: &Stack) -> Option<Diagnostic> {
+    let empty = outside::Outside::default();
+    let (_, unchecked) = outside::reservation_zones(&outside::Net { stack, outside: &empty });
+    if unchecked.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = unchecked.into_iter().collect();
+    Some(
+        Diagnostic::warning(
+            format!(
+                "the reservation-zone check did not check {} offline: {} not in the stack file",
+                names.join(", "),
+                if names.len() == 1 { "its zone is" } else { "their zones are" }
+            ),
+            None,
+        )
+        .help("a refreshing `gpustack plan` reads their zones and checks that node groups' subnets are in their reservation's zone"),
+    )
 }

@@ -1083,3 +1083,168 @@ fn a_self_managed_group_keeps_an_efa_template_to_its_one_type() {
     absent(&offline(example), "lays out EFA interfaces");
     absent(&offline(example), "has no EC2_LINUX access entry");
 }
+
+// ---- plan time: subnets and reservations outside the stack (`outside::Net`) ----
+
+fn outside_subnet(
+    id: &str,
+    zone: &str,
+    route: crate::rules::outside::DefaultRoute,
+    services: &[&str],
+) -> crate::rules::outside::SubnetFacts {
+    crate::rules::outside::SubnetFacts {
+        id: id.into(),
+        zone: zone.into(),
+        cidr: "10.1.0.0/20".into(),
+        vpc: "vpc-0ther".into(),
+        map_public: false,
+        default_route: route,
+        services: services.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// What the plan-time network pass reports for `text` with `facts` read.
+fn online(text: &str, facts: crate::rules::outside::Outside) -> Vec<Found> {
+    let stack = accepted(text);
+    found(&stack.source, &crate::rules::network_online(&stack, &facts))
+}
+
+fn with_subnets(facts: Vec<crate::rules::outside::SubnetFacts>) -> crate::rules::outside::Outside {
+    crate::rules::outside::Outside {
+        subnets: facts.into_iter().map(|f| (f.id.clone(), f)).collect(),
+        read: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn literal_subnets_are_noted_offline_and_judged_from_what_plan_read() {
+    use crate::rules::outside::DefaultRoute;
+    let ng = "subnets         = [\"subnet-0priv\"]\n";
+    let text = stack(GPU_LT, ng, "");
+    // Offline: one note naming the subnet, no error.
+    let f = offline(&text);
+    let d = the(&f, "the egress rule did not check 1 subnet the stack does not define (subnet-0priv) offline");
+    assert!(!d.error);
+    // At plan time: private, no route, no endpoints → the same refusal as a stack subnet.
+    let f = online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &[])]));
+    let d = the(
+        &f,
+        "`node_group.n` runs in subnet-0priv (us-west-2a, 10.1.0.0/20 in vpc-0ther), which has no route to the internet",
+    );
+    assert!(d.error && d.at.starts_with("subnets"), "{d:?}");
+    // A NAT route, or the five endpoints, are a way out; some endpoints are not.
+    absent(
+        &online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::Nat, &[])])),
+        "could never join",
+    );
+    let all = ["ecr.api", "ecr.dkr", "s3", "ec2", "sts"];
+    absent(
+        &online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all)])),
+        "could never join",
+    );
+    let f =
+        online(&text, with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::None, &all[..3])]));
+    the(&f, "VPC endpoints for ec2, sts are missing");
+    // An IGW route without public IPs on launch is no way out.
+    let f = online(
+        &text,
+        with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::InternetGateway, &[])]),
+    );
+    the(&f, "MapPublicIpOnLaunch is false");
+}
+
+#[test]
+fn a_reservation_outside_the_stack_or_on_outside_subnets_is_checked_for_its_zone() {
+    use crate::rules::outside::DefaultRoute;
+    let lt = "instance_type = \"g6.xlarge\"\ndata_volume = { size_gib = 100 }\ncapacity_reservation = \"cr-0abc\"\nmarket = \"on-demand\"";
+    let text = stack(lt, "", "");
+    // Offline: the reservation's zone is unknown: one note.
+    let f = offline(&text);
+    let d = the(&f, "the reservation-zone check did not check cr-0abc offline");
+    assert!(!d.error);
+    // At plan time, cr-0abc is in us-west-2b and subnet.a in us-west-2a.
+    let mut facts = crate::rules::outside::Outside { read: true, ..Default::default() };
+    facts.reservation_zones.insert("cr-0abc".into(), "us-west-2b".into());
+    let d = the(
+        &online(&text, facts.clone()),
+        "`node_group.n` reserves capacity in us-west-2b through `launch_template.t` (cr-0abc), but its subnet subnet.a (us-west-2a) is in another zone",
+    );
+    assert!(d.error);
+    facts.reservation_zones.insert("cr-0abc".into(), "us-west-2a".into());
+    no_errors(&online(&text, facts));
+    // A literal subnet against a stack Capacity Block's zone.
+    let block = "\n[capacity_block.cb]\ninstance_type = \"p5.48xlarge\"\ninstance_count = 1\navailability_zone = \"us-west-2a\"\nduration_hours = 48\nstart_after = \"2026-12-01T00:00:00Z\"\nstart_before = \"2026-12-08T00:00:00Z\"\nmax_upfront_usd = 8000\n";
+    let lt = "instance_type = \"p5.48xlarge\"\ncapacity_reservation = \"${capacity_block.cb.id}\"\nmarket = \"capacity-block\"\ndata_volume = { size_gib = 100 }";
+    let ng = "subnets         = [\"subnet-0b\"]\ncapacity_type = \"CAPACITY_BLOCK\"\n";
+    let text = stack(lt, ng, block);
+    let facts = with_subnets(vec![outside_subnet("subnet-0b", "us-west-2b", DefaultRoute::Nat, &[])]);
+    the(&online(&text, facts), "its subnet subnet-0b (us-west-2b) is in another zone");
+}
+
+#[test]
+fn a_pool_on_outside_subnets_is_checked_against_its_reservation_zone() {
+    use crate::rules::outside::DefaultRoute;
+    let text = r#"[stack]
+name = "m"
+region = "us-west-2"
+
+[capacity_block.train]
+instance_type     = "p5.48xlarge"
+instance_count    = 1
+duration_hours    = 24
+start_after       = "2026-12-01T00:00:00Z"
+start_before      = "2026-12-08T00:00:00Z"
+availability_zone = "us-west-2a"
+max_upfront_usd   = 40000
+
+[karpenter_pool.train]
+cluster               = "main"
+node_role             = "node"
+subnets               = ["subnet-0b"]
+security_groups       = ["sg-1"]
+capacity_reservations = ["${capacity_block.train.id}"]
+capacity_types        = ["reserved"]
+instance_types        = ["p5.48xlarge"]
+gpu_limit             = 8
+"#;
+    let vars = VarSources { cli: &[], env: &|_| None };
+    let (stack, _) = Stack::parse(Source::new("t.toml", text.into()), &vars, &crate::resources::schemas()).unwrap();
+    let check = |facts: &crate::rules::outside::Outside| {
+        crate::rules::outside::reservation_zones(&crate::rules::outside::Net { stack: &stack, outside: facts })
+    };
+    // Offline the subnet's zone is unknown: named for the note.
+    let (d, unchecked) = check(&Default::default());
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(unchecked.into_iter().collect::<Vec<_>>(), ["subnet-0b"]);
+    // Read in us-west-2b: the block in us-west-2a would never be used.
+    let (d, _) = check(&with_subnets(vec![outside_subnet("subnet-0b", "us-west-2b", DefaultRoute::Nat, &[])]));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(
+        d[0].message.contains("`karpenter_pool.train` names capacity_block.train, which reserves capacity in us-west-2a, but its subnets are in us-west-2b"),
+        "{d:?}"
+    );
+    let (d, _) = check(&with_subnets(vec![outside_subnet("subnet-0b", "us-west-2a", DefaultRoute::Nat, &[])]));
+    assert!(d.is_empty(), "{d:?}");
+}
+
+#[test]
+fn nodes_on_an_outside_subnet_of_another_vpc_than_their_cluster_are_refused_at_plan_time() {
+    use crate::rules::outside::DefaultRoute;
+    // The cluster is in the stack's VPC; the node group on a subnet of another VPC.
+    let text = stack(GPU_LT, "subnets         = [\"subnet-0priv\"]\n", "");
+    let facts = with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2a", DefaultRoute::Nat, &[])]);
+    let d = the(
+        &online(&text, facts),
+        "`node_group.n` runs in subnet-0priv of vpc-0ther, but its cluster `eks_cluster.main` is in vpc.main",
+    );
+    assert!(d.error, "{d:?}");
+    // A cluster over two VPCs.
+    let two = text.replace(
+        "subnets             = [\"${subnet.a.id}\", \"${subnet.b.id}\"]",
+        "subnets             = [\"${subnet.a.id}\", \"subnet-0priv\"]",
+    );
+    assert_ne!(two, text);
+    let facts = with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2b", DefaultRoute::Nat, &[])]);
+    the(&online(&two, facts), "`eks_cluster.main` names subnets in 2 VPCs");
+}

@@ -565,6 +565,47 @@ fn a_training_plan_is_bought_in_the_zone_of_its_clusters_literal_subnets() {
             let s = ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone(zone).send().await.unwrap();
             ids.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
         }
+        // A way out for the private subnets (the egress rule reads their route table at plan
+        // time): a NAT gateway in a public subnet, routed from the VPC's main table.
+        let igw = ec2.create_internet_gateway().send().await.unwrap();
+        let igw = igw.internet_gateway().unwrap().internet_gateway_id().unwrap().to_string();
+        ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(&vpc).send().await.unwrap();
+        let public = ec2.create_subnet().vpc_id(&vpc).cidr_block("10.77.9.0/24").send().await.unwrap();
+        let public = public.subnet().unwrap().subnet_id().unwrap().to_string();
+        let rt = ec2.create_route_table().vpc_id(&vpc).send().await.unwrap();
+        let rt = rt.route_table().unwrap().route_table_id().unwrap().to_string();
+        ec2.create_route()
+            .route_table_id(&rt)
+            .destination_cidr_block("0.0.0.0/0")
+            .gateway_id(&igw)
+            .send()
+            .await
+            .unwrap();
+        ec2.associate_route_table().route_table_id(&rt).subnet_id(&public).send().await.unwrap();
+        let eip = ec2.allocate_address().domain(aws_sdk_ec2::types::DomainType::Vpc).send().await.unwrap();
+        let nat = ec2
+            .create_nat_gateway()
+            .subnet_id(&public)
+            .allocation_id(eip.allocation_id().unwrap())
+            .send()
+            .await
+            .unwrap();
+        let nat = nat.nat_gateway().unwrap().nat_gateway_id().unwrap().to_string();
+        let main = ec2
+            .describe_route_tables()
+            .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&vpc).build())
+            .filters(aws_sdk_ec2::types::Filter::builder().name("association.main").values("true").build())
+            .send()
+            .await
+            .unwrap();
+        let main = main.route_tables()[0].route_table_id().unwrap().to_string();
+        ec2.create_route()
+            .route_table_id(&main)
+            .destination_cidr_block("0.0.0.0/0")
+            .nat_gateway_id(&nat)
+            .send()
+            .await
+            .unwrap();
         (ids[0].clone(), ids[1].clone())
     });
     let window = (in_days(1), in_days(6));

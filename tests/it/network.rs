@@ -125,6 +125,12 @@ fn the_existing_vpc_example_applies_into_a_vpc_it_does_not_own_and_leaves_it() {
     assert!(plan.stdout.contains("availability_zone: (none) → \"us-west-2b\""), "{plan:?}");
     assert!(plan.stdout.contains(&format!("<= security_group.shared              read {sg}")), "{plan:?}");
     assert!(plan.stdout.contains("4 to read"), "{plan:?}");
+    // The subnets were read for the rules: routes and endpoints checked, nothing left as a note
+    // (offline, `validate` names what it could not check).
+    assert!(!plan.stderr.contains("did not check"), "{plan:?}");
+    assert!(env.emu.requests().iter().any(|(_, a)| a == "DescribeVpcEndpoints"), "endpoints read");
+    let offline = run(&["validate"]);
+    assert!(offline.stderr.contains("the egress rule did not check 2 subnets"), "{offline:?}");
 
     let apply = run(&["apply", "--auto-approve"]);
     assert_eq!(apply.code, 0, "{apply:?}");
@@ -320,4 +326,160 @@ fn an_existing_capacity_reservation_is_read_for_its_zone_and_never_cancelled() {
         !env.emu.requests().iter().any(|(_, action)| action == "CancelCapacityReservation"),
         "a reservation the stack does not own is never cancelled"
     );
+}
+
+/// A VPC another tool made, with two private subnets (us-west-2a, us-west-2b) on the VPC's
+/// main route table (local route only), and a public subnet with an internet gateway route.
+/// Returns (vpc, private a, private b, public subnet, main route table).
+fn private_vpc(env: &Env) -> (String, String, String, String, String) {
+    let ec2 = env.emu.ec2();
+    block_on(async move {
+        let vpc = ec2.create_vpc().cidr_block("10.90.0.0/16").send().await.unwrap();
+        let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let mut ids = vec![];
+        for (cidr, zone) in
+            [("10.90.0.0/20", "us-west-2a"), ("10.90.16.0/20", "us-west-2b"), ("10.90.32.0/24", "us-west-2a")]
+        {
+            let sn = ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone(zone).send().await.unwrap();
+            ids.push(sn.subnet().unwrap().subnet_id().unwrap().to_string());
+        }
+        let igw = ec2.create_internet_gateway().send().await.unwrap();
+        let igw = igw.internet_gateway().unwrap().internet_gateway_id().unwrap().to_string();
+        ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(&vpc).send().await.unwrap();
+        let rt = ec2.create_route_table().vpc_id(&vpc).send().await.unwrap();
+        let rt = rt.route_table().unwrap().route_table_id().unwrap().to_string();
+        ec2.create_route()
+            .route_table_id(&rt)
+            .destination_cidr_block("0.0.0.0/0")
+            .gateway_id(&igw)
+            .send()
+            .await
+            .unwrap();
+        ec2.associate_route_table().route_table_id(&rt).subnet_id(&ids[2]).send().await.unwrap();
+        let main = ec2
+            .describe_route_tables()
+            .filters(Filter::builder().name("vpc-id").values(&vpc).build())
+            .filters(Filter::builder().name("association.main").values("true").build())
+            .send()
+            .await
+            .unwrap();
+        let main = main.route_tables()[0].route_table_id().unwrap().to_string();
+        (vpc, ids[0].clone(), ids[1].clone(), ids[2].clone(), main)
+    })
+}
+
+/// A cluster and a GPU node group on literal subnet ids, optionally on a literal reservation.
+fn literal_stack(a: &str, b: &str, reservation: Option<&str>) -> String {
+    let cr =
+        reservation.map_or(String::new(), |cr| format!("capacity_reservation = \"{cr}\"\nmarket = \"on-demand\"\n"));
+    format!(
+        r#"[stack]
+name = "lit"
+region = "us-west-2"
+
+[iam_role.cluster]
+service = "eks.amazonaws.com"
+managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]
+
+[iam_role.node]
+service = "ec2.amazonaws.com"
+managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy", "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly", "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"]
+
+[eks_cluster.main]
+version = "1.33"
+role = "${{iam_role.cluster.arn}}"
+subnets = ["{a}", "{b}"]
+
+[launch_template.gpu]
+instance_type = "g6.xlarge"
+data_volume = {{ size_gib = 200 }}
+{cr}
+[node_group.gpu]
+cluster = "${{eks_cluster.main.name}}"
+node_role = "${{iam_role.node.arn}}"
+subnets = ["{a}"]
+launch_template = "${{launch_template.gpu.id}}"
+ami_type = "BOTTLEROCKET_x86_64_NVIDIA"
+scaling = {{ min = 0, desired = 1, max = 1 }}
+"#
+    )
+}
+
+#[test]
+fn an_outside_private_subnet_without_nat_or_endpoints_fails_the_egress_rule_and_a_nat_route_passes() {
+    let env = Env::new();
+    let (_vpc, a, b, public, main) = private_vpc(&env);
+    env.write("s.toml", &literal_stack(&a, &b, None));
+    // Offline: one note, nothing checked.
+    let v = env.run(&["validate", "s.toml"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(v.stderr.contains("the egress rule did not check") && v.stderr.contains(&a), "{v:?}");
+    // At plan time the subnet is read: private, no NAT, no endpoints.
+    let plan = env.run(&["plan", "s.toml"]);
+    assert_eq!(plan.code, 1, "{plan:?}");
+    assert!(
+        plan.stderr.contains(&format!("`node_group.gpu` runs in {a} (us-west-2a, 10.90.0.0/20"))
+            && plan.stderr.contains("no 0.0.0.0/0 route to a NAT or internet gateway) and no VPC endpoints"),
+        "{plan:?}"
+    );
+    assert!(env.emu.requests().iter().any(|(_, a)| a == "DescribeRouteTables"), "routes read");
+    // A NAT gateway route on the main table is a way out.
+    let ec2 = env.emu.ec2();
+    block_on(async move {
+        let eip = ec2.allocate_address().domain(aws_sdk_ec2::types::DomainType::Vpc).send().await.unwrap();
+        let nat = ec2
+            .create_nat_gateway()
+            .subnet_id(&public)
+            .allocation_id(eip.allocation_id().unwrap())
+            .send()
+            .await
+            .unwrap();
+        let nat = nat.nat_gateway().unwrap().nat_gateway_id().unwrap().to_string();
+        ec2.create_route()
+            .route_table_id(&main)
+            .destination_cidr_block("0.0.0.0/0")
+            .nat_gateway_id(&nat)
+            .send()
+            .await
+            .unwrap();
+    });
+    let plan = env.run(&["plan", "s.toml"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    assert!(!plan.stderr.contains("could never join"), "{plan:?}");
+}
+
+#[test]
+fn a_node_group_on_a_literal_subnet_in_another_zone_than_its_reservation_fails_at_plan_time() {
+    let env = Env::new();
+    let (_vpc, a, b, _public, _main) = private_vpc(&env);
+    let ec2 = env.emu.ec2();
+    let cr = block_on(async move {
+        let out = ec2
+            .create_capacity_reservation()
+            .instance_type("g6.xlarge")
+            .instance_platform(aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+            .availability_zone("us-west-2b")
+            .instance_count(1)
+            .instance_match_criteria(aws_sdk_ec2::types::InstanceMatchCriteria::Targeted)
+            .end_date_type(aws_sdk_ec2::types::EndDateType::Unlimited)
+            .send()
+            .await
+            .unwrap();
+        out.capacity_reservation().unwrap().capacity_reservation_id().unwrap().to_string()
+    });
+    env.write("s.toml", &literal_stack(&a, &b, Some(&cr)));
+    let v = env.run(&["validate", "s.toml"]);
+    assert!(v.stderr.contains("the reservation-zone check did not check"), "{v:?}");
+    let plan = env.run(&["plan", "s.toml"]);
+    assert_eq!(plan.code, 1, "{plan:?}");
+    assert!(
+        plan.stderr.contains(&format!(
+            "`node_group.gpu` reserves capacity in us-west-2b through `launch_template.gpu` ({cr}), but its subnet {a} (us-west-2a) is in another zone"
+        )),
+        "{plan:?}"
+    );
+    // An id EC2 does not know is named once, not a failure of the read.
+    env.write("s.toml", &literal_stack(&a, &b, Some("cr-0000000000000dead")));
+    let plan = env.run(&["plan", "s.toml"]);
+    assert!(plan.stderr.contains("EC2 shows no cr-0000000000000dead in this region and account"), "{plan:?}");
 }
