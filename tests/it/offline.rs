@@ -323,3 +323,27 @@ fn an_offline_plan_of_a_new_cluster_refuses_a_version_eks_no_longer_creates() {
     assert!(r.stderr.contains("EKS no longer offers Kubernetes 1.29"), "{r:?}");
     assert!(r.stderr.contains("nothing was changed or bought"), "{r:?}");
 }
+
+/// The public configurations in tests/seeds (terraform-aws-eks, eksctl, Karpenter's docs, the
+/// AWS training and inference blueprints, written as gpustack stacks): each validates with no
+/// error and plans offline, so the language keeps saying what platform teams run.
+#[test]
+fn public_configurations_validate_and_plan_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seeds: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/seeds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    seeds.sort();
+    assert!(seeds.len() >= 5, "{seeds:?}");
+    for file in seeds {
+        let path = file.to_string_lossy().into_owned();
+        let v = bare(dir.path(), &["validate", &path]);
+        assert_eq!(v.code, 0, "validate {path}:\n{}", v.stderr);
+        assert!(!v.stderr.contains("error:"), "validate {path}:\n{}", v.stderr);
+        let p = bare(dir.path(), &["plan", &path, "--refresh=false"]);
+        assert_eq!(p.code, 0, "plan {path}:\n{}", p.stderr);
+        assert!(p.stdout.contains("Plan:"), "plan {path}:\n{}", p.stdout);
+    }
+}
