@@ -309,11 +309,13 @@ impl Kind for SelfManagedNodeGroup {
             .set_capacity_reservation_specification(reservation(i))
             .capacity_rebalance(i.get("capacity_rebalance").and_then(Value::as_bool).unwrap_or(false))
             .set_tags(Some(group_tags(ctx, req.address, i, name)));
-        match ctx.call(Service::AutoScaling, "CreateAutoScalingGroup", call.send()).await {
+        match propagated(|| ctx.call(Service::AutoScaling, "CreateAutoScalingGroup", call.clone().send())).await {
             Ok(_) => {}
             Err(e) if e.has_code("AlreadyExists") => match describe(ctx, name).await? {
                 Some(g) if is_ours(ctx, &g, req.address) => {
-                    update_group(ctx, i, name).await?;
+                    // Ours from an apply that died before recording it: created with these
+                    // sizes, so leave its desired capacity (an autoscaler may have moved it).
+                    update_group(ctx, i, name, None).await?;
                 }
                 _ => return Err(e.taken_by_other("set `name` to another Auto Scaling group name")),
             },
@@ -344,7 +346,7 @@ impl Kind for SelfManagedNodeGroup {
         _changed: &[String],
     ) -> Result<Recorded> {
         let name = str_attr(new, "name");
-        update_group(ctx, new, name).await?;
+        update_group(ctx, new, name, Some(old)).await?;
         sync_tags(ctx, name, old, new).await?;
         let g = describe(ctx, name).await?;
         Ok(recorded(name, g.as_ref()))
@@ -376,23 +378,64 @@ impl Kind for SelfManagedNodeGroup {
     }
 }
 
-async fn update_group(ctx: &Ctx, i: &Attrs, name: &str) -> Result<()> {
+/// UpdateAutoScalingGroup with the stack's settings. Sizes go only when the stack changed them
+/// (`old` is the recorded inputs; `None`: adopting a group this apply created): a desired
+/// capacity the Cluster Autoscaler moved is not drift, and resending the stack's value would
+/// scale in ("If a scale-in activity occurs as a result of a new DesiredCapacity value that is
+/// lower than the current size of the group, the Auto Scaling group uses its termination policy
+/// to determine which instances to terminate", botocore autoscaling 2011-01-01,
+/// UpdateAutoScalingGroup) — on every tag or template change. A new MinSize above the current
+/// size raises the desired capacity itself (same doc), as managed node groups do.
+async fn update_group(ctx: &Ctx, i: &Attrs, name: &str, old: Option<&Attrs>) -> Result<()> {
     let (min, desired, max) = sizes(i);
+    let was = old.map(sizes);
     let (lt, mixed) = placement(i);
     let call = ctx
         .autoscaling
         .update_auto_scaling_group()
         .auto_scaling_group_name(name)
-        .min_size(min)
-        .max_size(max)
-        .desired_capacity(desired)
+        .set_min_size(was.is_none_or(|w| w.0 != min).then_some(min))
+        .set_max_size(was.is_none_or(|w| w.2 != max).then_some(max))
+        .set_desired_capacity(was.is_some_and(|w| w.1 != desired).then_some(desired))
         .vpc_zone_identifier(strings(i.get("subnets")).join(","))
         .set_launch_template(lt)
         .set_mixed_instances_policy(mixed)
         .set_capacity_reservation_specification(reservation(i))
         .capacity_rebalance(i.get("capacity_rebalance").and_then(Value::as_bool).unwrap_or(false));
-    ctx.call(Service::AutoScaling, "UpdateAutoScalingGroup", call.send()).await?;
+    propagated(|| ctx.call(Service::AutoScaling, "UpdateAutoScalingGroup", call.clone().send())).await?;
     Ok(())
+}
+
+/// How long a new instance profile may take to reach Auto Scaling.
+const PROFILE_PROPAGATION: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Runs an Auto Scaling create/update, retrying while the template's new instance profile has
+/// not propagated: Auto Scaling validates it at CreateAutoScalingGroup and
+/// UpdateAutoScalingGroup and answers `ValidationError` "You must use a valid fully-formed launch
+/// template. Value (…) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance
+/// Profile name" for a minute or two after IAM made it (hashicorp/terraform-provider-aws#5633
+/// retries it for 2 minutes; eksctl-io/eksctl#8039). Backoff 1 s doubling to 15 s; nothing was
+/// created by a refused call.
+async fn propagated<T, F, Fut>(mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let deadline = std::time::Instant::now() + PROFILE_PROPAGATION;
+    let mut pause = std::time::Duration::from_secs(1);
+    loop {
+        match call().await {
+            Err(e) if profile_not_ready(&e) && std::time::Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(15));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn profile_not_ready(e: &crate::aws::AwsError) -> bool {
+    e.has_code("ValidationError") && e.detail.contains("Invalid IAM Instance Profile")
 }
 
 async fn describe(ctx: &Ctx, name: &str) -> Result<Option<AutoScalingGroup>> {

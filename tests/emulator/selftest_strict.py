@@ -1020,6 +1020,69 @@ def catalog(c: Clients) -> None:
     check(bad == [], f"every GPU/EFA type has NetworkCards with InterfaceTypes ({bad[:5]})")
 
 
+def self_managed(c: Clients) -> None:
+    """autoscaling_nodes.py: an Auto Scaling group's nodes join only with the cluster security
+    group (EKS UG sec-group-reqs); a young instance profile fails CreateAutoScalingGroup once
+    (terraform-provider-aws#5633)."""
+    http(c.endpoint, "POST", "/_gpustack/eks?cluster_create_ms=50")
+    g = NodeGroups(c)
+    subnet, _ = g.subnet(public=True, route="igw")
+    cluster = c.eks.describe_cluster(name=g.cluster)["cluster"]
+    cluster_sg = cluster["resourcesVpcConfig"]["clusterSecurityGroupId"]
+    node_config = (
+        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n--//\n'
+        "Content-Type: application/node.eks.aws\n\n---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
+        f"spec:\n  cluster:\n    name: {g.cluster}\n\n--//--\n"
+    )
+    ud = base64.b64encode(node_config.encode()).decode()
+
+    def group(name: str, **data: Any) -> dict[str, Any]:
+        template = g.template(ImageId="ami-12c6146b", InstanceType="m6i.large", UserData=ud, **data)
+        c.asg.create_auto_scaling_group(
+            AutoScalingGroupName=name,
+            MinSize=0,
+            MaxSize=1,
+            DesiredCapacity=0,
+            VPCZoneIdentifier=subnet,
+            LaunchTemplate={"LaunchTemplateId": template},
+        )
+        return http(c.endpoint, "GET", f"/_gpustack/autoscaling/nodes?name={name}")
+
+    bare = group(f"{g.cluster}-bare")
+    check(
+        not bare["joined"] and "cannot reach the API server" in " ".join(bare["reasons"]),
+        "ASG nodes in the VPC's default security group do not join (cluster SG admits only itself)",
+    )
+    joined = group(f"{g.cluster}-sg", SecurityGroupIds=[cluster_sg])
+    check(joined["joined"], f"ASG nodes carrying the cluster security group join ({joined})")
+    # A node security group the cluster SG admits on 443 is enough too.
+    node_sg = c.ec2.create_security_group(GroupName=f"{g.cluster}-n", Description="n", VpcId=g.net["vpc"])["GroupId"]
+    c.ec2.authorize_security_group_ingress(
+        GroupId=cluster_sg,
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "UserIdGroupPairs": [{"GroupId": node_sg}]}],
+    )
+    admitted = group(f"{g.cluster}-admitted", SecurityGroupIds=[node_sg])
+    check(admitted["joined"], f"ASG nodes in a group the cluster SG admits on 443 join ({admitted})")
+    # Instance profile propagation: refused once with Auto Scaling's wording, then accepted.
+    http(c.endpoint, "POST", "/_gpustack/iam-propagation?seconds=600")
+    profile = f"{g.cluster}-p"
+    c.iam.create_instance_profile(InstanceProfileName=profile)
+    template = g.template(ImageId="ami-12c6146b", InstanceType="m6i.large", IamInstanceProfile={"Name": profile})
+    args = dict(
+        AutoScalingGroupName=f"{g.cluster}-young",
+        MinSize=0,
+        MaxSize=1,
+        VPCZoneIdentifier=subnet,
+        LaunchTemplate={"LaunchTemplateId": template},
+    )
+    code, _, message = error(c.asg.create_auto_scaling_group, **args)
+    check(
+        code == "ValidationError" and "Invalid IAM Instance Profile name" in message,
+        f"CreateAutoScalingGroup with a young instance profile -> ValidationError once ({code}: {message})",
+    )
+    check(error(c.asg.create_auto_scaling_group, **args)[0] is None, "... and the retry goes through")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--endpoint", required=True, help="e.g. http://127.0.0.1:PORT")
@@ -1035,6 +1098,7 @@ def main() -> int:
         capacity(c)
         quotas(c)
         catalog(c)
+        self_managed(c)
     except Exception as e:  # noqa: BLE001
         print(f"FAIL {type(e).__name__}: {e}", file=sys.stderr)
         return 1
