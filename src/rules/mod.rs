@@ -265,6 +265,27 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
             if (ami.starts_with("AL2023_") || (ami == "auto" && al2023_lt)) && lt.attrs.contains_key("data_volume") {
                 d.push(al2023_data_volume(ng, lt, &ami));
             }
+            // On AL2023 the template's node_taints become `--register-with-taints`, and kubelet
+            // keeps only the last such flag (k8s pkg/util/taints `taintsVar.Set` replaces the
+            // list); nodeadm appends flags across NodeConfigs (amazon-eks-ami
+            // nodeadm/internal/api/merge.go) and EKS appends its own NodeConfig, carrying the
+            // node group's taints, after the template's (eksctl docs "node-bootstrapping"). One
+            // set would be lost: refuse both.
+            if (ami.starts_with("AL2023_") || (ami == "auto" && al2023_lt))
+                && written(lt, "node_taints")
+                && written(ng, "taints")
+            {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` has taints and its AL2023 template `{}` has node_taints: kubelet keeps only one --register-with-taints, so one set would be silently lost",
+                            ng.address, lt.address
+                        ),
+                        span(lt, "node_taints"),
+                    )
+                    .help("put every taint on the node group (`taints = [{ key, value, effect }]`) and remove node_taints from the template"),
+                );
+            }
             if capacity == "SPOT" && !ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type")
             {
                 d.push(

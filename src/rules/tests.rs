@@ -919,6 +919,30 @@ fn an_al2023_template_is_not_told_to_add_a_data_volume() {
 }
 
 #[test]
+fn a_root_volume_does_not_silence_the_bottlerocket_data_volume_warning() {
+    // Bottlerocket's /dev/xvda is the OS volume; images go on /dev/xvdb, so root_volume does
+    // not make room for them (review r19-lt m2).
+    let bottlerocket = "instance_types = [\"g6.xlarge\"]\nami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"";
+    let f = catalog(&stack("root_volume = { size_gib = 200 }", bottlerocket, ""));
+    assert!(the(&f, "with no `data_volume`").help.starts_with("add data_volume = { size_gib = 200 }"));
+}
+
+#[test]
+fn al2023_taints_go_on_the_node_group_or_the_template_not_both() {
+    // kubelet keeps only the last --register-with-taints; EKS's NodeConfig comes after the
+    // template's, so one set would be lost (review r19-lt M4).
+    let al2023 =
+        "ami_type = \"AL2023_x86_64_NVIDIA\"\ntaints = [{ key = \"a\", value = \"b\", effect = \"NO_SCHEDULE\" }]";
+    let lt = "instance_type = \"g6.xlarge\"\nroot_volume = { size_gib = 200 }\nnode_taints = [{ key = \"c\", value = \"d\", effect = \"NO_SCHEDULE\" }]";
+    let f = offline(&stack(lt, al2023, ""));
+    let d = the(&f, "kubelet keeps only one --register-with-taints");
+    assert!(d.error);
+    assert!(d.help.starts_with("put every taint on the node group"), "{d:?}");
+    // Either alone is fine.
+    absent(&offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"", "")), "--register-with-taints");
+}
+
+#[test]
 fn spot_diversification_across_shapes_is_a_warning_and_a_bottlerocket_group_refuses_nodeadm() {
     let spot = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]";
     let f = catalog(&stack("imds_hop_limit = 1", spot, ""));
@@ -1082,4 +1106,25 @@ fn a_self_managed_group_keeps_an_efa_template_to_its_one_type() {
     assert!(d.error);
     absent(&offline(example), "lays out EFA interfaces");
     absent(&offline(example), "has no EC2_LINUX access entry");
+}
+
+#[test]
+fn the_plan_says_what_local_storage_needs_of_the_instance_stores() {
+    // RAID10 on fewer than 4 NVMe disks stops nodeadm's setup-local-disks and the node never
+    // joins (review r19-lt M2); the catalog has no disk counts, so the plan says it.
+    let al2023 = "ami_type = \"AL2023_x86_64_NVIDIA\"";
+    let n = notes(&stack("instance_type = \"g6e.2xlarge\"\nlocal_storage = \"raid10\"", al2023, ""));
+    assert!(
+        n["launch_template.t"].contains("local_storage RAID10 needs at least 4 NVMe instance-store disks"),
+        "{n:?}"
+    );
+    let n = notes(&stack(
+        "instance_type = \"g6e.2xlarge\"\nnodeadm = { instance = { local_storage = { strategy = \"RAID0\" } } }",
+        al2023,
+        "",
+    ));
+    assert!(
+        n["launch_template.t"].contains("local_storage RAID0 needs NVMe instance-store disks (none: it does nothing)"),
+        "{n:?}"
+    );
 }
