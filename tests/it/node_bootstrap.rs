@@ -120,6 +120,28 @@ fn a_self_managed_group_needs_an_access_entry_and_a_joining_template() {
         out.stderr.contains("spot_instance_pools = 4 needs spot_allocation_strategy = \"lowest-price\""),
         "{out:?}"
     );
+    // Review r19-lt m3, in one pass: no type to launch (no instance_types, none in the
+    // template); a Capacity Block template under mixed_instances; reservations-only with Spot.
+    let text = variant("self-managed.toml", "instance_types  = [\"g6.2xlarge\", \"g5.2xlarge\", \"g6e.2xlarge\"]\n", "")
+        .replacen(
+            "spot_allocation_strategy = \"price-capacity-optimized\" }",
+            "spot_allocation_strategy = \"price-capacity-optimized\" }\ncapacity_reservation = { preference = \"capacity-reservations-only\" }",
+            1,
+        )
+        .replacen("root_volume      = { size_gib = 200 }", "root_volume      = { size_gib = 200 }\nmarket           = \"capacity-block\"", 1);
+    let path = env.write("v.toml", &text);
+    let out = env.run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("lists no instance_types and its template `launch_template.gpu` has no instance_type"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("uses the Capacity Block template `launch_template.gpu` with instance_types or mixed_instances"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("\"capacity-reservations-only\" launches On-Demand reservations only"), "{out:?}");
 }
 
 #[test]
