@@ -139,6 +139,20 @@ fn template_family(ng: &Resource, lt: &Resource, ami: &str, al2023_lt: bool) -> 
                 .help("name the same AMI type in both, or drop ami_type from the template (a managed group's AMI comes from the group)"),
         );
     }
+    // `auto` is resolved at apply from the template in AWS (its user data: a nodeadm part means
+    // AL2023, node_group/auto.rs); a template whose family is only its `ami_type` renders no user
+    // data and would get Bottlerocket there while the plan note said AL2023 (review r19-lt m10).
+    if let Some(t) = lit_str(lt, "ami_type")
+        && ami == "auto"
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` has ami_type \"auto\", but its template `{}` says ami_type = \"{t}\"", ng.address, lt.address),
+                span(ng, "ami_type"),
+            )
+            .help(format!("set ami_type = \"{t}\" on the node group too (auto decides from the template's user data at apply, which may not say it)")),
+        );
+    }
     if lt.attrs.contains_key("cluster") {
         d.push(
             Diagnostic::error(

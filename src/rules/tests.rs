@@ -1128,3 +1128,15 @@ fn the_plan_says_what_local_storage_needs_of_the_instance_stores() {
         "{n:?}"
     );
 }
+
+#[test]
+fn auto_on_a_template_that_names_its_ami_type_is_refused() {
+    // auto resolves from the template's user data at apply; a template whose family is only
+    // its ami_type would get Bottlerocket there (review r19-lt m10).
+    let lt = "instance_type = \"g6.xlarge\"\nami_type = \"AL2023_x86_64_NVIDIA\"\nroot_volume = { size_gib = 200 }";
+    let d =
+        the(&offline(&stack(lt, "", "")), "has ami_type \"auto\", but its template `launch_template.t` says ami_type");
+    assert!(d.error);
+    assert!(d.help.starts_with("set ami_type = \"AL2023_x86_64_NVIDIA\" on the node group too"), "{d:?}");
+    absent(&offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"", "")), "has ami_type \"auto\"");
+}
