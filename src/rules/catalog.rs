@@ -207,10 +207,9 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         // AL2023 keeps images on its root volume (`al2023_data_volume` in the offline rules).
         // root_volume answers it only on AL2023: Bottlerocket's /dev/xvda is the OS volume and
         // images go on the data volume /dev/xvdb (Bottlerocket README, "Default volumes").
-        if !lt.attrs.contains_key("data_volume")
-            && !(lt.attrs.contains_key("root_volume") && runs_al2023(stack, lt))
-            && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
-        {
+        let room =
+            lt.attrs.contains_key("data_volume") || (lt.attrs.contains_key("root_volume") && runs_al2023(stack, lt));
+        if !room && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i))) {
             d.push(no_data_volume(stack, lt, t, &i));
         }
         if let Some(sharing) = sharing(lt) {

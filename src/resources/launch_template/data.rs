@@ -40,10 +40,10 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
     // sec-group-reqs, "Default cluster security group": Inbound All/All/Self), and EKS attaches
     // it only to managed groups' nodes. Without it the instances land in the VPC's default group
     // and never reach the API server (nor the control plane their kubelet).
-    if let Some(sg) = joined.as_ref().map(|j| j.cluster_security_group.clone()).filter(|g| !g.is_empty()) {
-        if !groups.contains(&sg) {
-            groups.push(sg);
-        }
+    if let Some(sg) = joined.as_ref().map(|j| j.cluster_security_group.clone()).filter(|g| !g.is_empty())
+        && !groups.contains(&sg)
+    {
+        groups.push(sg);
     }
     match i.get("efa") {
         Some(Value::Table(efa)) => {
