@@ -252,6 +252,8 @@ fn the_self_managed_example_applies_an_asg_that_joins_and_destroys_cleanly() {
     assert!(plan.stdout.contains("self_managed_node_group.gpu") && plan.stdout.contains("update in place"), "{plan:?}");
     assert!(plan.stdout.contains("+                  maxPods: 60") || plan.stdout.contains("maxPods: 60"), "{plan:?}");
     assert!(plan.stdout.contains("start-instance-refresh"), "{plan:?}");
+    // ... and that the template's new version re-reads the recommended AMI (review r19-lt m5).
+    assert!(plan.stdout.contains("re-reads EKS's recommended AMI"), "{plan:?}");
     env.ok(&["apply", "--auto-approve", path.to_str().unwrap()]);
     let asg = autoscaling(&env);
     let sizes = block_on(async move {
