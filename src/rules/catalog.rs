@@ -187,6 +187,16 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
             }
             notes.insert(lt.address.clone(), note);
         }
+        if let Some(n) = max_pods(lt) {
+            // Without VPC CNI prefix delegation a node has (ENIs x (IPv4 addresses per ENI - 1))
+            // + 2 pod addresses (EKS UG "choose-instance-type", max pods; nodeadm's default is
+            // that formula); pods past it stay ContainerCreating without an IP. The catalog has
+            // no ENI limits, so the plan says it.
+            let text = format!(
+                "maxPods {n} fits only if each type has (ENIs x (IPv4 per ENI - 1)) + 2 >= {n} pod addresses, or vpc-cni runs with ENABLE_PREFIX_DELEGATION"
+            );
+            notes.entry(lt.address.clone()).and_modify(|x| x.push_str(&format!("; {text}"))).or_insert(text);
+        }
         if let Some(strategy) = local_storage(lt) {
             // nodeadm's local-disk aspect runs amazon-eks-ami templates/al2023/runtime/bin/
             // setup-local-disks, which exits 1 ("raid10 requires at least 4 disks") on fewer
@@ -312,6 +322,12 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
 /// The warning for a GPU template without `data_volume`. Its help offers only what the
 /// template's node groups can use: when every one of them runs AL2023, a data volume would
 /// never be mounted, so the help says what AL2023 does instead.
+/// `nodeadm.kubelet.config.maxPods`, if literal.
+fn max_pods(lt: &Resource) -> Option<i64> {
+    let n = lt.attrs.get("nodeadm")?.resolve(&|_| Value::Unknown);
+    n.as_table()?.get("kubelet")?.as_table()?.get("config")?.as_table()?.get("maxPods")?.as_int()
+}
+
 /// The instance-store strategy the template asks nodeadm for (RAID0, RAID10, Mount), if literal.
 fn local_storage(lt: &Resource) -> Option<String> {
     if let Some(short) = lit_str(lt, "local_storage") {

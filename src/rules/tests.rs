@@ -1127,6 +1127,18 @@ fn the_plan_says_what_local_storage_needs_of_the_instance_stores() {
         n["launch_template.t"].contains("local_storage RAID0 needs NVMe instance-store disks (none: it does nothing)"),
         "{n:?}"
     );
+    // maxPods past the ENI limit leaves pods without an IP (review r19-lt M1): the plan says
+    // what it must fit.
+    let n = notes(&stack(
+        "instance_type = \"g6e.2xlarge\"\nnodeadm = { kubelet = { config = { maxPods = 110 } } }",
+        al2023,
+        "",
+    ));
+    assert!(
+        n["launch_template.t"]
+            .contains("maxPods 110 fits only if each type has (ENIs x (IPv4 per ENI - 1)) + 2 >= 110"),
+        "{n:?}"
+    );
 }
 
 #[test]
