@@ -564,7 +564,7 @@ def user_data(toml: str) -> str:
 
 
 class NodeGroups:
-    def __init__(self, c: Clients, private_endpoint: bool = False, dns: bool = True) -> None:
+    def __init__(self, c: Clients, private_endpoint: bool = False, dns: bool = True, **cluster: Any) -> None:
         self.c = c
         self.net = vpc(c, dns=dns)
         self.igw = c.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
@@ -574,6 +574,7 @@ class NodeGroups:
             name=self.cluster,
             roleArn=ROLE,
             resourcesVpcConfig={"subnetIds": self.net["subnets"], "endpointPrivateAccess": private_endpoint},
+            **cluster,
         )
         wait(
             "cluster ACTIVE",
@@ -1025,7 +1026,7 @@ def self_managed(c: Clients) -> None:
     group (EKS UG sec-group-reqs); a young instance profile fails CreateAutoScalingGroup once
     (terraform-provider-aws#5633)."""
     http(c.endpoint, "POST", "/_gpustack/eks?cluster_create_ms=50")
-    g = NodeGroups(c)
+    g = NodeGroups(c, accessConfig={"authenticationMode": "API"})
     subnet, _ = g.subnet(public=True, route="igw")
     cluster = c.eks.describe_cluster(name=g.cluster)["cluster"]
     cluster_sg = cluster["resourcesVpcConfig"]["clusterSecurityGroupId"]
@@ -1035,8 +1036,15 @@ def self_managed(c: Clients) -> None:
         f"spec:\n  cluster:\n    name: {g.cluster}\n\n--//--\n"
     )
     ud = base64.b64encode(node_config.encode()).decode()
+    http(c.endpoint, "POST", "/_gpustack/iam-propagation?seconds=0")
+    node_role = c.iam.create_role(
+        RoleName=f"{g.cluster}-node", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
+    )["Role"]["Arn"]
+    c.iam.create_instance_profile(InstanceProfileName=f"{g.cluster}-node")
+    c.iam.add_role_to_instance_profile(InstanceProfileName=f"{g.cluster}-node", RoleName=f"{g.cluster}-node")
 
     def group(name: str, **data: Any) -> dict[str, Any]:
+        data.setdefault("IamInstanceProfile", {"Name": f"{g.cluster}-node"})
         template = g.template(ImageId="ami-12c6146b", InstanceType="m6i.large", UserData=ud, **data)
         c.asg.create_auto_scaling_group(
             AutoScalingGroupName=name,
@@ -1053,6 +1061,14 @@ def self_managed(c: Clients) -> None:
         not bare["joined"] and "cannot reach the API server" in " ".join(bare["reasons"]),
         "ASG nodes in the VPC's default security group do not join (cluster SG admits only itself)",
     )
+    unentered = group(f"{g.cluster}-unentered", SecurityGroupIds=[cluster_sg])
+    check(
+        not unentered["joined"] and "EC2_LINUX" in " ".join(unentered["reasons"]),
+        "ASG nodes whose role has no EC2_LINUX access entry do not register (EKS UG creating-access-entries)",
+    )
+    c.eks.create_access_entry(clusterName=g.cluster, principalArn=node_role, type="EC2_LINUX")
+    again = http(c.endpoint, "GET", f"/_gpustack/autoscaling/nodes?name={g.cluster}-unentered")
+    check(again["joined"], f"... and register once the entry exists (kubelet retries) ({again})")
     joined = group(f"{g.cluster}-sg", SecurityGroupIds=[cluster_sg])
     check(joined["joined"], f"ASG nodes carrying the cluster security group join ({joined})")
     # A node security group the cluster SG admits on 443 is enough too.

@@ -22,6 +22,10 @@ Why the nodes do not join, as modelled:
   stricter than AWS in one case: a public endpoint open to the nodes' egress address would let
   nodes register without either, but kubectl logs/exec and webhooks would still fail, so it is
   refused here too.
+* Access: the nodes' role (their template's instance profile's) needs an ``EC2_LINUX`` access
+  entry in the cluster (EKS UG ``creating-access-entries``: nodes outside managed node groups
+  need one; a CONFIG_MAP-mode cluster's aws-auth is not modelled). Checked when asked, not at create: kubelet retries its registration, so an entry
+  made later still lets the nodes join.
 * The user data: the same checks as a managed group's (``node_join``: nodeadm NodeConfig parts,
   Bottlerocket TOML types).
 
@@ -52,8 +56,11 @@ from . import iam_propagation, node_join
 from ._ec2 import LOCK
 from .capacity_control import ControlError, on_reset, route
 
-# (account, region, group name) -> reasons the nodes do not join ([]: they join)
+# (account, region, group name) -> reasons the nodes do not join ([]: they join), decided when
+# the group or its template changes
 _joins: dict[tuple[str, str, str], list[str]] = {}
+# (account, region, group name) -> (cluster name, instance profile name), for the access check
+_who: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
 
 
 @route("GET", "/_gpustack/autoscaling/nodes")
@@ -62,15 +69,47 @@ def _nodes(query: dict[str, str]) -> tuple[int, Any]:
     if not name:
         raise ControlError("name is required")
     with LOCK:
-        found = [reasons for (_, _, group), reasons in _joins.items() if group == name]
-    if not found:
-        return 404, {"error": f"no Auto Scaling group {name} seen"}
-    return 200, {"joined": not found[-1], "reasons": found[-1]}
+        found = [(key, reasons) for key, reasons in _joins.items() if key[2] == name]
+        if not found:
+            return 404, {"error": f"no Auto Scaling group {name} seen"}
+        key, reasons = found[-1]
+        reasons = reasons + _access_reasons(key)
+    return 200, {"joined": not reasons, "reasons": reasons}
+
+
+def _access_reasons(key: tuple[str, str, str]) -> list[str]:
+    """Checked when asked (kubelet retries its registration until the entry exists): the nodes'
+    role (their instance profile's) needs an access entry of type EC2_LINUX in the cluster
+    (EKS UG creating-access-entries: nodes outside managed node groups need one)."""
+    from moto.iam.models import iam_backends
+    from moto.utilities.utils import get_partition
+
+    from . import eks_access
+
+    account, region, _ = key
+    cluster_name, profile_name = _who.get(key, (None, None))
+    cluster = eks_backends[account][region].clusters.get(cluster_name) if cluster_name else None
+    if cluster is None:
+        return []  # already a reason
+    if (cluster.access_config or {}).get("authenticationMode") == "CONFIG_MAP":
+        return []  # aws-auth ConfigMap mappings are not modelled
+    if not profile_name:
+        return ["the template names no instance profile: the nodes have no role to authenticate as"]
+    profile = next(
+        (p for p in iam_backends[account][get_partition(region)].get_instance_profiles() if p.name == profile_name),
+        None,
+    )
+    roles = [r.arn for r in (profile.roles if profile else [])]
+    entries = eks_access.entries_of(cluster)
+    if not any(getattr(entries.get(arn), "type", None) == "EC2_LINUX" for arn in roles):
+        return [f"the nodes' role {roles or '(none)'} has no EC2_LINUX access entry in {cluster.name}: registration is refused"]
+    return []
 
 
 def _reset() -> None:
     with LOCK:
         _joins.clear()
+        _who.clear()
 
 
 def _user_data_text(data: dict[str, Any]) -> str:
@@ -160,6 +199,9 @@ def join_reasons(account: str, region: str, group: Any) -> list[str]:
     tags = list(getattr(group, "tags", []) or [])
     name = _cluster_name(data, tags)
     cluster = eks_backends[account][region].clusters.get(name) if name else None
+    profile = (data.get("IamInstanceProfile") or {}).get("Name")
+    with LOCK:
+        _who[(account, region, group.name)] = (name, profile)
     if cluster is None:
         return [f"the user data joins no cluster of this account (found {name!r})"]
     reasons: list[str] = []
