@@ -24,6 +24,7 @@ use serde_json::{Value as Json, json};
 
 use crate::aws::tags;
 use crate::stack::Stack;
+use crate::value::Value;
 
 /// EC2 actions that create something (tagged on creation, so `ec2:CreateTags` must be
 /// allowed for them through `ec2:CreateAction`).
@@ -520,10 +521,24 @@ pub fn document(stack: &Stack) -> Json {
         // Scaling UG "Control Auto Scaling group creation with tags"), changed and deleted only
         // when they carry it (autoscaling:ResourceTag).
         let groups = json!(format!("arn:aws:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/*"));
+        // Tag-on-create takes CreateOrUpdateTags too; conditioned on the request tag alone it
+        // would let the role tag any foreign group into the stack (then delete it under
+        // AutoScalingManageStackGroups). So the create statement names only the stack's own
+        // group names (a name given as an expression falls back to any).
+        let named: Vec<String> = stack
+            .resources
+            .iter()
+            .filter(|r| r.kind.name() == "self_managed_node_group")
+            .map(|r| match r.attrs.get("name") {
+                None => stack.default_physical_name(r),
+                Some(e) => e.as_literal().and_then(Value::as_str).unwrap_or("*").to_string(),
+            })
+            .map(|n| format!("arn:aws:autoscaling:{region}:*:autoScalingGroup:*:autoScalingGroupName/{n}"))
+            .collect();
         push(
             "AutoScalingCreateTagged",
             of(&|a| matches!(a, "autoscaling:CreateAutoScalingGroup" | "autoscaling:CreateOrUpdateTags")),
-            groups.clone(),
+            if named.is_empty() { groups.clone() } else { json!(named) },
             Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
         );
         push(
@@ -596,6 +611,14 @@ mod tests {
         let create = statement(&doc, "AutoScalingCreateTagged").expect("create statement");
         assert!(create["Action"].to_string().contains("autoscaling:CreateAutoScalingGroup"), "{create}");
         assert_eq!(create["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "selfmng-dev");
+        // Tagging goes only to the stack's own group names, so no foreign group can be tagged
+        // into the stack (review r19-lt m1).
+        assert_eq!(
+            create["Resource"],
+            serde_json::json!([
+                "arn:aws:autoscaling:us-west-2:*:autoScalingGroup:*:autoScalingGroupName/selfmng-dev-gpu"
+            ])
+        );
         let manage = statement(&doc, "AutoScalingManageStackGroups").expect("manage statement");
         assert!(manage["Action"].to_string().contains("autoscaling:DeleteAutoScalingGroup"), "{manage}");
         assert!(!manage["Action"].to_string().contains("CreateAutoScalingGroup"), "{manage}");

@@ -234,6 +234,22 @@ impl Kind for SelfManagedNodeGroup {
         if let Some(Value::Table(c)) = lit("capacity_reservation") {
             let pref = c.get("preference").and_then(Value::as_str).unwrap_or_default();
             let ids = c.get("ids").and_then(Value::as_list).map_or(0, <[Value]>::len);
+            // Reservations hold On-Demand capacity: "capacity-reservations-only" with Spot
+            // above the base cannot launch the Spot share (CapacityReservationSpecification,
+            // botocore autoscaling 2011-01-01: instances "launch into On-Demand Capacity
+            // Reservations only"; EC2 Auto Scaling UG, "Use On-Demand Capacity Reservations").
+            let spot = match lit("mixed_instances") {
+                Some(Value::Table(m)) => {
+                    m.get("on_demand_percentage_above_base").and_then(Value::as_int).unwrap_or(100) < 100
+                }
+                _ => false,
+            };
+            if pref == "capacity-reservations-only" && spot {
+                diags.push(
+                    Diagnostic::error(format!("`{}`: capacity_reservation.preference \"capacity-reservations-only\" launches On-Demand reservations only, but mixed_instances puts part of the group on Spot", r.address), r.attrs["capacity_reservation"].span.clone())
+                        .help("use preference = \"capacity-reservations-first\", or on_demand_percentage_above_base = 100"),
+                );
+            }
             if matches!(pref, "none" | "default") && ids > 0 {
                 diags.push(
                     Diagnostic::error(format!("`{}`: capacity_reservation.ids need preference \"capacity-reservations-only\" or \"capacity-reservations-first\"", r.address), r.attrs["capacity_reservation"].span.clone())
@@ -295,7 +311,7 @@ impl Kind for SelfManagedNodeGroup {
         let i = req.inputs;
         let name = str_attr(i, "name");
         let (min, desired, max) = sizes(i);
-        let (lt, mixed) = placement(i);
+        let (lt, mixed) = placement(i, None);
         let call = ctx
             .autoscaling
             .create_auto_scaling_group()
@@ -306,14 +322,16 @@ impl Kind for SelfManagedNodeGroup {
             .vpc_zone_identifier(strings(i.get("subnets")).join(","))
             .set_launch_template(lt)
             .set_mixed_instances_policy(mixed)
-            .set_capacity_reservation_specification(reservation(i))
+            .set_capacity_reservation_specification(reservation(i, None))
             .capacity_rebalance(i.get("capacity_rebalance").and_then(Value::as_bool).unwrap_or(false))
             .set_tags(Some(group_tags(ctx, req.address, i, name)));
-        match ctx.call(Service::AutoScaling, "CreateAutoScalingGroup", call.send()).await {
+        match propagated(|| ctx.call(Service::AutoScaling, "CreateAutoScalingGroup", call.clone().send())).await {
             Ok(_) => {}
             Err(e) if e.has_code("AlreadyExists") => match describe(ctx, name).await? {
                 Some(g) if is_ours(ctx, &g, req.address) => {
-                    update_group(ctx, i, name).await?;
+                    // Ours from an apply that died before recording it: created with these
+                    // sizes, so leave its desired capacity (an autoscaler may have moved it).
+                    update_group(ctx, i, name, None).await?;
                 }
                 _ => return Err(e.taken_by_other("set `name` to another Auto Scaling group name")),
             },
@@ -344,7 +362,7 @@ impl Kind for SelfManagedNodeGroup {
         _changed: &[String],
     ) -> Result<Recorded> {
         let name = str_attr(new, "name");
-        update_group(ctx, new, name).await?;
+        update_group(ctx, new, name, Some(old)).await?;
         sync_tags(ctx, name, old, new).await?;
         let g = describe(ctx, name).await?;
         Ok(recorded(name, g.as_ref()))
@@ -376,23 +394,64 @@ impl Kind for SelfManagedNodeGroup {
     }
 }
 
-async fn update_group(ctx: &Ctx, i: &Attrs, name: &str) -> Result<()> {
+/// UpdateAutoScalingGroup with the stack's settings. Sizes go only when the stack changed them
+/// (`old` is the recorded inputs; `None`: adopting a group this apply created): a desired
+/// capacity the Cluster Autoscaler moved is not drift, and resending the stack's value would
+/// scale in ("If a scale-in activity occurs as a result of a new DesiredCapacity value that is
+/// lower than the current size of the group, the Auto Scaling group uses its termination policy
+/// to determine which instances to terminate", botocore autoscaling 2011-01-01,
+/// UpdateAutoScalingGroup) — on every tag or template change. A new MinSize above the current
+/// size raises the desired capacity itself (same doc), as managed node groups do.
+async fn update_group(ctx: &Ctx, i: &Attrs, name: &str, old: Option<&Attrs>) -> Result<()> {
     let (min, desired, max) = sizes(i);
-    let (lt, mixed) = placement(i);
+    let was = old.map(sizes);
+    let (lt, mixed) = placement(i, old);
     let call = ctx
         .autoscaling
         .update_auto_scaling_group()
         .auto_scaling_group_name(name)
-        .min_size(min)
-        .max_size(max)
-        .desired_capacity(desired)
+        .set_min_size(was.is_none_or(|w| w.0 != min).then_some(min))
+        .set_max_size(was.is_none_or(|w| w.2 != max).then_some(max))
+        .set_desired_capacity(was.is_some_and(|w| w.1 != desired).then_some(desired))
         .vpc_zone_identifier(strings(i.get("subnets")).join(","))
         .set_launch_template(lt)
         .set_mixed_instances_policy(mixed)
-        .set_capacity_reservation_specification(reservation(i))
+        .set_capacity_reservation_specification(reservation(i, old))
         .capacity_rebalance(i.get("capacity_rebalance").and_then(Value::as_bool).unwrap_or(false));
-    ctx.call(Service::AutoScaling, "UpdateAutoScalingGroup", call.send()).await?;
+    propagated(|| ctx.call(Service::AutoScaling, "UpdateAutoScalingGroup", call.clone().send())).await?;
     Ok(())
+}
+
+/// How long a new instance profile may take to reach Auto Scaling.
+const PROFILE_PROPAGATION: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Runs an Auto Scaling create/update, retrying while the template's new instance profile has
+/// not propagated: Auto Scaling validates it at CreateAutoScalingGroup and
+/// UpdateAutoScalingGroup and answers `ValidationError` "You must use a valid fully-formed launch
+/// template. Value (…) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance
+/// Profile name" for a minute or two after IAM made it (hashicorp/terraform-provider-aws#5633
+/// retries it for 2 minutes; eksctl-io/eksctl#8039). Backoff 1 s doubling to 15 s; nothing was
+/// created by a refused call.
+async fn propagated<T, F, Fut>(mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let deadline = std::time::Instant::now() + PROFILE_PROPAGATION;
+    let mut pause = std::time::Duration::from_secs(1);
+    loop {
+        match call().await {
+            Err(e) if profile_not_ready(&e) && std::time::Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(15));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn profile_not_ready(e: &crate::aws::AwsError) -> bool {
+    e.has_code("ValidationError") && e.detail.contains("Invalid IAM Instance Profile")
 }
 
 async fn describe(ctx: &Ctx, name: &str) -> Result<Option<AutoScalingGroup>> {
@@ -418,7 +477,12 @@ fn template_spec(i: &Attrs) -> LaunchTemplateSpecification {
 
 /// The template alone, or a mixed instances policy when the group lists types or mixes
 /// On-Demand and Spot (the two are exclusive in CreateAutoScalingGroup).
-fn placement(i: &Attrs) -> (Option<LaunchTemplateSpecification>, Option<MixedInstancesPolicy>) {
+///
+/// `old` (an update's recorded inputs): a spot_max_price it had and `i` lacks is sent as ""
+/// — "To remove a maximum price that you previously set, include the property but specify an
+/// empty string" (botocore autoscaling 2011-01-01, InstancesDistribution.SpotMaxPrice); left
+/// out, the old price would stay.
+fn placement(i: &Attrs, old: Option<&Attrs>) -> (Option<LaunchTemplateSpecification>, Option<MixedInstancesPolicy>) {
     let types = strings(i.get("instance_types"));
     let mixed = i.get("mixed_instances").and_then(Value::as_table);
     if types.is_empty() && mixed.is_none() {
@@ -441,12 +505,28 @@ fn placement(i: &Attrs) -> (Option<LaunchTemplateSpecification>, Option<MixedIns
             .set_on_demand_allocation_strategy(s("on_demand_allocation_strategy"))
             .set_spot_instance_pools(n("spot_instance_pools"))
             .set_spot_max_price(m.get("spot_max_price").and_then(Value::as_f64).map(|p| p.to_string()));
+        let had_price = old
+            .and_then(|o| o.get("mixed_instances"))
+            .and_then(Value::as_table)
+            .is_some_and(|o| o.contains_key("spot_max_price"));
+        if had_price && !m.contains_key("spot_max_price") {
+            dist = dist.spot_max_price("");
+        }
     }
     (None, Some(MixedInstancesPolicy::builder().launch_template(lt).instances_distribution(dist.build()).build()))
 }
 
-fn reservation(i: &Attrs) -> Option<CapacityReservationSpecification> {
-    let c = i.get("capacity_reservation").and_then(Value::as_table)?;
+/// The group's CapacityReservationSpecification. A reservation `old` had and `i` lacks is sent
+/// as preference "default" (the group's setting without one, CapacityReservationPreference in
+/// botocore autoscaling 2011-01-01): fields left out of UpdateAutoScalingGroup stay as they were.
+fn reservation(i: &Attrs, old: Option<&Attrs>) -> Option<CapacityReservationSpecification> {
+    let Some(c) = i.get("capacity_reservation").and_then(Value::as_table) else {
+        return old.and_then(|o| o.get("capacity_reservation")).map(|_| {
+            CapacityReservationSpecification::builder()
+                .capacity_reservation_preference(CapacityReservationPreference::Default)
+                .build()
+        });
+    };
     let ids = strings(c.get("ids"));
     let target =
         (!ids.is_empty()).then(|| CapacityReservationTarget::builder().set_capacity_reservation_ids(Some(ids)).build());
@@ -587,7 +667,7 @@ mod tests {
         .into();
         SelfManagedNodeGroup.normalize(&mut i);
         assert_eq!(i["capacity_rebalance"], Value::Bool(true));
-        let (lt, mixed) = placement(&i);
+        let (lt, mixed) = placement(&i, None);
         assert!(lt.is_none());
         let mixed = mixed.unwrap();
         let d = mixed.instances_distribution().unwrap();
@@ -605,8 +685,40 @@ mod tests {
         let mut i: Attrs = [("launch_template".to_string(), Value::str("lt-1"))].into();
         SelfManagedNodeGroup.normalize(&mut i);
         assert_eq!(i["capacity_rebalance"], Value::Bool(false));
-        let (lt, mixed) = placement(&i);
+        let (lt, mixed) = placement(&i, None);
         assert!(mixed.is_none());
         assert_eq!(lt.unwrap().version(), Some("$Default"));
+    }
+
+    /// Fields left out of UpdateAutoScalingGroup stay: removing spot_max_price sends "", and
+    /// removing capacity_reservation sends preference "default" (review r19-lt m4).
+    #[test]
+    fn removed_spot_price_and_reservation_reach_auto_scaling() {
+        let mixed = |price: bool| {
+            let mut m = vec![("on_demand_percentage_above_base", Value::Int(0))];
+            if price {
+                m.push(("spot_max_price", Value::Float(1.5)));
+            }
+            t(m)
+        };
+        let mut old: Attrs = [
+            ("launch_template".to_string(), Value::str("lt-1")),
+            ("instance_types".to_string(), Value::List(vec![Value::str("g6e.2xlarge"), Value::str("g6.2xlarge")])),
+            ("mixed_instances".to_string(), mixed(true)),
+            ("capacity_reservation".to_string(), t(vec![("preference", Value::str("capacity-reservations-first"))])),
+        ]
+        .into();
+        let mut new = old.clone();
+        new.insert("mixed_instances".into(), mixed(false));
+        new.remove("capacity_reservation");
+        SelfManagedNodeGroup.normalize(&mut old);
+        SelfManagedNodeGroup.normalize(&mut new);
+        let (_, m) = placement(&new, Some(&old));
+        assert_eq!(m.unwrap().instances_distribution().unwrap().spot_max_price(), Some(""));
+        let (_, m) = placement(&new, Some(&new));
+        assert_eq!(m.unwrap().instances_distribution().unwrap().spot_max_price(), None, "nothing to remove");
+        let r = reservation(&new, Some(&old)).expect("the removal is sent");
+        assert_eq!(r.capacity_reservation_preference(), Some(&CapacityReservationPreference::Default));
+        assert!(reservation(&new, Some(&new)).is_none());
     }
 }

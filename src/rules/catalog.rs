@@ -187,13 +187,39 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
             }
             notes.insert(lt.address.clone(), note);
         }
+        if let Some(n) = max_pods(lt) {
+            // Without VPC CNI prefix delegation a node has (ENIs x (IPv4 addresses per ENI - 1))
+            // + 2 pod addresses (EKS UG "choose-instance-type", max pods; nodeadm's default is
+            // that formula); pods past it stay ContainerCreating without an IP. The catalog has
+            // no ENI limits, so the plan says it.
+            let text = format!(
+                "maxPods {n} fits only if each type has (ENIs x (IPv4 per ENI - 1)) + 2 >= {n} pod addresses, or vpc-cni runs with ENABLE_PREFIX_DELEGATION"
+            );
+            notes.entry(lt.address.clone()).and_modify(|x| x.push_str(&format!("; {text}"))).or_insert(text);
+        }
+        if let Some(strategy) = local_storage(lt) {
+            // nodeadm's local-disk aspect runs amazon-eks-ami templates/al2023/runtime/bin/
+            // setup-local-disks, which exits 1 ("raid10 requires at least 4 disks") on fewer
+            // NVMe instance stores, and the node never joins; RAID0/Mount on a type without
+            // instance stores do nothing. The catalog holds no disk counts, so the plan says it.
+            let need = if strategy == "RAID10" {
+                "at least 4 NVMe instance-store disks (fewer: setup-local-disks exits 1 and the node never joins)"
+            } else {
+                "NVMe instance-store disks (none: it does nothing)"
+            };
+            let text = format!(
+                "local_storage {strategy} needs {need} on every type it runs; check `aws ec2 describe-instance-types --query 'InstanceTypes[].[InstanceType,InstanceStorageInfo.Disks[0].Count]'`"
+            );
+            notes.entry(lt.address.clone()).and_modify(|n| n.push_str(&format!("; {text}"))).or_insert(text);
+        }
         // A GPU pool on the AMI's small default data volume runs out of disk on CUDA images
         // (10–20 GB each): say so (audit 2026-11 #21). Only Bottlerocket uses a data volume;
         // AL2023 keeps images on its root volume (`al2023_data_volume` in the offline rules).
-        if !lt.attrs.contains_key("data_volume")
-            && !lt.attrs.contains_key("root_volume")
-            && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i)))
-        {
+        // root_volume answers it only on AL2023: Bottlerocket's /dev/xvda is the OS volume and
+        // images go on the data volume /dev/xvdb (Bottlerocket README, "Default volumes").
+        let room =
+            lt.attrs.contains_key("data_volume") || (lt.attrs.contains_key("root_volume") && runs_al2023(stack, lt));
+        if !room && let Some((t, i)) = types.iter().find_map(|t| info(t).filter(|i| i.gpus > 0).map(|i| (t, i))) {
             d.push(no_data_volume(stack, lt, t, &i));
         }
         if let Some(sharing) = sharing(lt) {
@@ -296,15 +322,36 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
 /// The warning for a GPU template without `data_volume`. Its help offers only what the
 /// template's node groups can use: when every one of them runs AL2023, a data volume would
 /// never be mounted, so the help says what AL2023 does instead.
-fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Diagnostic {
+/// `nodeadm.kubelet.config.maxPods`, if literal.
+fn max_pods(lt: &Resource) -> Option<i64> {
+    let n = lt.attrs.get("nodeadm")?.resolve(&|_| Value::Unknown);
+    n.as_table()?.get("kubelet")?.as_table()?.get("config")?.as_table()?.get("maxPods")?.as_int()
+}
+
+/// The instance-store strategy the template asks nodeadm for (RAID0, RAID10, Mount), if literal.
+fn local_storage(lt: &Resource) -> Option<String> {
+    if let Some(short) = lit_str(lt, "local_storage") {
+        return Some(if short == "mount" { "Mount".into() } else { short.to_uppercase() });
+    }
+    let n = lt.attrs.get("nodeadm")?.resolve(&|_| Value::Unknown);
+    let strategy = n.as_table()?.get("instance")?.as_table()?.get("local_storage")?.as_table()?.get("strategy")?;
+    strategy.as_str().map(str::to_string)
+}
+
+/// The template boots AL2023: written for it, or every node group using it says AL2023_*.
+fn runs_al2023(stack: &Stack, lt: &Resource) -> bool {
     let users: Vec<String> = node_groups(stack)
         .filter(|ng| {
             referenced(stack, ng, "launch_template", "launch_template").is_some_and(|x| x.address == lt.address)
         })
         .map(|ng| lit_str(ng, "ami_type").unwrap_or_else(|| "auto".into()))
         .collect();
-    let al2023 = crate::resources::launch_template::is_al2023_template(lt)
-        || (!users.is_empty() && users.iter().all(|a| a.starts_with("AL2023_")));
+    crate::resources::launch_template::is_al2023_template(lt)
+        || (!users.is_empty() && users.iter().all(|a| a.starts_with("AL2023_")))
+}
+
+fn no_data_volume(stack: &Stack, lt: &Resource, t: &str, i: &InstanceInfo) -> Diagnostic {
+    let al2023 = runs_al2023(stack, lt);
     let summary = i.summary();
     if al2023 {
         return Diagnostic::warning(

@@ -143,6 +143,20 @@ fn template_family(ng: &Resource, lt: &Resource, ami: &str, al2023_lt: bool) -> 
                 .help("name the same AMI type in both, or drop ami_type from the template (a managed group's AMI comes from the group)"),
         );
     }
+    // `auto` is resolved at apply from the template in AWS (its user data: a nodeadm part means
+    // AL2023, node_group/auto.rs); a template whose family is only its `ami_type` renders no user
+    // data and would get Bottlerocket there while the plan note said AL2023 (review r19-lt m10).
+    if let Some(t) = lit_str(lt, "ami_type")
+        && ami == "auto"
+    {
+        d.push(
+            Diagnostic::error(
+                format!("`{}` has ami_type \"auto\", but its template `{}` says ami_type = \"{t}\"", ng.address, lt.address),
+                span(ng, "ami_type"),
+            )
+            .help(format!("set ami_type = \"{t}\" on the node group too (auto decides from the template's user data at apply, which may not say it)")),
+        );
+    }
     if lt.attrs.contains_key("cluster") {
         d.push(
             Diagnostic::error(
@@ -280,6 +294,27 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
             }
             if (ami.starts_with("AL2023_") || (ami == "auto" && al2023_lt)) && lt.attrs.contains_key("data_volume") {
                 d.push(al2023_data_volume(ng, lt, &ami));
+            }
+            // On AL2023 the template's node_taints become `--register-with-taints`, and kubelet
+            // keeps only the last such flag (k8s pkg/util/taints `taintsVar.Set` replaces the
+            // list); nodeadm appends flags across NodeConfigs (amazon-eks-ami
+            // nodeadm/internal/api/merge.go) and EKS appends its own NodeConfig, carrying the
+            // node group's taints, after the template's (eksctl docs "node-bootstrapping"). One
+            // set would be lost: refuse both.
+            if (ami.starts_with("AL2023_") || (ami == "auto" && al2023_lt))
+                && written(lt, "node_taints")
+                && written(ng, "taints")
+            {
+                d.push(
+                    Diagnostic::error(
+                        format!(
+                            "`{}` has taints and its AL2023 template `{}` has node_taints: kubelet keeps only one --register-with-taints, so one set would be silently lost",
+                            ng.address, lt.address
+                        ),
+                        span(lt, "node_taints"),
+                    )
+                    .help("put every taint on the node group (`taints = [{ key, value, effect }]`) and remove node_taints from the template"),
+                );
             }
             if capacity == "SPOT" && !ng.attrs.contains_key("instance_types") && lt.attrs.contains_key("instance_type")
             {

@@ -919,6 +919,30 @@ fn an_al2023_template_is_not_told_to_add_a_data_volume() {
 }
 
 #[test]
+fn a_root_volume_does_not_silence_the_bottlerocket_data_volume_warning() {
+    // Bottlerocket's /dev/xvda is the OS volume; images go on /dev/xvdb, so root_volume does
+    // not make room for them (review r19-lt m2).
+    let bottlerocket = "instance_types = [\"g6.xlarge\"]\nami_type = \"BOTTLEROCKET_x86_64_NVIDIA\"";
+    let f = catalog(&stack("root_volume = { size_gib = 200 }", bottlerocket, ""));
+    assert!(the(&f, "with no `data_volume`").help.starts_with("add data_volume = { size_gib = 200 }"));
+}
+
+#[test]
+fn al2023_taints_go_on_the_node_group_or_the_template_not_both() {
+    // kubelet keeps only the last --register-with-taints; EKS's NodeConfig comes after the
+    // template's, so one set would be lost (review r19-lt M4).
+    let al2023 =
+        "ami_type = \"AL2023_x86_64_NVIDIA\"\ntaints = [{ key = \"a\", value = \"b\", effect = \"NO_SCHEDULE\" }]";
+    let lt = "instance_type = \"g6.xlarge\"\nroot_volume = { size_gib = 200 }\nnode_taints = [{ key = \"c\", value = \"d\", effect = \"NO_SCHEDULE\" }]";
+    let f = offline(&stack(lt, al2023, ""));
+    let d = the(&f, "kubelet keeps only one --register-with-taints");
+    assert!(d.error);
+    assert!(d.help.starts_with("put every taint on the node group"), "{d:?}");
+    // Either alone is fine.
+    absent(&offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"", "")), "--register-with-taints");
+}
+
+#[test]
 fn spot_diversification_across_shapes_is_a_warning_and_a_bottlerocket_group_refuses_nodeadm() {
     let spot = "capacity_type = \"SPOT\"\ninstance_types = [\"g6.xlarge\", \"g6.12xlarge\"]";
     let f = catalog(&stack("imds_hop_limit = 1", spot, ""));
@@ -1247,4 +1271,49 @@ fn nodes_on_an_outside_subnet_of_another_vpc_than_their_cluster_are_refused_at_p
     assert_ne!(two, text);
     let facts = with_subnets(vec![outside_subnet("subnet-0priv", "us-west-2b", DefaultRoute::Nat, &[])]);
     the(&online(&two, facts), "`eks_cluster.main` names subnets in 2 VPCs");
+}
+
+#[test]
+fn the_plan_says_what_local_storage_needs_of_the_instance_stores() {
+    // RAID10 on fewer than 4 NVMe disks stops nodeadm's setup-local-disks and the node never
+    // joins (review r19-lt M2); the catalog has no disk counts, so the plan says it.
+    let al2023 = "ami_type = \"AL2023_x86_64_NVIDIA\"";
+    let n = notes(&stack("instance_type = \"g6e.2xlarge\"\nlocal_storage = \"raid10\"", al2023, ""));
+    assert!(
+        n["launch_template.t"].contains("local_storage RAID10 needs at least 4 NVMe instance-store disks"),
+        "{n:?}"
+    );
+    let n = notes(&stack(
+        "instance_type = \"g6e.2xlarge\"\nnodeadm = { instance = { local_storage = { strategy = \"RAID0\" } } }",
+        al2023,
+        "",
+    ));
+    assert!(
+        n["launch_template.t"].contains("local_storage RAID0 needs NVMe instance-store disks (none: it does nothing)"),
+        "{n:?}"
+    );
+    // maxPods past the ENI limit leaves pods without an IP (review r19-lt M1): the plan says
+    // what it must fit.
+    let n = notes(&stack(
+        "instance_type = \"g6e.2xlarge\"\nnodeadm = { kubelet = { config = { maxPods = 110 } } }",
+        al2023,
+        "",
+    ));
+    assert!(
+        n["launch_template.t"]
+            .contains("maxPods 110 fits only if each type has (ENIs x (IPv4 per ENI - 1)) + 2 >= 110"),
+        "{n:?}"
+    );
+}
+
+#[test]
+fn auto_on_a_template_that_names_its_ami_type_is_refused() {
+    // auto resolves from the template's user data at apply; a template whose family is only
+    // its ami_type would get Bottlerocket there (review r19-lt m10).
+    let lt = "instance_type = \"g6.xlarge\"\nami_type = \"AL2023_x86_64_NVIDIA\"\nroot_volume = { size_gib = 200 }";
+    let d =
+        the(&offline(&stack(lt, "", "")), "has ami_type \"auto\", but its template `launch_template.t` says ami_type");
+    assert!(d.error);
+    assert!(d.help.starts_with("set ami_type = \"AL2023_x86_64_NVIDIA\" on the node group too"), "{d:?}");
+    absent(&offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"", "")), "has ami_type \"auto\"");
 }

@@ -613,7 +613,7 @@ def user_data(toml: str) -> str:
 
 
 class NodeGroups:
-    def __init__(self, c: Clients, private_endpoint: bool = False, dns: bool = True) -> None:
+    def __init__(self, c: Clients, private_endpoint: bool = False, dns: bool = True, **cluster: Any) -> None:
         self.c = c
         self.net = vpc(c, dns=dns)
         self.igw = c.ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
@@ -623,6 +623,7 @@ class NodeGroups:
             name=self.cluster,
             roleArn=ROLE,
             resourcesVpcConfig={"subnetIds": self.net["subnets"], "endpointPrivateAccess": private_endpoint},
+            **cluster,
         )
         wait(
             "cluster ACTIVE",
@@ -1069,6 +1070,84 @@ def catalog(c: Clients) -> None:
     check(bad == [], f"every GPU/EFA type has NetworkCards with InterfaceTypes ({bad[:5]})")
 
 
+def self_managed(c: Clients) -> None:
+    """autoscaling_nodes.py: an Auto Scaling group's nodes join only with the cluster security
+    group (EKS UG sec-group-reqs); a young instance profile fails CreateAutoScalingGroup once
+    (terraform-provider-aws#5633)."""
+    http(c.endpoint, "POST", "/_gpustack/eks?cluster_create_ms=50")
+    g = NodeGroups(c, accessConfig={"authenticationMode": "API"})
+    subnet, _ = g.subnet(public=True, route="igw")
+    cluster = c.eks.describe_cluster(name=g.cluster)["cluster"]
+    cluster_sg = cluster["resourcesVpcConfig"]["clusterSecurityGroupId"]
+    node_config = (
+        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n--//\n'
+        "Content-Type: application/node.eks.aws\n\n---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
+        f"spec:\n  cluster:\n    name: {g.cluster}\n\n--//--\n"
+    )
+    ud = base64.b64encode(node_config.encode()).decode()
+    http(c.endpoint, "POST", "/_gpustack/iam-propagation?seconds=0")
+    node_role = c.iam.create_role(
+        RoleName=f"{g.cluster}-node", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
+    )["Role"]["Arn"]
+    c.iam.create_instance_profile(InstanceProfileName=f"{g.cluster}-node")
+    c.iam.add_role_to_instance_profile(InstanceProfileName=f"{g.cluster}-node", RoleName=f"{g.cluster}-node")
+
+    def group(name: str, **data: Any) -> dict[str, Any]:
+        data.setdefault("IamInstanceProfile", {"Name": f"{g.cluster}-node"})
+        template = g.template(ImageId="ami-12c6146b", InstanceType="m6i.large", UserData=ud, **data)
+        c.asg.create_auto_scaling_group(
+            AutoScalingGroupName=name,
+            MinSize=0,
+            MaxSize=1,
+            DesiredCapacity=0,
+            VPCZoneIdentifier=subnet,
+            LaunchTemplate={"LaunchTemplateId": template},
+        )
+        return http(c.endpoint, "GET", f"/_gpustack/autoscaling/nodes?name={name}")
+
+    bare = group(f"{g.cluster}-bare")
+    check(
+        not bare["joined"] and "cannot reach the API server" in " ".join(bare["reasons"]),
+        "ASG nodes in the VPC's default security group do not join (cluster SG admits only itself)",
+    )
+    unentered = group(f"{g.cluster}-unentered", SecurityGroupIds=[cluster_sg])
+    check(
+        not unentered["joined"] and "EC2_LINUX" in " ".join(unentered["reasons"]),
+        "ASG nodes whose role has no EC2_LINUX access entry do not register (EKS UG creating-access-entries)",
+    )
+    c.eks.create_access_entry(clusterName=g.cluster, principalArn=node_role, type="EC2_LINUX")
+    again = http(c.endpoint, "GET", f"/_gpustack/autoscaling/nodes?name={g.cluster}-unentered")
+    check(again["joined"], f"... and register once the entry exists (kubelet retries) ({again})")
+    joined = group(f"{g.cluster}-sg", SecurityGroupIds=[cluster_sg])
+    check(joined["joined"], f"ASG nodes carrying the cluster security group join ({joined})")
+    # A node security group the cluster SG admits on 443 is enough too.
+    node_sg = c.ec2.create_security_group(GroupName=f"{g.cluster}-n", Description="n", VpcId=g.net["vpc"])["GroupId"]
+    c.ec2.authorize_security_group_ingress(
+        GroupId=cluster_sg,
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "UserIdGroupPairs": [{"GroupId": node_sg}]}],
+    )
+    admitted = group(f"{g.cluster}-admitted", SecurityGroupIds=[node_sg])
+    check(admitted["joined"], f"ASG nodes in a group the cluster SG admits on 443 join ({admitted})")
+    # Instance profile propagation: refused once with Auto Scaling's wording, then accepted.
+    http(c.endpoint, "POST", "/_gpustack/iam-propagation?seconds=600")
+    profile = f"{g.cluster}-p"
+    c.iam.create_instance_profile(InstanceProfileName=profile)
+    template = g.template(ImageId="ami-12c6146b", InstanceType="m6i.large", IamInstanceProfile={"Name": profile})
+    args = dict(
+        AutoScalingGroupName=f"{g.cluster}-young",
+        MinSize=0,
+        MaxSize=1,
+        VPCZoneIdentifier=subnet,
+        LaunchTemplate={"LaunchTemplateId": template},
+    )
+    code, _, message = error(c.asg.create_auto_scaling_group, **args)
+    check(
+        code == "ValidationError" and "Invalid IAM Instance Profile name" in message,
+        f"CreateAutoScalingGroup with a young instance profile -> ValidationError once ({code}: {message})",
+    )
+    check(error(c.asg.create_auto_scaling_group, **args)[0] is None, "... and the retry goes through")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--endpoint", required=True, help="e.g. http://127.0.0.1:PORT")
@@ -1086,6 +1165,7 @@ def main() -> int:
         capacity(c)
         quotas(c)
         catalog(c)
+        self_managed(c)
     except Exception as e:  # noqa: BLE001
         print(f"FAIL {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -51,7 +51,8 @@ fn al2023_templates_refuse_bottlerocket_settings_and_snake_case_kubelet_keys() {
         "local_storage = \"raid0\"",
         "local_storage = \"raid0\"\ndata_volume = { size_gib = 100 }\nbottlerocket_settings = { kernel = { lockdown = \"integrity\" } }",
     )
-    .replacen("maxPods = 110", "max_pods = 110", 1);
+    .replacen("maxPods = 58", "max_pods = 58", 1)
+    .replacen("flags = [\"--v=2\"]", "flags = [\"--v=2\", \"--register-with-taints=a=b:NoSchedule\"] }, feature_gates = { KubeletInUserNamespace = true ", 1);
     let path = env.write("s.toml", &text);
     let out = env.run(&["validate", path.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{out:?}");
@@ -61,6 +62,10 @@ fn al2023_templates_refuse_bottlerocket_settings_and_snake_case_kubelet_keys() {
     assert!(out.stderr.contains("but `bottlerocket_settings` is Bottlerocket's"), "{out:?}");
     assert!(out.stderr.contains("`nodeadm.kubelet.config.max_pods` is not a KubeletConfiguration field"), "{out:?}");
     assert!(out.stderr.contains("did you mean `maxPods`?"), "{out:?}");
+    // kubelet keeps only the last --register-with-taints: taints go in node_taints.
+    assert!(out.stderr.contains("`nodeadm.kubelet.flags` sets --register-with-taints"), "{out:?}");
+    // nodeadm ignores feature gates it does not know: kubelet gates belong in kubelet.config.
+    assert!(out.stderr.contains("`nodeadm.feature_gates.KubeletInUserNamespace` is not a nodeadm feature"), "{out:?}");
     assert!(out.stderr.contains("s.toml:"), "{out:?}");
 }
 
@@ -115,6 +120,28 @@ fn a_self_managed_group_needs_an_access_entry_and_a_joining_template() {
         out.stderr.contains("spot_instance_pools = 4 needs spot_allocation_strategy = \"lowest-price\""),
         "{out:?}"
     );
+    // Review r19-lt m3, in one pass: no type to launch (no instance_types, none in the
+    // template); a Capacity Block template under mixed_instances; reservations-only with Spot.
+    let text = variant("self-managed.toml", "instance_types  = [\"g6.2xlarge\", \"g5.2xlarge\", \"g6e.2xlarge\"]\n", "")
+        .replacen(
+            "spot_allocation_strategy = \"price-capacity-optimized\" }",
+            "spot_allocation_strategy = \"price-capacity-optimized\" }\ncapacity_reservation = { preference = \"capacity-reservations-only\" }",
+            1,
+        )
+        .replacen("root_volume      = { size_gib = 200 }", "root_volume      = { size_gib = 200 }\nmarket           = \"capacity-block\"", 1);
+    let path = env.write("v.toml", &text);
+    let out = env.run(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("lists no instance_types and its template `launch_template.gpu` has no instance_type"),
+        "{out:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("uses the Capacity Block template `launch_template.gpu` with instance_types or mixed_instances"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("\"capacity-reservations-only\" launches On-Demand reservations only"), "{out:?}");
 }
 
 #[test]
@@ -142,14 +169,14 @@ fn the_al2023_example_applies_with_nodeadm_user_data_and_a_root_volume() {
     assert!(user_data.starts_with("MIME-Version: 1.0\nContent-Type: multipart/mixed;"), "{user_data}");
     assert!(user_data.contains("Content-Type: application/node.eks.aws"), "{user_data}");
     assert!(user_data.contains("kind: NodeConfig"), "{user_data}");
-    assert!(user_data.contains("maxPods: 110"), "{user_data}");
+    assert!(user_data.contains("maxPods: 58"), "{user_data}");
     assert!(user_data.contains("strategy: RAID0"), "{user_data}");
     assert!(user_data.contains("--node-labels=gpustack.io/pool=gpu"), "{user_data}");
     assert!(!user_data.contains("apiServerEndpoint"), "EKS fills a managed group's cluster: {user_data}");
     assert_eq!(root.volume_size(), Some(200));
     assert_eq!(root.volume_type().map(|t| t.as_str()), Some("gp3"));
     assert_eq!(root.encrypted(), Some(true));
-    assert_eq!(root.iops(), Some(6000));
+    assert_eq!(root.iops(), None, "the OS-only root keeps gp3's baseline");
     let again = env.run(&["plan", "--detailed-exitcode", &file]);
     assert_eq!(again.code, 0, "in sync after apply: {again:?}");
     let eks = env.emu.eks();
@@ -170,8 +197,14 @@ fn the_self_managed_example_applies_an_asg_that_joins_and_destroys_cleanly() {
     let env = Env::new();
     let file = example("self-managed.toml");
     env.emu.reset_requests();
+    // Every instance profile is "not yet propagated" for its first Auto Scaling call: the
+    // create is refused once and must be retried (the emulator's iam_propagation switch).
+    env.emu.control("POST", "/_gpustack/iam-propagation?seconds=3600");
     let apply = env.ok(&["apply", "--auto-approve", &file]);
     assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
+    // The nodes carry the cluster security group, so they reach the API server and join.
+    let nodes = env.emu.control("GET", "/_gpustack/autoscaling/nodes?name=selfmng-dev-gpu");
+    assert_eq!(nodes["joined"], serde_json::json!(true), "{nodes}");
     let asg = autoscaling(&env);
     let g = block_on(async move {
         let out = asg.describe_auto_scaling_groups().auto_scaling_group_names("selfmng-dev-gpu").send().await.unwrap();
@@ -210,17 +243,25 @@ fn the_self_managed_example_applies_an_asg_that_joins_and_destroys_cleanly() {
     // says running instances keep the old template until refreshed.
     let bigger = variant("self-managed.toml", "max = 6 }", "max = 8 }").replacen("maxPods = 58", "maxPods = 60", 1);
     let path = env.write("bigger.toml", &bigger);
+    // An autoscaler scaled the group out: a template change must not scale it back in.
+    let asg = autoscaling(&env);
+    block_on(async move {
+        asg.set_desired_capacity().auto_scaling_group_name("selfmng-dev-gpu").desired_capacity(3).send().await.unwrap()
+    });
     let plan = env.ok(&["plan", path.to_str().unwrap()]);
     assert!(plan.stdout.contains("self_managed_node_group.gpu") && plan.stdout.contains("update in place"), "{plan:?}");
     assert!(plan.stdout.contains("+                  maxPods: 60") || plan.stdout.contains("maxPods: 60"), "{plan:?}");
     assert!(plan.stdout.contains("start-instance-refresh"), "{plan:?}");
+    // ... and that the template's new version re-reads the recommended AMI (review r19-lt m5).
+    assert!(plan.stdout.contains("re-reads EKS's recommended AMI"), "{plan:?}");
     env.ok(&["apply", "--auto-approve", path.to_str().unwrap()]);
     let asg = autoscaling(&env);
-    let max = block_on(async move {
+    let sizes = block_on(async move {
         let out = asg.describe_auto_scaling_groups().auto_scaling_group_names("selfmng-dev-gpu").send().await.unwrap();
-        out.auto_scaling_groups()[0].max_size()
+        let g = &out.auto_scaling_groups()[0];
+        (g.max_size(), g.desired_capacity())
     });
-    assert_eq!(max, Some(8));
+    assert_eq!(sizes, (Some(8), Some(3)), "max raised, the autoscaler's desired capacity kept");
     env.ok(&["destroy", "--auto-approve", path.to_str().unwrap()]);
     let asg = autoscaling(&env);
     let left =
@@ -237,7 +278,9 @@ fn the_self_managed_example_applies_an_asg_that_joins_and_destroys_cleanly() {
         .collect();
     let made: std::collections::BTreeSet<String> =
         env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
-    let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
+    // (SetDesiredCapacity is this test's stand-in for the Cluster Autoscaler, not gpustack's.)
+    let missing: Vec<&String> =
+        made.iter().filter(|a| !allowed.contains(*a) && *a != "autoscaling:SetDesiredCapacity").collect();
     assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
 }
 

@@ -32,7 +32,19 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
     if !instance_type.is_empty() {
         d = d.instance_type(InstanceType::from(instance_type));
     }
-    let groups = strings(i.get("security_groups"));
+    let cluster = str_attr(i, "cluster");
+    let joined = if cluster.is_empty() { None } else { Some(self_managed(ctx, i, cluster).await?) };
+    let mut groups = strings(i.get("security_groups"));
+    // A self-managed node must carry the cluster security group (or one it admits): that group
+    // admits inbound traffic only from itself and the control plane's ENIs carry it (EKS UG
+    // sec-group-reqs, "Default cluster security group": Inbound All/All/Self), and EKS attaches
+    // it only to managed groups' nodes. Without it the instances land in the VPC's default group
+    // and never reach the API server (nor the control plane their kubelet).
+    if let Some(sg) = joined.as_ref().map(|j| j.cluster_security_group.clone()).filter(|g| !g.is_empty())
+        && !groups.contains(&sg)
+    {
+        groups.push(sg);
+    }
     match i.get("efa") {
         Some(Value::Table(efa)) => {
             let mut all = strings(efa.get("security_groups"));
@@ -67,8 +79,6 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
     if !pg.is_empty() {
         d = d.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
     }
-    let cluster = str_attr(i, "cluster");
-    let joined = if cluster.is_empty() { None } else { Some(self_managed(ctx, i, cluster).await?) };
     if let Some(j) = &joined {
         d = d.image_id(&j.image_id).iam_instance_profile(
             LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
@@ -99,6 +109,8 @@ pub async fn template_data(ctx: &Ctx, i: &Attrs) -> Result<RequestLaunchTemplate
 struct Joined {
     image_id: String,
     user_data: String,
+    /// DescribeCluster `resourcesVpcConfig.clusterSecurityGroupId`.
+    cluster_security_group: String,
 }
 
 /// Reads the cluster (endpoint, CA, service CIDR, version: EKS `DescribeCluster`) and the AMI
@@ -139,7 +151,12 @@ async fn self_managed(ctx: &Ctx, i: &Attrs, cluster: &str) -> Result<Joined> {
             detail: format!("bottlerocket_settings sets `{key}`, which gpustack writes to join the cluster"),
         })?
     };
-    Ok(Joined { image_id, user_data })
+    let cluster_security_group = c
+        .and_then(|c| c.resources_vpc_config())
+        .and_then(|v| v.cluster_security_group_id())
+        .unwrap_or_default()
+        .to_string();
+    Ok(Joined { image_id, user_data, cluster_security_group })
 }
 
 /// `/dev/xvda`, the root device of the EKS AL2023 and Bottlerocket AMIs, from `root_volume`.

@@ -139,6 +139,16 @@ impl Schema for LaunchTemplateKind {
 
 #[async_trait]
 impl Kind for LaunchTemplateKind {
+    /// A self-managed template (`cluster`, `ami_type` and no `ami_id`) takes EKS's recommended
+    /// AMI for the cluster's version when each version is written (`data::self_managed`), so
+    /// the new version may boot a newer AMI than the running one; the plan says so.
+    fn update_note(&self, _old: &Attrs, new: &Attrs, _changed: &[String]) -> Option<String> {
+        let resolves = new.get("cluster").and_then(Value::as_str).is_some_and(|c| !c.is_empty())
+            && new.get("ami_id").and_then(Value::as_str).is_none_or(str::is_empty);
+        resolves.then(|| {
+            "the new version re-reads EKS's recommended AMI for the cluster's version from SSM at apply: it may boot a newer AMI than running nodes (set ami_id to pin it)".to_string()
+        })
+    }
     fn actions(&self) -> &'static [&'static str] {
         &[
             "ec2:CreateLaunchTemplate",

@@ -29,7 +29,11 @@ use crate::value::{Attrs, Value};
 pub const STRATEGIES: &[&str] = &["RAID0", "RAID10", "Mount"];
 /// `local_storage = "raid0"`: the shorthand for `nodeadm.instance.local_storage.strategy`.
 pub const SHORTHAND: &[&str] = &["raid0", "raid10", "mount"];
-const DISABLED_MOUNTS: &[&str] = &["Containerd", "PodLogs"];
+/// nodeadm's `DisabledMount` enum (amazon-eks-ami nodeadm/doc/api.md).
+const DISABLED_MOUNTS: &[&str] = &["Containerd", "PodLogs", "SOCI"];
+/// nodeadm's `Feature` enum (amazon-eks-ami nodeadm/doc/api.md; `featuregates.go` answers false
+/// for any other key, so a kubelet gate written here is silently ignored).
+const FEATURES: &[&str] = &["InstanceIdNodeName", "FastImagePull"];
 
 const KUBELET: &[Attr] = &[
     Attr::opt("config", Ty::Map(&Ty::Any), Default::None, OnChange::Update),
@@ -365,8 +369,19 @@ pub fn check(nodeadm: Option<&Expr>, short: Option<&Expr>, diags: &mut Vec<Diagn
         }
     }
     if let Some(flags) = kubelet.get("flags")
-        && let Some(Value::List(l)) = flags.as_literal()
+        && let Value::List(l) = flags.resolve(&|_| Value::Unknown)
     {
+        // kubelet keeps only the last --register-with-taints (k8s pkg/util/taints `taintsVar.Set`
+        // replaces the list) and gpustack writes node_taints as one after these flags.
+        if l.iter().filter_map(Value::as_str).any(|f| f.starts_with("--register-with-taints")) {
+            diags.push(
+                Diagnostic::error(
+                    "`nodeadm.kubelet.flags` sets --register-with-taints, which kubelet replaces with the last such flag (node_taints, or EKS's for the node group's taints)",
+                    flags.span.clone(),
+                )
+                .help("write the taints as node_taints = [{ key, value, effect }] (or on the node group's taints), not as a kubelet flag"),
+            );
+        }
         for f in l.iter().filter_map(Value::as_str).filter(|f| !f.starts_with("--")) {
             diags.push(
                 Diagnostic::error(
@@ -375,6 +390,19 @@ pub fn check(nodeadm: Option<&Expr>, short: Option<&Expr>, diags: &mut Vec<Diagn
                 )
                 .help("write each flag whole, e.g. \"--node-labels=team=ml\""),
             );
+        }
+    }
+    if let Some(gates) = n.get("feature_gates") {
+        for (key, e) in table(gates) {
+            if !FEATURES.contains(&key.as_str()) {
+                diags.push(
+                    Diagnostic::error(
+                        format!("`nodeadm.feature_gates.{key}` is not a nodeadm feature ({})", FEATURES.join(", ")),
+                        e.key_span.clone().or(e.span.clone()).or(gates.span.clone()),
+                    )
+                    .help("kubelet feature gates go in nodeadm.kubelet.config.featureGates = { … }; nodeadm ignores unknown keys here"),
+                );
+            }
         }
     }
     let full = n.get("instance").map(table).and_then(|i| i.get("local_storage").cloned());

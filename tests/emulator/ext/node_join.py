@@ -47,7 +47,10 @@ Why nodes do not join, as modelled:
   ``application/node.eks.aws`` must hold a nodeadm ``NodeConfig`` (``apiVersion:
   node.eks.aws/v1alpha1``, ``kind: NodeConfig``) whose ``spec.instance.localStorage.strategy``,
   if any, is ``RAID0``, ``RAID10`` or ``Mount`` (awslabs/amazon-eks-ami ``nodeadm/doc/api.md``);
-  nodeadm fails at boot otherwise and the node never joins.
+  nodeadm fails at boot otherwise and the node never joins. Assumption: "not MIME → the node
+  fails" follows the UG sentence only; nodeadm itself falls back to a bare NodeConfig
+  (``configprovider/mime.go``, ``ParseMaybeMultipart``), and where EKS would refuse non-MIME
+  user data is not sourced.
 
 Capacity Blocks: ``UpdateNodegroupVersion`` of a ``CAPACITY_BLOCK`` node group whose desired size
 is above 0 is ``InvalidRequestException`` (EKS User Guide, capacity-blocks-mng: "set the desired
