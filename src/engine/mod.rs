@@ -479,9 +479,24 @@ async fn update(env: &Env, c: &Change) -> Result<String, Failure> {
     Ok(String::new())
 }
 
+/// Last guard: an object read with `existing` is not the stack's; nothing deletes it,
+/// whatever the plan says (the plan refuses to get here: `diff::resource_change`).
+fn foreign(c: &Change) -> Option<Failure> {
+    c.old_inputs.contains_key("existing").then(|| {
+        Failure::from(format!(
+            "refusing to delete {}: `{}` read it with `existing`, the stack does not own it",
+            c.id.as_deref().unwrap_or("?"),
+            c.address
+        ))
+    })
+}
+
 async fn delete(env: &Env, c: &Change) -> Result<String, Failure> {
     let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let id = c.id.clone().unwrap_or_default();
+    if let Some(refused) = foreign(c) {
+        return Err(refused);
+    }
     let token = uuid::Uuid::new_v4().to_string();
     env.journal
         .commit(|s| s.pending.push(pending(c, Operation::Delete, &token, Some(id.clone()))))
@@ -499,4 +514,31 @@ async fn delete(env: &Env, c: &Change) -> Result<String, Failure> {
         .await
         .map_err(|e| Failure::from(e.to_string()))?;
     Ok(id)
+}
+
+#[cfg(test)]
+mod foreign_tests {
+    use super::*;
+    use crate::value::Value;
+
+    #[test]
+    fn a_read_object_is_never_deleted() {
+        let c = Change {
+            address: "vpc.shared".into(),
+            kind: "vpc",
+            action: Action::Delete,
+            fields: vec![],
+            id: Some("vpc-0abc".into()),
+            old_inputs: Attrs::from([("existing".to_string(), Value::str("vpc-0abc"))]),
+            old_outputs: Attrs::new(),
+            old_deps: vec![],
+            adopt: None,
+            stray: false,
+            note: None,
+        };
+        assert!(foreign(&c).is_some_and(|f| f.text.contains("refusing to delete vpc-0abc")));
+        let mut owned = c.clone();
+        owned.old_inputs.remove("existing");
+        assert!(foreign(&owned).is_none());
+    }
 }

@@ -321,3 +321,52 @@ fn an_existing_capacity_reservation_is_read_for_its_zone_and_never_cancelled() {
         "a reservation the stack does not own is never cancelled"
     );
 }
+
+#[test]
+fn dropping_existing_from_a_read_object_is_refused_and_deletes_nothing() {
+    let env = Env::new();
+    let (vpc, a, _b, sg) = outside_vpc(&env, "gpu-private-b");
+    let head = "[stack]\nname = \"takeover\"\nregion = \"us-west-2\"\n";
+    env.write(
+        "read.toml",
+        &format!(
+            "{head}\n[vpc.shared]\nexisting = \"{vpc}\"\n\n[subnet.a]\nexisting = \"{a}\"\n\n[security_group.shared]\nexisting = \"{sg}\"\n"
+        ),
+    );
+    env.ok(&["apply", "--auto-approve", "read.toml"]);
+    // The same addresses, now written as objects the stack would create.
+    env.write(
+        "own.toml",
+        &format!(
+            "{head}\n[vpc.shared]\ncidr_block = \"10.81.0.0/16\"\n\n[subnet.a]\nvpc = \"${{vpc.shared.id}}\"\ncidr_block = \"10.81.0.0/19\"\navailability_zone = \"us-west-2a\"\n\n[security_group.shared]\nvpc = \"${{vpc.shared.id}}\"\ndescription = \"own\"\n"
+        ),
+    );
+    env.emu.reset_requests();
+    let plan = env.run(&["plan", "own.toml"]);
+    assert_eq!(plan.code, 1, "{plan:?}");
+    for (address, id) in [("vpc.shared", &vpc), ("subnet.a", &a), ("security_group.shared", &sg)] {
+        assert!(
+            plan.stderr
+                .contains(&format!("`{address}` is recorded as a read of {id}, an object this stack does not own")),
+            "{plan:?}"
+        );
+    }
+    assert!(plan.stderr.contains("first remove `[vpc.shared]` from the stack and apply"), "{plan:?}");
+    let apply = env.run(&["apply", "--auto-approve", "own.toml"]);
+    assert_eq!(apply.code, 1, "{apply:?}");
+    let destructive: Vec<_> = env
+        .emu
+        .requests()
+        .into_iter()
+        .filter(|(_, action)| {
+            action.starts_with("Delete") || action.starts_with("Cancel") || action.starts_with("Create")
+        })
+        .collect();
+    assert!(destructive.is_empty(), "no object is touched: {destructive:?}");
+    assert!(still_there(&env, &vpc, &[&a]));
+    // The way out the help names: forget (nothing deleted), then the stack creates its own.
+    env.write("none.toml", &format!("{head}\n[output]\nx = \"y\"\n"));
+    env.ok(&["apply", "--auto-approve", "none.toml"]);
+    assert!(still_there(&env, &vpc, &[&a]));
+    assert!(env.state("takeover")["resources"].get("vpc.shared").is_none());
+}
