@@ -87,6 +87,19 @@ fn calls_are_in_the_policy(env: &Env, args: &[&str]) {
         env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
     let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
     assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
+    // An Authorize call tags the new rule: AWS then also authorizes ec2:CreateTags, which
+    // the policy allows only for the create actions it lists (review r19-net B2).
+    let tag_on_create: Vec<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["Action"].as_array().unwrap().iter().any(|a| a == "ec2:CreateTags"))
+        .flat_map(|s| s["Condition"]["StringEquals"]["ec2:CreateAction"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a.as_str().map(|a| format!("ec2:{a}")))
+        .collect();
+    let untagged: Vec<&String> =
+        made.iter().filter(|a| a.starts_with("ec2:Authorize") && !tag_on_create.contains(a)).collect();
+    assert!(untagged.is_empty(), "CreateTags is refused for {untagged:?}");
 }
 
 /// True when the VPC and its subnets are all still there.
