@@ -228,6 +228,18 @@ def vpc_blocks(c: Clients) -> None:
           "a block overlapping the primary -> InvalidVpc.Range")
     check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="10.99.0.0/29")[0] == "InvalidVpc.Range",
           "a /29 block -> InvalidVpc.Range")
+    # The three rows the first version missed (VPC UG table, doc_source/VPC_Subnets.md).
+    shared = ec2.create_vpc(CidrBlock="100.64.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=shared, CidrBlock="10.5.0.0/16")[0] == "InvalidVpc.Range",
+          "10.x next to a 100.64/10 primary -> InvalidVpc.Range")
+    check(error(ec2.associate_vpc_cidr_block, VpcId=shared, CidrBlock="100.65.0.0/16")[0] is None,
+          "100.65.0.0/16 next to a 100.64/10 primary is allowed")
+    low = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=low, CidrBlock="10.0.0.0/16")[0] == "InvalidVpc.Range",
+          "10.0.0.0/16 next to a primary in 10.0.0.0/15 -> InvalidVpc.Range")
+    rfc172 = ec2.create_vpc(CidrBlock="172.16.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=rfc172, CidrBlock="172.31.0.0/16")[0] == "InvalidVpc.Range",
+          "172.31.0.0/16 next to a 172.16/12 primary -> InvalidVpc.Range")
 
 
 def parameters(c: Clients) -> None:

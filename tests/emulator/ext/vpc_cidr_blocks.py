@@ -7,7 +7,10 @@ VPC", VPC UG ``amazon-vpc-limits``). What AWS also refuses, added here:
   restrictions" (``vpc-cidr-blocks``): a primary in 10.0.0.0/8 excludes 172.16.0.0/12,
   192.168.0.0/16 and 198.19.0.0/16; one in 172.16.0.0/12 excludes 10.0.0.0/8, 192.168.0.0/16 and
   198.19.0.0/16; one in 192.168.0.0/16 excludes 10.0.0.0/8, 172.16.0.0/12 and 198.19.0.0/16; one in
-  198.19.0.0/16 excludes the three RFC 1918 ranges; a publicly routable primary excludes all four.
+  198.19.0.0/16 excludes the three RFC 1918 ranges; a publicly routable primary, or one in
+  100.64.0.0/10, excludes all four. Also: "If your primary CIDR falls within the 10.0.0.0/15 range,
+  you cannot add a CIDR block from the 10.0.0.0/16 range", and a primary in 172.16.0.0/12 excludes
+  172.31.0.0/16 (``awsdocs/amazon-vpc-user-guide`` ``doc_source/VPC_Subnets.md``, the table).
   100.64.0.0/10 is allowed with every primary.
 * A block that overlaps one the VPC already has, or is outside /16 to /28 (same page: "The allowed
   block size is between a /28 netmask and /16 netmask"; "The CIDR block must not overlap with any
@@ -34,9 +37,13 @@ def restricted(primary: Any) -> list[Any]:
     """The ranges a secondary block may not come from, given the primary block."""
     for i, r in enumerate(_RANGES):
         if primary.subnet_of(r):
-            return [x for j, x in enumerate(_RANGES) if j != i]
-    if primary.subnet_of(_SHARED):
-        return []
+            out = [x for j, x in enumerate(_RANGES) if j != i]
+            if primary.subnet_of(ipaddress.ip_network("10.0.0.0/15")):
+                out.append(ipaddress.ip_network("10.0.0.0/16"))
+            if i == 1:
+                out.append(ipaddress.ip_network("172.31.0.0/16"))
+            return out
+    # A publicly routable primary, or one in 100.64.0.0/10 (_SHARED): all four.
     return list(_RANGES)
 
 
