@@ -300,6 +300,23 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
             edges.extend(referrers.get(x).into_iter().flatten().map(|&k| (k, d)));
         }
     }
+    // An object leaving (or deleted to be recreated) goes before an in-place update of what
+    // it depended on: that update may take away what held it, e.g. a VPC's
+    // DisassociateVpcCidrBlock needs the block's subnets deleted first (botocore
+    // `DisassociateVpcCidrBlock`: "You must detach or delete all gateways and resources that
+    // are associated with the CIDR block before you can disassociate it"). Not for
+    // create-before-delete: its delete waits for its create, which waits for the update.
+    for &d in deletes.values() {
+        let c = &changes[ops[d].change];
+        if matches!(c.action, Action::CreateThenDelete) {
+            continue;
+        }
+        for y in &c.old_deps {
+            if let Some(&uy) = forward.get(y.as_str()).filter(|&&u| matches!(ops[u].kind, OpKind::Update)) {
+                edges.push((d, uy));
+            }
+        }
+    }
     // Objects found by tags have no recorded dependencies: order them by kind.
     let all_deletes: Vec<usize> = deletes.values().copied().chain(strays.iter().copied()).collect();
     for &s in &strays {

@@ -293,6 +293,11 @@ fn secondary_cidr_blocks_are_added_and_removed_in_place_and_hold_subnets() {
     let v = env.run(&["validate", "c.toml"]);
     assert_eq!(v.code, 1, "{v:?}");
     assert!(v.stderr.contains("secondary block 192.168.0.0/16 is in 192.168.0.0/16, which AWS refuses"), "{v:?}");
+    // The block and its subnet leave in one apply: the subnet is deleted before the block is
+    // disassociated (the emulator refuses a block that holds a subnet, as AWS does).
+    env.write("d.toml", base);
+    env.ok(&["apply", "--auto-approve", "d.toml"]);
+    assert_eq!(blocks(&env), ["10.0.0.0/16"]);
     env.ok(&["destroy", "--auto-approve", "a.toml"]);
     assert_eq!(env.tagged("sec").total(), 0);
 }
