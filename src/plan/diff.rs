@@ -564,6 +564,10 @@ pub fn field_diffs(kind: &dyn Kind, old: &Attrs, new: &Attrs) -> Vec<FieldDiff> 
             _ => out.push(FieldDiff { path: a.name.to_string(), old: o.cloned(), new: n.cloned(), forces_replace }),
         }
     }
+    let replaces = kind.replaces(old, new);
+    for f in out.iter_mut().filter(|f| replaces.contains(&f.path.split('.').next().unwrap_or_default())) {
+        f.forces_replace = true;
+    }
     out
 }
 

@@ -270,6 +270,11 @@ pub trait Kind: Schema {
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }
+    /// Attributes that change in place in general but force a replacement for these old and
+    /// new inputs (a security-group rule whose source changes from a CIDR to a group).
+    fn replaces(&self, _old: &Attrs, _new: &Attrs) -> Vec<&'static str> {
+        vec![]
+    }
     /// True when a replacement destroys what cannot be got back quickly (a HyperPod cluster:
     /// its instances, their jobs and hours of health checks): the plan refuses to replace
     /// it unless the resource spells out `prevent_destroy = false`.

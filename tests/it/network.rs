@@ -226,9 +226,9 @@ fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     let rule = st["resources"]["security_group_rule.nodes_from_cluster_kubelet"]["id"].as_str().unwrap().to_string();
     assert!(rule.starts_with("sgr-"), "{rule}");
     // AWS has the rule, tagged as the stack's, admitting the cluster group on 10250.
-    let ec2 = env.emu.ec2();
+    let (ec2, id) = (env.emu.ec2(), rule.clone());
     let found = block_on(async move {
-        let r = ec2.describe_security_group_rules().security_group_rule_ids(&rule).send().await.unwrap();
+        let r = ec2.describe_security_group_rules().security_group_rule_ids(&id).send().await.unwrap();
         r.security_group_rules()[0].clone()
     });
     assert_eq!(found.group_id(), Some(node.as_str()));
@@ -248,6 +248,36 @@ fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     env.write("pair.toml", &text);
     let plan = env.run(&["plan", "pair.toml"]);
     assert!(plan.stdout.contains("~ security_group_rule.nodes_from_cluster_kubelet update in place"), "{plan:?}");
+    env.ok(&["apply", "--auto-approve", "pair.toml"]);
+    assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
+    // A new port also changes in place (ModifySecurityGroupRules): no revoke, so no window
+    // without control-plane access to the kubelets (review r19-net M4).
+    let text = text.replace("from_port             = 10250", "from_port             = 10255");
+    env.write("pair.toml", &text);
+    let plan = env.run(&["plan", "pair.toml"]);
+    assert!(plan.stdout.contains("~ security_group_rule.nodes_from_cluster_kubelet update in place"), "{plan:?}");
+    env.emu.reset_requests();
+    env.ok(&["apply", "--auto-approve", "pair.toml"]);
+    let made: Vec<String> = env.emu.requests().into_iter().map(|(_, a)| a).collect();
+    assert!(made.iter().any(|a| a == "ModifySecurityGroupRules"), "{made:?}");
+    assert!(!made.iter().any(|a| a.starts_with("RevokeSecurityGroup")), "{made:?}");
+    let st = env.state("sgpair-dev");
+    assert_eq!(st["resources"]["security_group_rule.nodes_from_cluster_kubelet"]["id"], rule.as_str());
+    let (ec2, id) = (env.emu.ec2(), rule.clone());
+    let port = block_on(async move {
+        let r = ec2.describe_security_group_rules().security_group_rule_ids(&id).send().await.unwrap();
+        r.security_group_rules()[0].from_port()
+    });
+    assert_eq!(port, Some(10255));
+    assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
+    // A source of another type (group → CIDR) cannot be modified: a replacement, created first.
+    let text = text.replace(
+        "source_security_group = \"${security_group.cluster.id}\"\ndescription           = \"kubelet",
+        "cidr = \"10.0.0.0/16\"\ndescription           = \"kubelet",
+    );
+    env.write("pair.toml", &text);
+    let plan = env.run(&["plan", "pair.toml"]);
+    assert!(plan.stdout.contains("create before destroy"), "{plan:?}");
     env.ok(&["apply", "--auto-approve", "pair.toml"]);
     assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
     env.ok(&["destroy", "--auto-approve", "pair.toml"]);
