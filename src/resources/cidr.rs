@@ -206,9 +206,18 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
     }
 }
 
-/// A rule's `cidr`: IPv4 or IPv6 CIDR syntax. `None` when it is well formed (or not literal).
+/// A rule's `cidr`: IPv4 or IPv6 CIDR syntax, without host bits. AWS canonicalizes a block
+/// with host bits ("100.68.0.18/18 … to 100.68.0.0/18. Any subsequent DescribeSecurityGroups
+/// and DescribeSecurityGroupRules calls will return the canonicalized form": botocore
+/// `AuthorizeSecurityGroupIngressRequest.CidrIp`), so such a block would differ from what
+/// refresh reads on every plan; Terraform refuses it too. `None` when it is well formed.
 pub fn rule_cidr_problem(text: &str) -> Option<String> {
     match text.parse::<IpNet>() {
+        Ok(net) if net.addr() != net.network() => Some(format!(
+            "\"{text}\" has host bits set; AWS stores it as \"{}\" and every plan would show a change: write \"{}\"",
+            net.trunc(),
+            net.trunc()
+        )),
         Ok(_) => None,
         Err(_) => Some(format!("\"{text}\" is not a CIDR block")),
     }
@@ -227,6 +236,10 @@ mod tests {
         assert!(vpc.contains(&a) && a.contains(&inner) && !vpc.contains(&outside));
         assert!(rule_cidr_problem("::/0").is_none() && rule_cidr_problem("10.0.0.1/32").is_none());
         assert!(rule_cidr_problem("10.0.0.0/33").is_some() && rule_cidr_problem("10.0.0.0").is_some());
+        // Review r19-net minor 1: host bits would be canonicalized by AWS and diff forever.
+        let p = rule_cidr_problem("10.0.0.5/16").unwrap_or_default();
+        assert!(p.contains("write \"10.0.0.0/16\""), "{p}");
+        assert!(rule_cidr_problem("2001:db8::1/64").is_some_and(|p| p.contains("2001:db8::/64")));
     }
 
     #[test]

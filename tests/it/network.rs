@@ -368,6 +368,12 @@ fn an_existing_capacity_reservation_is_read_for_its_zone_and_never_cancelled() {
         !env.emu.requests().iter().any(|(_, action)| action == "CancelCapacityReservation"),
         "a reservation the stack does not own is never cancelled"
     );
+    // Cancelled (by its owner), it holds no capacity: reading it by id is a plan error.
+    let (ec2, id) = (env.emu.ec2(), cr.clone());
+    block_on(async move { ec2.cancel_capacity_reservation().capacity_reservation_id(&id).send().await.unwrap() });
+    let plan = env.run(&["plan", "s.toml"]);
+    assert_eq!(plan.code, 1, "{plan:?}");
+    assert!(plan.stderr.contains(&format!("capacity reservation {cr} is cancelled")), "{plan:?}");
 }
 
 #[test]
