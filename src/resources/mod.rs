@@ -45,7 +45,6 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &nat_gateway::NatGatewayKind,
     &iam_role::IamRole,
     &security_group::SecurityGroup,
-    &security_group_rule::SecurityGroupRuleKind,
     &vpc_endpoint::VpcEndpointKind,
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
@@ -53,6 +52,8 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &training_plan::TrainingPlan,
     &image_cache::ImageCache,
     &eks_cluster::EksCluster,
+    // After eks_cluster: a rule may be on the cluster security group EKS makes.
+    &security_group_rule::SecurityGroupRuleKind,
     &eks_addon::EksAddon,
     &eks_access_entry::EksAccessEntry,
     &karpenter_controller::KarpenterController,
@@ -432,6 +433,15 @@ pub fn i32_of(n: i64) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review r19-net minor 5: a rule may refer to `${eks_cluster.*.security_group_id}`, so
+    /// a stray rule is revoked before a stray cluster is deleted.
+    #[test]
+    fn security_group_rules_rank_after_what_they_refer_to() {
+        for k in ["security_group", "eks_cluster"] {
+            assert!(rank("security_group_rule") > rank(k), "{k}");
+        }
+    }
 
     #[test]
     fn zones_belong_to_their_region() {
