@@ -222,6 +222,11 @@ fn foreign_rule_groups(stack: &Stack) -> Vec<(Json, Option<Json>)> {
 pub fn document(stack: &Stack) -> Json {
     let mut actions: BTreeSet<&'static str> = BTreeSet::new();
     for r in &stack.resources {
+        // An object read with `existing` is only described (the reads below): no create,
+        // change or delete action for it.
+        if crate::resources::existing::is_existing(r) {
+            continue;
+        }
         actions.extend(crate::resources::of(r).actions());
     }
     // Refresh and destroy look for objects of every kind tagged for the stack (strays of an
@@ -554,6 +559,19 @@ mod tests {
         }
         assert!(foreign[0]["Action"].as_array().unwrap().contains(&json!("ec2:AuthorizeSecurityGroupIngress")));
         assert!(foreign[0]["Action"].as_array().unwrap().contains(&json!("ec2:RevokeSecurityGroupIngress")));
+    }
+
+    /// Review r19-net minor 3: a kind the stack only reads gets only its reads.
+    #[test]
+    fn objects_read_with_existing_get_only_reads() {
+        let doc = policy(
+            "[subnet.a]\nexisting = \"subnet-0abc\"\n[security_group.g]\nexisting = { tags = { Name = \"x\" } }\n",
+        );
+        let text = doc.to_string();
+        for a in ["ec2:CreateSubnet", "ec2:DeleteSubnet", "ec2:CreateSecurityGroup", "ec2:DeleteSecurityGroup"] {
+            assert!(!text.contains(a), "{a} in {text}");
+        }
+        assert!(text.contains("ec2:DescribeSubnets") && text.contains("ec2:CreateVpc"), "{text}");
     }
 
     /// Issue 18 item 20 / audit P1: eks:CreateCluster has no resource type in the SAR, so it
