@@ -248,10 +248,75 @@ fn orchestrators(stack: &Stack) -> BTreeSet<String> {
     out
 }
 
+fn is_rule_create(action: &str) -> bool {
+    matches!(action, "ec2:AuthorizeSecurityGroupIngress" | "ec2:AuthorizeSecurityGroupEgress")
+}
+
+/// The groups the stack's `security_group_rule`s change that the stack does not own (so
+/// they lack its tag), as narrow as the stack says them: a literal id or a group read by id
+/// → that group's ARN; a group read by tags → any group with those tags; an EKS cluster's
+/// security group → any group tagged `aws:eks:cluster-name = <cluster>` (EKS tags the
+/// cluster security group it creates so; EKS UG `sec-group-reqs`); anything else → any
+/// group in the region (the one case the policy cannot narrow offline). Rules on the
+/// stack's own groups need nothing more: the stack-tag statement covers them.
+fn foreign_rule_groups(stack: &Stack) -> Vec<(Json, Option<Json>)> {
+    let region = stack.region.as_str();
+    let one = |id: &str| (json!(format!("arn:aws:ec2:{region}:*:security-group/{id}")), None);
+    let any = json!(format!("arn:aws:ec2:{region}:*:security-group/*"));
+    let tagged = |t: serde_json::Map<String, Json>| (any.clone(), Some(json!({ "StringEquals": t })));
+    let mut out: Vec<(Json, Option<Json>)> = vec![];
+    for r in stack.resources.iter().filter(|r| r.kind.name() == "security_group_rule") {
+        let Some(e) = r.attrs.get("security_group") else { continue };
+        let target = match (e.as_single_ref(), e.as_literal().and_then(|v| v.as_str())) {
+            (None, Some(id)) => one(id),
+            (Some(x), _) => match stack.get(&x.address) {
+                Some(g) if g.kind.name() == "security_group" => match g.attrs.get("existing") {
+                    None => continue,
+                    // Resolved with unknowns for references: a tag value known only at
+                    // plan time cannot narrow the statement.
+                    Some(ex) => match ex.resolve(&|_| crate::value::Value::Unknown) {
+                        crate::value::Value::Str(id) => one(&id),
+                        crate::value::Value::Table(t) => match t.get("tags").and_then(|t| t.as_table()) {
+                            Some(tags) if !tags.is_empty() && tags.values().all(|v| v.as_str().is_some()) => tagged(
+                                tags.iter().map(|(k, v)| (format!("aws:ResourceTag/{k}"), json!(v.as_str()))).collect(),
+                            ),
+                            _ => (any.clone(), None),
+                        },
+                        _ => (any.clone(), None),
+                    },
+                },
+                Some(c) if c.kind.name() == "eks_cluster" => {
+                    let name = c
+                        .attrs
+                        .get("name")
+                        .and_then(|n| n.as_literal())
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| stack.default_physical_name(c));
+                    tagged(serde_json::Map::from_iter([(
+                        "aws:ResourceTag/aws:eks:cluster-name".to_string(),
+                        json!(name),
+                    )]))
+                }
+                _ => (any.clone(), None),
+            },
+            _ => (any.clone(), None),
+        };
+        if !out.contains(&target) {
+            out.push(target);
+        }
+    }
+    out
+}
+
 /// The policy document for `stack`.
 pub fn document(stack: &Stack) -> Json {
     let mut actions: BTreeSet<&'static str> = BTreeSet::new();
     for r in &stack.resources {
+        // An object read with `existing` is only described (the reads below): no create,
+        // change or delete action for it.
+        if crate::resources::existing::is_existing(r) {
+            continue;
+        }
         actions.extend(crate::resources::of(r).actions());
     }
     // Refresh and destroy look for objects of every kind tagged for the stack (strays of an
@@ -289,7 +354,10 @@ pub fn document(stack: &Stack) -> Json {
     let creates = of(&|a| a.starts_with("ec2:") && is_create(a));
     push("Ec2Create", creates.clone(), ec2_any.clone(), None);
     if has("ec2:") {
-        let create_ops: Vec<&str> = creates.iter().map(|a| a.trim_start_matches("ec2:")).collect();
+        // AuthorizeSecurityGroupIngress/Egress create `security-group-rule`s and tag them on
+        // creation (`security_group_rule`), so CreateTags must be allowed for them too.
+        let create_ops: Vec<&str> =
+            creates.iter().chain(of(&is_rule_create).iter()).map(|a| a.trim_start_matches("ec2:")).collect();
         push(
             "Ec2TagOnCreate",
             vec!["ec2:CreateTags"],
@@ -304,6 +372,22 @@ pub fn document(stack: &Stack) -> Json {
             ec2_any.clone(),
             Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
         );
+    }
+    if stack.resources.iter().any(|r| r.kind.name() == "security_group_rule") {
+        // The new rule is a resource of the Authorize call (Service Authorization Reference,
+        // EC2: `security-group-rule`, with `aws:RequestTag`); it carries the stack's tag.
+        push(
+            "Ec2RulesCreatedTagged",
+            of(&is_rule_create),
+            json!(format!("arn:aws:ec2:{region}:*:security-group-rule/*")),
+            Some(json!({ "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name } })),
+        );
+        let rule_ops = of(&|a| {
+            crate::resources::kind("security_group_rule").is_some_and(|k| k.actions().contains(&a)) && !is_read(a)
+        });
+        for (i, (resource, condition)) in foreign_rule_groups(stack).into_iter().enumerate() {
+            push(&format!("Ec2RulesOnGroupsNotOwned{i}"), rule_ops.clone(), resource, condition);
+        }
     }
     if has("ec2:PurchaseCapacityBlock") {
         // A block retained by an earlier destroy carries only `gpustack:retained-from`;
@@ -627,6 +711,61 @@ mod tests {
         // A stack without one gets only the read.
         let plain = policy("");
         assert!(statement(&plain, "AutoScalingCreateTagged").is_none());
+    }
+
+    /// Review r19-net B2: rules are created tagged (CreateTags through `ec2:CreateAction`),
+    /// and on groups the stack does not own only as far as the stack names them.
+    #[test]
+    fn security_group_rules_may_tag_on_create_and_change_only_the_groups_named() {
+        let rule = |name: &str, group: &str| {
+            format!(
+                "[security_group_rule.{name}]\nsecurity_group = \"{group}\"\ntype = \"ingress\"\nprotocol = \"tcp\"\nfrom_port = 443\nto_port = 443\ncidr = \"10.0.0.0/16\"\n"
+            )
+        };
+        let doc = policy(&format!(
+            "[security_group.by_id]\nexisting = \"sg-0123456789abcdef0\"\n[security_group.by_tags]\nexisting = {{ tags = {{ Name = \"shared\" }} }}\n[security_group.own]\nvpc = \"${{vpc.main.id}}\"\ndescription = \"own\"\n[eks_cluster.c]\nname = \"gpu\"\nversion = \"1.33\"\nrole = \"arn:aws:iam::1:role/r\"\nsubnets = [\"subnet-1\", \"subnet-2\"]\n{}{}{}{}",
+            rule("a", "${security_group.by_id.id}"),
+            rule("b", "${security_group.by_tags.id}"),
+            rule("c", "${eks_cluster.c.security_group_id}"),
+            rule("d", "${security_group.own.id}"),
+        ));
+        let tag_on_create = statement(&doc, "Ec2TagOnCreate").expect("tags on create");
+        let ops = tag_on_create["Condition"]["StringEquals"]["ec2:CreateAction"].as_array().unwrap();
+        for op in ["AuthorizeSecurityGroupIngress", "AuthorizeSecurityGroupEgress"] {
+            assert!(ops.contains(&json!(op)), "CreateTags is refused for {op}: {tag_on_create}");
+        }
+        let created = statement(&doc, "Ec2RulesCreatedTagged").expect("the new rule is tagged");
+        assert_eq!(created["Resource"], "arn:aws:ec2:us-west-2:*:security-group-rule/*");
+        assert_eq!(created["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "p");
+        let foreign: Vec<&Json> = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Sid"].as_str().unwrap_or_default().starts_with("Ec2RulesOnGroupsNotOwned"))
+            .collect();
+        assert_eq!(foreign.len(), 3, "{foreign:?}");
+        assert_eq!(foreign[0]["Resource"], "arn:aws:ec2:us-west-2:*:security-group/sg-0123456789abcdef0");
+        assert!(foreign[0].get("Condition").is_none());
+        assert_eq!(foreign[1]["Condition"]["StringEquals"]["aws:ResourceTag/Name"], "shared");
+        assert_eq!(foreign[2]["Condition"]["StringEquals"]["aws:ResourceTag/aws:eks:cluster-name"], "gpu");
+        for s in &foreign[1..] {
+            assert_eq!(s["Resource"], "arn:aws:ec2:us-west-2:*:security-group/*");
+        }
+        assert!(foreign[0]["Action"].as_array().unwrap().contains(&json!("ec2:AuthorizeSecurityGroupIngress")));
+        assert!(foreign[0]["Action"].as_array().unwrap().contains(&json!("ec2:RevokeSecurityGroupIngress")));
+    }
+
+    /// Review r19-net minor 3: a kind the stack only reads gets only its reads.
+    #[test]
+    fn objects_read_with_existing_get_only_reads() {
+        let doc = policy(
+            "[subnet.a]\nexisting = \"subnet-0abc\"\n[security_group.g]\nexisting = { tags = { Name = \"x\" } }\n",
+        );
+        let text = doc.to_string();
+        for a in ["ec2:CreateSubnet", "ec2:DeleteSubnet", "ec2:CreateSecurityGroup", "ec2:DeleteSecurityGroup"] {
+            assert!(!text.contains(a), "{a} in {text}");
+        }
+        assert!(text.contains("ec2:DescribeSubnets") && text.contains("ec2:CreateVpc"), "{text}");
     }
 
     /// Issue 18 item 20 / audit P1: eks:CreateCluster has no resource type in the SAR, so it

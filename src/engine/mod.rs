@@ -300,6 +300,23 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
             edges.extend(referrers.get(x).into_iter().flatten().map(|&k| (k, d)));
         }
     }
+    // An object leaving (or deleted to be recreated) goes before an in-place update of what
+    // it depended on: that update may take away what held it, e.g. a VPC's
+    // DisassociateVpcCidrBlock needs the block's subnets deleted first (botocore
+    // `DisassociateVpcCidrBlock`: "You must detach or delete all gateways and resources that
+    // are associated with the CIDR block before you can disassociate it"). Not for
+    // create-before-delete: its delete waits for its create, which waits for the update.
+    for &d in deletes.values() {
+        let c = &changes[ops[d].change];
+        if matches!(c.action, Action::CreateThenDelete) {
+            continue;
+        }
+        for y in &c.old_deps {
+            if let Some(&uy) = forward.get(y.as_str()).filter(|&&u| matches!(ops[u].kind, OpKind::Update)) {
+                edges.push((d, uy));
+            }
+        }
+    }
     // Objects found by tags have no recorded dependencies: order them by kind.
     let all_deletes: Vec<usize> = deletes.values().copied().chain(strays.iter().copied()).collect();
     for &s in &strays {
@@ -479,9 +496,24 @@ async fn update(env: &Env, c: &Change) -> Result<String, Failure> {
     Ok(String::new())
 }
 
+/// Last guard: an object read with `existing` is not the stack's; nothing deletes it,
+/// whatever the plan says (the plan refuses to get here: `diff::resource_change`).
+fn foreign(c: &Change) -> Option<Failure> {
+    c.old_inputs.contains_key("existing").then(|| {
+        Failure::from(format!(
+            "refusing to delete {}: `{}` read it with `existing`, the stack does not own it",
+            c.id.as_deref().unwrap_or("?"),
+            c.address
+        ))
+    })
+}
+
 async fn delete(env: &Env, c: &Change) -> Result<String, Failure> {
     let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let id = c.id.clone().unwrap_or_default();
+    if let Some(refused) = foreign(c) {
+        return Err(refused);
+    }
     let token = uuid::Uuid::new_v4().to_string();
     env.journal
         .commit(|s| s.pending.push(pending(c, Operation::Delete, &token, Some(id.clone()))))
@@ -499,4 +531,31 @@ async fn delete(env: &Env, c: &Change) -> Result<String, Failure> {
         .await
         .map_err(|e| Failure::from(e.to_string()))?;
     Ok(id)
+}
+
+#[cfg(test)]
+mod foreign_tests {
+    use super::*;
+    use crate::value::Value;
+
+    #[test]
+    fn a_read_object_is_never_deleted() {
+        let c = Change {
+            address: "vpc.shared".into(),
+            kind: "vpc",
+            action: Action::Delete,
+            fields: vec![],
+            id: Some("vpc-0abc".into()),
+            old_inputs: Attrs::from([("existing".to_string(), Value::str("vpc-0abc"))]),
+            old_outputs: Attrs::new(),
+            old_deps: vec![],
+            adopt: None,
+            stray: false,
+            note: None,
+        };
+        assert!(foreign(&c).is_some_and(|f| f.text.contains("refusing to delete vpc-0abc")));
+        let mut owned = c.clone();
+        owned.old_inputs.remove("existing");
+        assert!(foreign(&owned).is_none());
+    }
 }

@@ -140,6 +140,26 @@ fn resource_change(
         });
         return read_change(r, value, recorded, refreshed, planned, errors);
     }
+    // State holds a read of an object the stack does not own, and the stack no longer
+    // says `existing`: diffing it would plan a replace whose delete hits that object
+    // (DeleteVpc, CancelCapacityReservation…). Never: the user forgets it or keeps reading it.
+    if let Some(e) = recorded.filter(|e| resources::existing::in_state(e)) {
+        errors.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` is recorded as a read of {}, an object this stack does not own; without `existing` the plan would replace (delete) it",
+                    r.address, e.id
+                ),
+                r.span.clone(),
+            )
+            .help(format!(
+                "keep `existing = \"{}\"` to go on reading it; to have the stack create its own object here, first remove `[{}]` from the stack and apply (that only forgets the read, nothing is deleted), then add it back without `existing`; taking over an object (import) is not supported yet",
+                e.id, r.address
+            )),
+        );
+        planned.insert(r.address.clone(), None);
+        return None;
+    }
     let desired = desired_inputs(stack, idx, &outputs_of);
     if kind.rendered() {
         return rendered_change(kind, r, recorded, desired, planned);
@@ -609,6 +629,10 @@ pub fn field_diffs(kind: &dyn Kind, old: &Attrs, new: &Attrs) -> Vec<FieldDiff> 
             }
             _ => out.push(FieldDiff { path: a.name.to_string(), old: o.cloned(), new: n.cloned(), forces_replace }),
         }
+    }
+    let replaces = kind.replaces(old, new);
+    for f in out.iter_mut().filter(|f| replaces.contains(&f.path.split('.').next().unwrap_or_default())) {
+        f.forces_replace = true;
     }
     out
 }

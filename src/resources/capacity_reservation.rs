@@ -121,19 +121,22 @@ impl Kind for CapacityReservationKind {
                             p.capacity_reservations.unwrap_or_default()
                         })
                         .await?;
-                    all.retain(|r| {
-                        matches!(
-                            r.state(),
-                            Some(
-                                CapacityReservationState::Active
-                                    | CapacityReservationState::Scheduled
-                                    | CapacityReservationState::Pending
-                            )
-                        )
-                    });
+                    all.retain(|r| r.state().is_some_and(usable));
                     all
                 }
             };
+            // Read by id, a reservation that no longer holds capacity (cancelled, expired,
+            // failed…: EC2 API `CapacityReservation.State`) would be targeted by launch
+            // templates to no effect: refused like a tag lookup leaves it out.
+            if let Lookup::Id(id) = l
+                && let Some(state) = found.iter().filter_map(|r| r.state()).find(|s| !usable(s))
+            {
+                out.push(Err(format!(
+                    "capacity reservation {id} is {}: it holds no capacity to launch into (only active, scheduled or pending reservations are read)",
+                    state.as_str()
+                )));
+                continue;
+            }
             let found = found
                 .iter()
                 .map(|r| (r.capacity_reservation_id().unwrap_or_default().to_string(), recorded(Some(r))))
@@ -339,4 +342,12 @@ fn recorded(r: Option<&CapacityReservation>) -> Recorded {
         ]),
         id,
     }
+}
+
+/// A reservation that holds (or will hold) capacity to launch into.
+fn usable(s: &CapacityReservationState) -> bool {
+    matches!(
+        s,
+        CapacityReservationState::Active | CapacityReservationState::Scheduled | CapacityReservationState::Pending
+    )
 }

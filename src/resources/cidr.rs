@@ -68,20 +68,28 @@ fn secondary_blocks(vpc: &Resource) -> Vec<Ipv4Net> {
 }
 
 /// The ranges a secondary block may not come from, given the primary's range: the VPC UG's
-/// "IPv4 CIDR block association restrictions" table (`vpc-cidr-blocks`): with a primary in
-/// 10.0.0.0/8, no 172.16.0.0/12, 192.168.0.0/16 or 198.19.0.0/16; in 172.16.0.0/12, no
-/// 10.0.0.0/8, 192.168.0.0/16 or 198.19.0.0/16; in 192.168.0.0/16, no 10.0.0.0/8,
-/// 172.16.0.0/12 or 198.19.0.0/16; in 198.19.0.0/16, none of the three RFC 1918 ranges; a
-/// publicly routable primary excludes all four. 100.64.0.0/10 (RFC 6598, the range the EKS
-/// custom-networking guides use for pods) is allowed with every primary.
+/// "IPv4 CIDR block association restrictions" table (`awsdocs/amazon-vpc-user-guide`
+/// `doc_source/VPC_Subnets.md`): with a primary in 10.0.0.0/8, no 172.16.0.0/12,
+/// 192.168.0.0/16 or 198.19.0.0/16, and "if your primary CIDR falls within the 10.0.0.0/15
+/// range, you cannot add a CIDR block from the 10.0.0.0/16 range"; in 172.16.0.0/12, no
+/// 10.0.0.0/8, 192.168.0.0/16, 198.19.0.0/16 or 172.31.0.0/16; in 192.168.0.0/16, no
+/// 10.0.0.0/8, 172.16.0.0/12 or 198.19.0.0/16; in 198.19.0.0/16, none of the three RFC 1918
+/// ranges; a publicly routable primary, or one in 100.64.0.0/10, excludes all four.
+/// 100.64.0.0/10 (RFC 6598, the range the EKS custom-networking guides use for pods) is
+/// allowed with every primary. (The same page also refuses a block the same as or larger
+/// than a route of the VPC's route tables: not checkable offline.)
 fn restricted(primary: &Ipv4Net) -> Vec<Ipv4Net> {
-    let all: [Ipv4Net; 4] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "198.19.0.0/16"]
-        .map(|s| s.parse().unwrap_or_else(|_| Ipv4Net::default()));
-    match all.iter().position(|r| r.contains(primary)) {
-        Some(home) => all.iter().enumerate().filter(|(i, _)| *i != home).map(|(_, r)| *r).collect(),
-        None if "100.64.0.0/10".parse::<Ipv4Net>().is_ok_and(|c| c.contains(primary)) => vec![],
-        None => all.to_vec(),
+    let net = |s: &str| s.parse::<Ipv4Net>().unwrap_or_default();
+    let all: [Ipv4Net; 4] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "198.19.0.0/16"].map(net);
+    let Some(home) = all.iter().position(|r| r.contains(primary)) else { return all.to_vec() };
+    let mut out: Vec<Ipv4Net> = all.iter().enumerate().filter(|(i, _)| *i != home).map(|(_, r)| *r).collect();
+    if net("10.0.0.0/15").contains(primary) {
+        out.push(net("10.0.0.0/16"));
     }
+    if home == 1 {
+        out.push(net("172.31.0.0/16"));
+    }
+    out
 }
 
 /// AWS's default quota of IPv4 blocks per VPC, primary included (VPC UG `amazon-vpc-limits`,
@@ -198,9 +206,18 @@ pub fn check(resources: &[Resource], by_address: &HashMap<String, usize>, diags:
     }
 }
 
-/// A rule's `cidr`: IPv4 or IPv6 CIDR syntax. `None` when it is well formed (or not literal).
+/// A rule's `cidr`: IPv4 or IPv6 CIDR syntax, without host bits. AWS canonicalizes a block
+/// with host bits ("100.68.0.18/18 … to 100.68.0.0/18. Any subsequent DescribeSecurityGroups
+/// and DescribeSecurityGroupRules calls will return the canonicalized form": botocore
+/// `AuthorizeSecurityGroupIngressRequest.CidrIp`), so such a block would differ from what
+/// refresh reads on every plan; Terraform refuses it too. `None` when it is well formed.
 pub fn rule_cidr_problem(text: &str) -> Option<String> {
     match text.parse::<IpNet>() {
+        Ok(net) if net.addr() != net.network() => Some(format!(
+            "\"{text}\" has host bits set; AWS stores it as \"{}\" and every plan would show a change: write \"{}\"",
+            net.trunc(),
+            net.trunc()
+        )),
         Ok(_) => None,
         Err(_) => Some(format!("\"{text}\" is not a CIDR block")),
     }
@@ -219,6 +236,10 @@ mod tests {
         assert!(vpc.contains(&a) && a.contains(&inner) && !vpc.contains(&outside));
         assert!(rule_cidr_problem("::/0").is_none() && rule_cidr_problem("10.0.0.1/32").is_none());
         assert!(rule_cidr_problem("10.0.0.0/33").is_some() && rule_cidr_problem("10.0.0.0").is_some());
+        // Review r19-net minor 1: host bits would be canonicalized by AWS and diff forever.
+        let p = rule_cidr_problem("10.0.0.5/16").unwrap_or_default();
+        assert!(p.contains("write \"10.0.0.0/16\""), "{p}");
+        assert!(rule_cidr_problem("2001:db8::1/64").is_some_and(|p| p.contains("2001:db8::/64")));
     }
 
     #[test]
@@ -231,5 +252,22 @@ mod tests {
         let public = restricted(&n("52.0.0.0/16"));
         assert_eq!(public.len(), 4);
         assert!(restricted(&n("192.168.0.0/16")).iter().any(|r| r.contains(&n("10.0.0.0/16"))));
+    }
+
+    /// Review r19-net M3: the three rows of the VPC UG's table the first version missed.
+    #[test]
+    fn secondary_ranges_follow_the_whole_vpc_user_guide_table() {
+        let n = |s: &str| s.parse::<Ipv4Net>().unwrap();
+        let refused = |primary: &str, block: &str| restricted(&n(primary)).iter().any(|r| r.contains(&n(block)));
+        // A primary in 100.64.0.0/10 excludes RFC 1918 and 198.19.0.0/16, not 100.64.0.0/10.
+        for block in ["10.1.0.0/16", "172.16.0.0/16", "192.168.0.0/16", "198.19.0.0/16"] {
+            assert!(refused("100.64.0.0/16", block), "{block}");
+        }
+        assert!(!refused("100.64.0.0/16", "100.65.0.0/16"));
+        // A primary in 10.0.0.0/15 cannot add from 10.0.0.0/16; one outside it can.
+        assert!(refused("10.1.0.0/16", "10.0.0.0/16") && refused("10.1.0.0/16", "10.0.128.0/17"));
+        assert!(!refused("10.2.0.0/16", "10.0.0.0/16") && !refused("10.0.0.0/16", "10.1.0.0/16"));
+        // A primary in 172.16.0.0/12 cannot add from 172.31.0.0/16.
+        assert!(refused("172.16.0.0/16", "172.31.0.0/16") && !refused("172.16.0.0/16", "172.17.0.0/16"));
     }
 }

@@ -52,7 +52,6 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &nat_gateway::NatGatewayKind,
     &iam_role::IamRole,
     &security_group::SecurityGroup,
-    &security_group_rule::SecurityGroupRuleKind,
     &vpc_endpoint::VpcEndpointKind,
     &placement_group::PlacementGroup,
     &capacity_reservation::CapacityReservationKind,
@@ -64,6 +63,8 @@ pub static KINDS: &[&'static dyn Kind] = &[
     // comes before the cluster: kinds cannot order that circle. Strays of both are IAM objects
     // with no order between them on delete.
     &oidc_provider::OidcProvider,
+    // After eks_cluster: a rule may be on the cluster security group EKS makes.
+    &security_group_rule::SecurityGroupRuleKind,
     &eks_addon::EksAddon,
     &pod_identity_association::PodIdentityAssociationKind,
     &eks_access_entry::EksAccessEntry,
@@ -280,6 +281,11 @@ pub trait Kind: Schema {
     fn replace_order(&self) -> ReplaceOrder {
         ReplaceOrder::CreateBeforeDestroy
     }
+    /// Attributes that change in place in general but force a replacement for these old and
+    /// new inputs (a security-group rule whose source changes from a CIDR to a group).
+    fn replaces(&self, _old: &Attrs, _new: &Attrs) -> Vec<&'static str> {
+        vec![]
+    }
     /// True when a replacement destroys what cannot be got back quickly (a HyperPod cluster:
     /// its instances, their jobs and hours of health checks): the plan refuses to replace
     /// it unless the resource spells out `prevent_destroy = false`.
@@ -440,6 +446,15 @@ pub fn i32_of(n: i64) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review r19-net minor 5: a rule may refer to `${eks_cluster.*.security_group_id}`, so
+    /// a stray rule is revoked before a stray cluster is deleted.
+    #[test]
+    fn security_group_rules_rank_after_what_they_refer_to() {
+        for k in ["security_group", "eks_cluster"] {
+            assert!(rank("security_group_rule") > rank(k), "{k}");
+        }
+    }
 
     #[test]
     fn zones_belong_to_their_region() {

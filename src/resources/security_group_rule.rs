@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, SecurityGroupRule};
 
 use super::security_group::{canonical_rule, check_ports, permission};
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, str_attr};
+use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -30,12 +30,12 @@ pub struct SecurityGroupRuleKind;
 const ATTRS: &[Attr] = &[
     Attr::req("security_group", Ty::Str, OnChange::Replace),
     Attr::req("type", Ty::Enum(&["ingress", "egress"]), OnChange::Replace),
-    Attr::opt("protocol", Ty::Str, Default::Str("-1"), OnChange::Replace),
-    Attr::opt("from_port", Ty::Int, Default::None, OnChange::Replace),
-    Attr::opt("to_port", Ty::Int, Default::None, OnChange::Replace),
-    Attr::opt("cidr", Ty::Str, Default::None, OnChange::Replace),
-    Attr::opt("source_security_group", Ty::Str, Default::None, OnChange::Replace),
-    Attr::opt("self", Ty::Bool, Default::None, OnChange::Replace),
+    Attr::opt("protocol", Ty::Str, Default::Str("-1"), OnChange::Update),
+    Attr::opt("from_port", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("to_port", Ty::Int, Default::None, OnChange::Update),
+    Attr::opt("cidr", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("source_security_group", Ty::Str, Default::None, OnChange::Update),
+    Attr::opt("self", Ty::Bool, Default::None, OnChange::Update),
     Attr::opt("description", Ty::Str, Default::None, OnChange::Update),
     TAGS,
 ];
@@ -67,8 +67,19 @@ impl Kind for SecurityGroupRuleKind {
             "ec2:DescribeSecurityGroupRules",
         ]
     }
-    fn replace_order(&self) -> ReplaceOrder {
-        ReplaceOrder::DeleteBeforeCreate
+    /// Ports, protocol and source change in place (ModifySecurityGroupRules keeps the rule's
+    /// id), except a source of another type (CIDR v4, CIDR v6, group): "When you modify a
+    /// rule, you cannot change the rule type" (botocore `SecurityGroupRuleRequest`);
+    /// terraform-provider-aws `vpc_security_group_ingress_rule.go` replaces only then (and on
+    /// a new group). A replacement never collides with the old rule (another group,
+    /// direction or source type), so it creates before it deletes: no window without the rule.
+    fn replaces(&self, old: &Attrs, new: &Attrs) -> Vec<&'static str> {
+        let source = |a: &Attrs| match a.get("cidr").and_then(Value::as_str) {
+            Some(c) if c.contains(':') => "cidr6",
+            Some(_) => "cidr4",
+            None => "group",
+        };
+        if source(old) == source(new) { vec![] } else { vec!["cidr", "source_security_group", "self"] }
     }
 
     fn validate(&self, r: &Resource, diags: &mut Vec<Diagnostic>) {
@@ -184,9 +195,9 @@ impl Kind for SecurityGroupRuleKind {
             .collect())
     }
 
-    /// A new description goes through ModifySecurityGroupRules, which keeps the rule's id
-    /// (EC2 API reference: it takes the whole `SecurityGroupRuleRequest`, so the rest is sent
-    /// unchanged).
+    /// New ports, protocol, source or description go through ModifySecurityGroupRules, which
+    /// keeps the rule's id (EC2 API reference: it takes the whole `SecurityGroupRuleRequest`;
+    /// a change of source type is a replacement, [`Kind::replaces`]).
     async fn update(
         &self,
         ctx: &Ctx,
@@ -196,7 +207,7 @@ impl Kind for SecurityGroupRuleKind {
         new: &Attrs,
         changed: &[String],
     ) -> Result<Recorded> {
-        if changed.iter().any(|c| c == "description") {
+        if changed.iter().any(|c| RULE_KEYS.contains(&c.as_str()) || c == "source_security_group") {
             let group = str_attr(new, "security_group");
             let t = as_group_rule(new);
             let t = t.as_table().cloned().unwrap_or_default();

@@ -213,20 +213,66 @@ fn secondary_blocks(v: &aws_sdk_ec2::types::Vpc) -> Vec<(String, String)> {
 
 /// Makes the VPC's secondary IPv4 blocks exactly `want`: AssociateVpcCidrBlock for each
 /// missing block, DisassociateVpcCidrBlock (by association id) for each extra one. AWS
-/// refuses to remove a block that still has subnets (VPC UG `vpc-cidr-blocks`, "Remove a
-/// CIDR block"): their subnets go first.
+/// refuses to remove a block that still has subnets (botocore `DisassociateVpcCidrBlock`:
+/// "You must detach or delete all gateways and resources that are associated with the CIDR
+/// block"): the engine deletes leaving subnets before this update (`engine::build_ops`).
+/// Each call is followed by a wait for `associated` / `disassociated`: "The CIDR block is
+/// ready for you to use when it's in the associated state" (VPC UG, "Adding IPv4 CIDR
+/// blocks to a VPC", `awsdocs/amazon-vpc-user-guide` `doc_source/VPC_Subnets.md`); a subnet
+/// created in a block still `associating` would be refused. Terraform waits the same way
+/// (`vpc_ipv4_cidr_block_association.go`, 10 minutes).
 async fn sync_secondary(ctx: &Ctx, vpc: &str, want: &[String]) -> Result<()> {
     let request = ctx.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build());
     let found = ctx.call(Service::Ec2, "DescribeVpcs", request.send()).await?;
     let have = found.vpcs().first().map(secondary_blocks).unwrap_or_default();
-    for (_, association) in have.iter().filter(|(c, _)| !want.contains(c)) {
+    for (cidr, association) in have.iter().filter(|(c, _)| !want.contains(c)) {
         let request = ctx.ec2.disassociate_vpc_cidr_block().association_id(association);
         ctx.call(Service::Ec2, "DisassociateVpcCidrBlock", request.send()).await.absent_ok()?;
+        wait_block(ctx, vpc, cidr, association, "DisassociateVpcCidrBlock").await?;
     }
     for cidr in want.iter().filter(|c| !have.iter().any(|(h, _)| h == *c)) {
         let request = ctx.ec2.associate_vpc_cidr_block().vpc_id(vpc).cidr_block(cidr);
-        ctx.call(Service::Ec2, "AssociateVpcCidrBlock", request.send()).await?;
+        let out = ctx.call(Service::Ec2, "AssociateVpcCidrBlock", request.send()).await?;
+        let association = out.cidr_block_association().and_then(|a| a.association_id()).unwrap_or_default();
+        wait_block(ctx, vpc, cidr, association, "AssociateVpcCidrBlock").await?;
     }
+    Ok(())
+}
+
+/// Waits (backing off, up to 10 minutes) until the association of `cidr` is `associated`
+/// (after `AssociateVpcCidrBlock`) or `disassociated` / gone (after Disassociate); `failing`
+/// or `failed` ends the wait with AWS's status message.
+async fn wait_block(ctx: &Ctx, vpc: &str, cidr: &str, association: &str, operation: &'static str) -> Result<()> {
+    use crate::aws::wait::{Status, until_status};
+    use aws_sdk_ec2::types::VpcCidrBlockStateCode as S;
+    let adding = operation == "AssociateVpcCidrBlock";
+    let describe = || async {
+        let request = ctx.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build());
+        let out = ctx.call(Service::Ec2, "DescribeVpcs", request.send()).await?;
+        Ok(out
+            .vpcs()
+            .first()
+            .and_then(|v| v.cidr_block_association_set().iter().find(|a| a.association_id() == Some(association)))
+            .and_then(|a| a.cidr_block_state().cloned()))
+    };
+    let what = format!("block {cidr} of {vpc}");
+    until_status(&what, std::time::Duration::from_secs(600), describe, |state| {
+        match (state.as_ref().and_then(|s| s.state()), adding) {
+            (Some(S::Associated), true) | (Some(S::Disassociated) | None, false) => Status::Reached(()),
+            (Some(S::Failed | S::Failing), _) => Status::Failed(crate::aws::AwsError {
+                operation,
+                code: None,
+                detail: format!(
+                    "{what} is {}: {}",
+                    state.as_ref().and_then(|s| s.state()).map_or("failed", |s| s.as_str()),
+                    state.as_ref().and_then(|s| s.status_message()).unwrap_or("no message")
+                ),
+            }),
+            (Some(other), _) => Status::Pending(other.as_str().to_string()),
+            (None, true) => Status::Pending("not listed yet".into()),
+        }
+    })
+    .await?;
     Ok(())
 }
 

@@ -229,6 +229,38 @@ def vpc_blocks(c: Clients) -> None:
           "a block overlapping the primary -> InvalidVpc.Range")
     check(error(ec2.associate_vpc_cidr_block, VpcId=vpc, CidrBlock="10.99.0.0/29")[0] == "InvalidVpc.Range",
           "a /29 block -> InvalidVpc.Range")
+    # The three rows the first version missed (VPC UG table, doc_source/VPC_Subnets.md).
+    shared = ec2.create_vpc(CidrBlock="100.64.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=shared, CidrBlock="10.5.0.0/16")[0] == "InvalidVpc.Range",
+          "10.x next to a 100.64/10 primary -> InvalidVpc.Range")
+    check(error(ec2.associate_vpc_cidr_block, VpcId=shared, CidrBlock="100.65.0.0/16")[0] is None,
+          "100.65.0.0/16 next to a 100.64/10 primary is allowed")
+    low = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=low, CidrBlock="10.0.0.0/16")[0] == "InvalidVpc.Range",
+          "10.0.0.0/16 next to a primary in 10.0.0.0/15 -> InvalidVpc.Range")
+    rfc172 = ec2.create_vpc(CidrBlock="172.16.0.0/16")["Vpc"]["VpcId"]
+    check(error(ec2.associate_vpc_cidr_block, VpcId=rfc172, CidrBlock="172.31.0.0/16")[0] == "InvalidVpc.Range",
+          "172.31.0.0/16 next to a 172.16/12 primary -> InvalidVpc.Range")
+    # A block is `associating` first and usable only once `associated`; a block with a subnet
+    # cannot be disassociated.
+    pods = ec2.create_vpc(CidrBlock="10.97.0.0/16")["Vpc"]["VpcId"]
+    assoc = ec2.associate_vpc_cidr_block(VpcId=pods, CidrBlock="100.64.0.0/16")["CidrBlockAssociation"]
+    subnet = dict(VpcId=pods, CidrBlock="100.64.0.0/19", AvailabilityZone="us-west-2a")
+    check(error(ec2.create_subnet, **subnet)[0] == "InvalidSubnet.Range",
+          "a subnet in a block still associating -> InvalidSubnet.Range")
+
+    def state() -> str:
+        sets = ec2.describe_vpcs(VpcIds=[pods])["Vpcs"][0]["CidrBlockAssociationSet"]
+        return next(a["CidrBlockState"]["State"] for a in sets if a["AssociationId"] == assoc["AssociationId"])
+
+    first, second = state(), state()
+    check((first, second) == ("associating", "associated"), f"associating, then associated ({first}, {second})")
+    sid = ec2.create_subnet(**subnet)["Subnet"]["SubnetId"]
+    check(error(ec2.disassociate_vpc_cidr_block, AssociationId=assoc["AssociationId"])[0] == "InvalidCidrBlock.InUse",
+          "disassociating a block that holds a subnet -> InvalidCidrBlock.InUse")
+    ec2.delete_subnet(SubnetId=sid)
+    check(error(ec2.disassociate_vpc_cidr_block, AssociationId=assoc["AssociationId"])[0] is None,
+          "a block without subnets is disassociated")
 
 
 def parameters(c: Clients) -> None:

@@ -87,6 +87,19 @@ fn calls_are_in_the_policy(env: &Env, args: &[&str]) {
         env.emu.requests().into_iter().map(|(service, action)| format!("{service}:{action}")).collect();
     let missing: Vec<&String> = made.iter().filter(|a| !allowed.contains(*a)).collect();
     assert!(missing.is_empty(), "calls not in `gpustack policy`: {missing:?}");
+    // An Authorize call tags the new rule: AWS then also authorizes ec2:CreateTags, which
+    // the policy allows only for the create actions it lists (review r19-net B2).
+    let tag_on_create: Vec<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["Action"].as_array().unwrap().iter().any(|a| a == "ec2:CreateTags"))
+        .flat_map(|s| s["Condition"]["StringEquals"]["ec2:CreateAction"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a.as_str().map(|a| format!("ec2:{a}")))
+        .collect();
+    let untagged: Vec<&String> =
+        made.iter().filter(|a| a.starts_with("ec2:Authorize") && !tag_on_create.contains(a)).collect();
+    assert!(untagged.is_empty(), "CreateTags is refused for {untagged:?}");
 }
 
 /// True when the VPC and its subnets are all still there.
@@ -219,9 +232,9 @@ fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     let rule = st["resources"]["security_group_rule.nodes_from_cluster_kubelet"]["id"].as_str().unwrap().to_string();
     assert!(rule.starts_with("sgr-"), "{rule}");
     // AWS has the rule, tagged as the stack's, admitting the cluster group on 10250.
-    let ec2 = env.emu.ec2();
+    let (ec2, id) = (env.emu.ec2(), rule.clone());
     let found = block_on(async move {
-        let r = ec2.describe_security_group_rules().security_group_rule_ids(&rule).send().await.unwrap();
+        let r = ec2.describe_security_group_rules().security_group_rule_ids(&id).send().await.unwrap();
         r.security_group_rules()[0].clone()
     });
     assert_eq!(found.group_id(), Some(node.as_str()));
@@ -241,6 +254,36 @@ fn the_security_group_pair_example_applies_and_its_rules_survive_the_groups() {
     env.write("pair.toml", &text);
     let plan = env.run(&["plan", "pair.toml"]);
     assert!(plan.stdout.contains("~ security_group_rule.nodes_from_cluster_kubelet update in place"), "{plan:?}");
+    env.ok(&["apply", "--auto-approve", "pair.toml"]);
+    assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
+    // A new port also changes in place (ModifySecurityGroupRules): no revoke, so no window
+    // without control-plane access to the kubelets (review r19-net M4).
+    let text = text.replace("from_port             = 10250", "from_port             = 10255");
+    env.write("pair.toml", &text);
+    let plan = env.run(&["plan", "pair.toml"]);
+    assert!(plan.stdout.contains("~ security_group_rule.nodes_from_cluster_kubelet update in place"), "{plan:?}");
+    env.emu.reset_requests();
+    env.ok(&["apply", "--auto-approve", "pair.toml"]);
+    let made: Vec<String> = env.emu.requests().into_iter().map(|(_, a)| a).collect();
+    assert!(made.iter().any(|a| a == "ModifySecurityGroupRules"), "{made:?}");
+    assert!(!made.iter().any(|a| a.starts_with("RevokeSecurityGroup")), "{made:?}");
+    let st = env.state("sgpair-dev");
+    assert_eq!(st["resources"]["security_group_rule.nodes_from_cluster_kubelet"]["id"], rule.as_str());
+    let (ec2, id) = (env.emu.ec2(), rule.clone());
+    let port = block_on(async move {
+        let r = ec2.describe_security_group_rules().security_group_rule_ids(&id).send().await.unwrap();
+        r.security_group_rules()[0].from_port()
+    });
+    assert_eq!(port, Some(10255));
+    assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
+    // A source of another type (group → CIDR) cannot be modified: a replacement, created first.
+    let text = text.replace(
+        "source_security_group = \"${security_group.cluster.id}\"\ndescription           = \"kubelet",
+        "cidr = \"10.0.0.0/16\"\ndescription           = \"kubelet",
+    );
+    env.write("pair.toml", &text);
+    let plan = env.run(&["plan", "pair.toml"]);
+    assert!(plan.stdout.contains("create before destroy"), "{plan:?}");
     env.ok(&["apply", "--auto-approve", "pair.toml"]);
     assert_eq!(env.run(&["plan", "--detailed-exitcode", "pair.toml"]).code, 0);
     env.ok(&["destroy", "--auto-approve", "pair.toml"]);
@@ -286,6 +329,11 @@ fn secondary_cidr_blocks_are_added_and_removed_in_place_and_hold_subnets() {
     let v = env.run(&["validate", "c.toml"]);
     assert_eq!(v.code, 1, "{v:?}");
     assert!(v.stderr.contains("secondary block 192.168.0.0/16 is in 192.168.0.0/16, which AWS refuses"), "{v:?}");
+    // The block and its subnet leave in one apply: the subnet is deleted before the block is
+    // disassociated (the emulator refuses a block that holds a subnet, as AWS does).
+    env.write("d.toml", base);
+    env.ok(&["apply", "--auto-approve", "d.toml"]);
+    assert_eq!(blocks(&env), ["10.0.0.0/16"]);
     env.ok(&["destroy", "--auto-approve", "a.toml"]);
     assert_eq!(env.tagged("sec").total(), 0);
 }
@@ -326,6 +374,61 @@ fn an_existing_capacity_reservation_is_read_for_its_zone_and_never_cancelled() {
         !env.emu.requests().iter().any(|(_, action)| action == "CancelCapacityReservation"),
         "a reservation the stack does not own is never cancelled"
     );
+    // Cancelled (by its owner), it holds no capacity: reading it by id is a plan error.
+    let (ec2, id) = (env.emu.ec2(), cr.clone());
+    block_on(async move { ec2.cancel_capacity_reservation().capacity_reservation_id(&id).send().await.unwrap() });
+    let plan = env.run(&["plan", "s.toml"]);
+    assert_eq!(plan.code, 1, "{plan:?}");
+    assert!(plan.stderr.contains(&format!("capacity reservation {cr} is cancelled")), "{plan:?}");
+}
+
+#[test]
+fn dropping_existing_from_a_read_object_is_refused_and_deletes_nothing() {
+    let env = Env::new();
+    let (vpc, a, _b, sg) = outside_vpc(&env, "gpu-private-b");
+    let head = "[stack]\nname = \"takeover\"\nregion = \"us-west-2\"\n";
+    env.write(
+        "read.toml",
+        &format!(
+            "{head}\n[vpc.shared]\nexisting = \"{vpc}\"\n\n[subnet.a]\nexisting = \"{a}\"\n\n[security_group.shared]\nexisting = \"{sg}\"\n"
+        ),
+    );
+    env.ok(&["apply", "--auto-approve", "read.toml"]);
+    // The same addresses, now written as objects the stack would create.
+    env.write(
+        "own.toml",
+        &format!(
+            "{head}\n[vpc.shared]\ncidr_block = \"10.81.0.0/16\"\n\n[subnet.a]\nvpc = \"${{vpc.shared.id}}\"\ncidr_block = \"10.81.0.0/19\"\navailability_zone = \"us-west-2a\"\n\n[security_group.shared]\nvpc = \"${{vpc.shared.id}}\"\ndescription = \"own\"\n"
+        ),
+    );
+    env.emu.reset_requests();
+    let plan = env.run(&["plan", "own.toml"]);
+    assert_eq!(plan.code, 1, "{plan:?}");
+    for (address, id) in [("vpc.shared", &vpc), ("subnet.a", &a), ("security_group.shared", &sg)] {
+        assert!(
+            plan.stderr
+                .contains(&format!("`{address}` is recorded as a read of {id}, an object this stack does not own")),
+            "{plan:?}"
+        );
+    }
+    assert!(plan.stderr.contains("first remove `[vpc.shared]` from the stack and apply"), "{plan:?}");
+    let apply = env.run(&["apply", "--auto-approve", "own.toml"]);
+    assert_eq!(apply.code, 1, "{apply:?}");
+    let destructive: Vec<_> = env
+        .emu
+        .requests()
+        .into_iter()
+        .filter(|(_, action)| {
+            action.starts_with("Delete") || action.starts_with("Cancel") || action.starts_with("Create")
+        })
+        .collect();
+    assert!(destructive.is_empty(), "no object is touched: {destructive:?}");
+    assert!(still_there(&env, &vpc, &[&a]));
+    // The way out the help names: forget (nothing deleted), then the stack creates its own.
+    env.write("none.toml", &format!("{head}\n[output]\nx = \"y\"\n"));
+    env.ok(&["apply", "--auto-approve", "none.toml"]);
+    assert!(still_there(&env, &vpc, &[&a]));
+    assert!(env.state("takeover")["resources"].get("vpc.shared").is_none());
 }
 
 /// A VPC another tool made, with two private subnets (us-west-2a, us-west-2b) on the VPC's
