@@ -388,8 +388,11 @@ fn current_inputs(
     // State written before an attribute existed lacks it: the object has what the attribute's
     // default says (what gpustack sent, or did not, then). Without this a plan that does not
     // refresh showed `null -> default` for every such attribute and sent it (review r19-iam m1).
+    // Only where the desired inputs carry the attribute: a kind that normalizes a default away
+    // (a VPC with no secondary blocks) records nothing either, and must not diff `[] -> none`.
     for a in r.kind.attrs() {
         if !recorded_inputs.contains_key(a.name)
+            && desired.contains_key(a.name)
             && let Some(v) = a.default.value()
         {
             recorded_inputs.insert(a.name.to_string(), v);
