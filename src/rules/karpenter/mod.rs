@@ -19,7 +19,7 @@ use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 use gpus::{
     burst_bound, gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint,
-    sharing_table, tied_pools, zero_gpu_types,
+    derived_needs_cap, derived_zero_gpu, one_accelerator_maker, sharing_table, tied_pools, zero_gpu_types,
 };
 use notes::{al2023, derived_note, device_plugin_note, unchecked_note};
 
@@ -411,6 +411,9 @@ pub(super) fn check_catalog(
             .collect();
         let limit = lit(pool, "gpu_limit").and_then(|v| v.as_int());
         gpu_limit_binds(pool, &known, d);
+        derived_needs_cap(pool, &known, d);
+        one_accelerator_maker(pool, &known, d);
+        derived_zero_gpu(pool, &known, d);
         limit_admits_one_instance(pool, &known, limit, d);
         if let Some(limit) = limit {
             reservations_launchable(stack, pool, info, limit, d);

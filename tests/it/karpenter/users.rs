@@ -225,3 +225,51 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
         "capacity_reservations takes this stack's reservations",
     );
 }
+
+/// Review r19 M2: a pool written with requirements alone is not called a CPU pool when the
+/// catalog cannot tell (a GPU family newer than the file, a GPU/accelerator selector); the
+/// accelerator labels derive Neuron types and the Neuron resource; a pool mixing NVIDIA and
+/// Neuron types cannot be capped by one gpu_limit.
+#[test]
+fn requirements_the_catalog_cannot_answer_need_a_cap() {
+    let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
+    let gb200 = "requirements = [{ key = \"karpenter.k8s.aws/instance-family\", operator = \"In\", values = [\"p6e-gb200\"] }]";
+    refused(
+        &p(gb200),
+        "gpustack cannot tell whether this pool launches GPUs or accelerators (its requirements admit no type of the embedded catalog; karpenter.k8s.aws/instance-family names p6e-gb200, which the catalog does not know)",
+        "requirements",
+        "list instance_types or instance_families, or cap it",
+    );
+    accepted(&p(&format!("{gb200}\ngpu_limit = 72")), "cannot tell");
+    // Neuron by the accelerator labels: the Neuron resource is required and rendered.
+    let neuron = "requirements = [{ key = \"karpenter.k8s.aws/instance-accelerator-manufacturer\", operator = \"In\", values = [\"aws\"] }]";
+    refused(&p(neuron), "launches Neuron devices but sets no gpu_limit", "karpenter_pool.p", "set gpu_limit");
+    accepted(&p(&format!("{neuron}\ngpu_limit = 16")), "gpu_limit");
+    let c = validate(&p(&format!("{neuron}\nlimits = {{ \"aws.amazon.com/neuron\" = 16 }}")));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    // An accelerator selector whose set the catalog cannot fill is not a CPU pool.
+    refused(
+        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-accelerator-name\", operator = \"In\", values = [\"gaudi3\"] }]"),
+        "karpenter.k8s.aws/instance-accelerator-name In selects GPUs or accelerators",
+        "requirements",
+        "list instance_types or instance_families, or cap it",
+    );
+    refused(
+        &p("requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"g\", \"inf\"] }]\ngpu_limit = 8"),
+        "may launch AMD and NVIDIA and Neuron types, but gpu_limit caps one resource",
+        "gpu_limit = 8",
+        "split it into one pool per accelerator maker",
+    );
+    // Karpenter labels g6f's GPU count 0: `gpu-count Gt 0` drops it as Karpenter does, and a
+    // set that keeps it warns with the requirement that removes it.
+    let l4 = "requirements = [{ key = \"karpenter.k8s.aws/instance-gpu-name\", operator = \"In\", values = [\"l4\"] }";
+    let c = validate(&p(&format!("{l4}]\ngpu_limit = 8")));
+    assert!(c.stderr.contains("its requirements admit g6f, gr6f, which Karpenter counts as 0 GPUs"), "{}", c.stderr);
+    assert!(c.stderr.contains("operator = \"NotIn\", values = [\"g6f\", \"gr6f\"]"), "{}", c.stderr);
+    accepted(
+        &p(&format!(
+            "{l4}, {{ key = \"karpenter.k8s.aws/instance-gpu-count\", operator = \"Gt\", values = [\"0\"] }}]\ngpu_limit = 8"
+        )),
+        "0 GPUs",
+    );
+}
