@@ -207,7 +207,8 @@ fn label(info: &InstanceInfo, key: &str) -> Result<Option<String>, ()> {
         // `computeRequirements`, "Accelerators"), which the embedded catalog does not keep. A
         // type with GPUs or of a family without accelerators has none; the manufacturer of
         // Inferentia and Trainium types is "aws"; their name and count are not known here.
-        "karpenter.k8s.aws/instance-accelerator-name" | "karpenter.k8s.aws/instance-accelerator-count"
+        "karpenter.k8s.aws/instance-accelerator-name"
+        | "karpenter.k8s.aws/instance-accelerator-count"
         | "karpenter.k8s.aws/instance-accelerator-manufacturer" => {
             let accelerated = info.gpus == 0 && catalog::embedded().accelerated_family(&info.name);
             if !accelerated {

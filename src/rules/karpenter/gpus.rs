@@ -350,7 +350,8 @@ pub(super) fn derived_needs_cap(pool: &Resource, known: &[(String, InstanceInfo)
     if capped {
         return;
     }
-    let category = |n: &str| n.split('.').next().unwrap_or(n).chars().take_while(char::is_ascii_alphabetic).collect::<String>();
+    let category =
+        |n: &str| n.split('.').next().unwrap_or(n).chars().take_while(char::is_ascii_alphabetic).collect::<String>();
     let mut why: Vec<String> = vec![];
     if l.types.is_empty() {
         why.push("its requirements admit no type of the embedded catalog".into());
@@ -369,7 +370,8 @@ pub(super) fn derived_needs_cap(pool: &Resource, known: &[(String, InstanceInfo)
             .filter(|v| match r.key.as_str() {
                 INSTANCE_TYPE => embedded.get(v).is_none() && !embedded.cpu_only_family(v),
                 INSTANCE_FAMILY => {
-                    !embedded.all().any(|i| i.name.split('.').next() == Some(v.as_str())) && !embedded.cpu_only_family(v)
+                    !embedded.all().any(|i| i.name.split('.').next() == Some(v.as_str()))
+                        && !embedded.cpu_only_family(v)
                 }
                 "karpenter.k8s.aws/instance-category" => {
                     !embedded.all().any(|i| category(&i.name) == **v) && !embedded.cpu_only_family(&format!("{v}1"))

@@ -18,8 +18,9 @@ use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 use gpus::{
-    burst_bound, gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint,
-    derived_needs_cap, derived_zero_gpu, one_accelerator_maker, sharing_table, tied_pools, zero_gpu_types,
+    burst_bound, derived_needs_cap, derived_zero_gpu, gpu_limit_binds, limit_admits_one_instance,
+    one_accelerator_maker, reservations_launchable, shared_sizes, shared_taint, sharing_table, tied_pools,
+    zero_gpu_types,
 };
 use notes::{al2023, derived_note, device_plugin_note, unchecked_note};
 
