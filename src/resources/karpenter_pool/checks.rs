@@ -474,6 +474,37 @@ fn check_kubelet(r: &Resource, d: &mut Vec<Diagnostic>) {
         );
     }
     let keys = |k: &str| -> Vec<String> { t.get(k).map(|e| entries(e).into_keys().collect()).unwrap_or_default() };
+    // The EC2NodeClass CRD (v1.14.1) `kubeReserved` / `systemReserved` CEL rules: "valid keys
+    // … are ['cpu','memory','ephemeral-storage','pid']" and "value cannot be a negative
+    // resource quantity".
+    for k in ["system_reserved", "kube_reserved"] {
+        let Some(m) = t.get(k) else { continue };
+        for (key, v) in entries(m) {
+            if !matches!(key.as_str(), "cpu" | "memory" | "ephemeral-storage" | "pid") {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: kubelet.{k} has \"{key}\", which Karpenter does not take", r.address),
+                        at(k),
+                    )
+                    .help("use cpu, memory, ephemeral-storage or pid"),
+                );
+            }
+            let negative = match v.as_literal() {
+                Some(Value::Int(n)) => *n < 0,
+                Some(Value::Str(s)) => s.starts_with('-'),
+                _ => false,
+            };
+            if negative {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: kubelet.{k}.{key} is negative", r.address),
+                        v.span.clone().or(at(k)),
+                    )
+                    .help("reserve 0 or more, e.g. memory = \"1Gi\""),
+                );
+            }
+        }
+    }
     for k in ["eviction_hard", "eviction_soft", "eviction_soft_grace_period"] {
         for s in keys(k).iter().filter(|s| !EVICTION_SIGNALS.contains(&s.as_str())) {
             d.push(

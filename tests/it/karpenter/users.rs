@@ -325,3 +325,25 @@ fn root_size_limit_keys_and_selector_counts_follow_ec2_and_the_crd() {
         "select them by tags",
     );
 }
+
+/// Review r19 m3: the CRD's kubeReserved/systemReserved CEL rules (keys cpu, memory,
+/// ephemeral-storage, pid; no negative quantity) are checked offline.
+#[test]
+fn reserved_kubelet_resources_follow_the_crds_cel_rules() {
+    let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
+    let cpu = "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\"] }]";
+    refused(
+        &p(&format!("{cpu}\nkubelet = {{ system_reserved = {{ gpu = \"1\" }} }}")),
+        "kubelet.system_reserved has \"gpu\", which Karpenter does not take",
+        "system_reserved",
+        "use cpu, memory, ephemeral-storage or pid",
+    );
+    refused(
+        &p(&format!("{cpu}\nkubelet = {{ kube_reserved = {{ memory = \"-1Gi\" }} }}")),
+        "kubelet.kube_reserved.memory is negative",
+        "-1Gi",
+        "reserve 0 or more",
+    );
+    let c = validate(&p(&format!("{cpu}\nkubelet = {{ kube_reserved = {{ cpu = \"100m\", pid = \"100\" }} }}")));
+    assert!(!c.stderr.contains("kube_reserved"), "{}", c.stderr);
+}
