@@ -472,8 +472,11 @@ pub(super) fn check_catalog(
             );
         }
         // AL2023 runs images from its root volume: Karpenter's 20 GiB default holds no CUDA image.
+        // With instance_store = "raid0" images and pods live on the NVMe RAID (the help's own
+        // alternative; karpenter-provider-aws `types.go` `ephemeralStorage`), so no warning.
         if al2023(pool)
             && !pool.attrs.contains_key("root_volume")
+            && !pool.attrs.contains_key("instance_store")
             && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
         {
             d.push(

@@ -223,6 +223,8 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
         &stack(&bare.replace("gpu_limit = 1\n", "gpu_limit = 1\nroot_volume = { size_gib = 200 }\n")),
         "root_volume",
     );
+    // Review r19 m7: the help's other way out, instance_store = "raid0", silences it too.
+    accepted(&stack(&bare.replace("gpu_limit = 1\n", "gpu_limit = 1\ninstance_store = \"raid0\"\n")), "root_volume");
     // Literal ids and a reservation outside the stack are taken; tag selectors stand in for lists.
     accepted(
         &stack(
