@@ -208,6 +208,37 @@ fn check_limits(r: &Resource, d: &mut Vec<Diagnostic>) {
                     .help("set gpu_limit = the most physical GPUs (or Neuron devices) instead: gpustack renders it as the resource the nodes report, shares included"),
             );
         }
+        // Keys Karpenter charges a pool with: the node's resources (kubernetes-sigs/karpenter
+        // v1.14.1 `pkg/controllers/state/statenode.go` `Capacity()`: cpu, memory,
+        // ephemeral-storage, pods and the extended resources), plus `nodes`
+        // (`scheduler.go`). Another key (`gpu`) is a resource no node reports: it caps nothing.
+        let known = matches!(k.as_str(), "cpu" | "memory" | "ephemeral-storage" | "pods" | "nodes") || k.contains('/');
+        if !known {
+            d.push(
+                Diagnostic::warning(
+                    format!("`{}`: limits.{k} is a resource no node reports: Karpenter caps nothing by it", r.address),
+                    at.clone(),
+                )
+                .help("use cpu, memory, ephemeral-storage, pods, nodes or an extended resource such as \"nvidia.com/gpu\" (gpu_limit renders that)"),
+            );
+        }
+        // A unitless memory or ephemeral-storage quantity is bytes (Kubernetes
+        // `resource.Quantity`): `memory = 1000` caps the pool at 1000 bytes, so it launches nothing.
+        if matches!(k.as_str(), "memory" | "ephemeral-storage")
+            && match v.as_literal() {
+                Some(Value::Int(_)) => true,
+                Some(Value::Str(s)) => s.chars().all(|c| c.is_ascii_digit() || c == '.'),
+                _ => false,
+            }
+        {
+            d.push(
+                Diagnostic::error(
+                    format!("`{}`: limits.{k} without a unit is bytes: the pool could launch no node", r.address),
+                    v.span.clone(),
+                )
+                .help(format!("write a unit, e.g. {k} = \"1000Gi\"")),
+            );
+        }
         let ok = match v.as_literal() {
             Some(Value::Int(n)) => *n >= 0,
             Some(Value::Str(s)) => quantity(s),
@@ -306,6 +337,22 @@ fn check_selectors(r: &Resource, d: &mut Vec<Diagnostic>) {
                 );
             }
         }
+        // One selector term per id, plus one for the tags: the EC2NodeClass CRD allows at most
+        // 30 (`subnetSelectorTerms`, `securityGroupSelectorTerms`,
+        // `capacityReservationSelectorTerms`: `maxItems: 30`).
+        let terms = listed.len() + usize::from(r.attrs.contains_key(tags));
+        if terms > 30 {
+            d.push(
+                Diagnostic::error(
+                    format!(
+                        "`{}`: {ids} and {tags} make {terms} selector terms; the EC2NodeClass takes at most 30",
+                        r.address
+                    ),
+                    r.attrs.get(ids).and_then(|e| e.span.clone()).or(r.span.clone()),
+                )
+                .help(format!("select them by tags with {tags} instead of listing each")),
+            );
+        }
         if let Some(t) = r.attrs.get(tags) {
             let map = entries(t);
             if map.len() > 20 {
@@ -373,6 +420,26 @@ fn check_root_volume(r: &Resource, d: &mut Vec<Diagnostic>) {
     {
         bad("size_gib", format!("size_gib = {n} is outside EBS's 1–16384 GiB"), "e.g. size_gib = 200");
     }
+    // The AL2023 EKS AMI's root snapshot is 20 GiB (awslabs/amazon-eks-ami
+    // `templates/al2023/template.json` `ami_block_device_mappings.volume_size: 20`), and EC2
+    // refuses a volume smaller than its snapshot (EC2 API `EbsBlockDevice.VolumeSize`: "If you
+    // specify a snapshot, the default is the snapshot size … the volume size must be equal to
+    // or larger than the snapshot size"): every launch of the pool would fail.
+    let al2023 = r
+        .attrs
+        .get("ami")
+        .and_then(|e| e.as_literal())
+        .and_then(Value::as_str)
+        .is_some_and(|a| a.starts_with("al2023@"));
+    if let Some(n) =
+        t.get("size_gib").and_then(|e| e.as_literal()).and_then(Value::as_int).filter(|n| al2023 && (1..20).contains(n))
+    {
+        bad(
+            "size_gib",
+            format!("size_gib = {n} is below the AL2023 EKS AMI's 20 GiB root snapshot: EC2 refuses every launch"),
+            "set size_gib = 20 or more (e.g. 200 for GPU images)",
+        );
+    }
 }
 
 /// `kubelet`, as the EC2NodeClass CRD checks it: eviction signals, soft thresholds with a
@@ -407,6 +474,37 @@ fn check_kubelet(r: &Resource, d: &mut Vec<Diagnostic>) {
         );
     }
     let keys = |k: &str| -> Vec<String> { t.get(k).map(|e| entries(e).into_keys().collect()).unwrap_or_default() };
+    // The EC2NodeClass CRD (v1.14.1) `kubeReserved` / `systemReserved` CEL rules: "valid keys
+    // … are ['cpu','memory','ephemeral-storage','pid']" and "value cannot be a negative
+    // resource quantity".
+    for k in ["system_reserved", "kube_reserved"] {
+        let Some(m) = t.get(k) else { continue };
+        for (key, v) in entries(m) {
+            if !matches!(key.as_str(), "cpu" | "memory" | "ephemeral-storage" | "pid") {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: kubelet.{k} has \"{key}\", which Karpenter does not take", r.address),
+                        at(k),
+                    )
+                    .help("use cpu, memory, ephemeral-storage or pid"),
+                );
+            }
+            let negative = match v.as_literal() {
+                Some(Value::Int(n)) => *n < 0,
+                Some(Value::Str(s)) => s.starts_with('-'),
+                _ => false,
+            };
+            if negative {
+                d.push(
+                    Diagnostic::error(
+                        format!("`{}`: kubelet.{k}.{key} is negative", r.address),
+                        v.span.clone().or(at(k)),
+                    )
+                    .help("reserve 0 or more, e.g. memory = \"1Gi\""),
+                );
+            }
+        }
+    }
     for k in ["eviction_hard", "eviction_soft", "eviction_soft_grace_period"] {
         for s in keys(k).iter().filter(|s| !EVICTION_SIGNALS.contains(&s.as_str())) {
             d.push(

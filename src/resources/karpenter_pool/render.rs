@@ -441,6 +441,18 @@ fn limits(inputs: &Attrs) -> Option<Json> {
     Some(Json::Object(out))
 }
 
+/// Whether a pool may launch NVIDIA GPU types: a listed, derived or family type
+/// [`gpu_maker`] calls NVIDIA. A pool that names no types says nothing (a CPU pool by
+/// default: Karpenter picks GPU types only for pods that need them, and those pools are
+/// refused without gpu_limit by the rules when they list GPU types).
+pub fn launches_nvidia(inputs: &Attrs) -> bool {
+    let l = requirements::launchable(inputs);
+    l.types.iter().chain(&l.families).any(|t| gpu_maker(t) == Some("NVIDIA"))
+}
+
+/// The label the NVIDIA device plugin chart's default affinity selects GPU nodes by.
+pub const NVIDIA_PRESENT: &str = "nvidia.com/gpu.present";
+
 /// The NodePool.
 fn node_pool(address: &str, inputs: &Attrs) -> Json {
     let (pool_disruption, template_disruption) = disruption(inputs);
@@ -469,9 +481,23 @@ fn node_pool(address: &str, inputs: &Attrs) -> Json {
     }
     template_spec.extend(template_disruption);
     let mut template = Map::new();
-    let labels = inputs.get("node_labels").and_then(Value::as_table).filter(|l| !l.is_empty());
-    if let Some(l) = labels {
-        let labels: Map<String, Json> = l.iter().map(|(k, v)| (k.clone(), text(v))).collect();
+    let mut labels: Map<String, Json> = inputs
+        .get("node_labels")
+        .and_then(Value::as_table)
+        .map(|l| l.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+        .unwrap_or_default();
+    if node_class::family(inputs) == AmiFamily::Al2023 && launches_nvidia(inputs) {
+        // NVIDIA's nvidia-device-plugin chart schedules its DaemonSet only on nodes labelled
+        // `feature.node.kubernetes.io/pci-10de.present`, `…/cpu-model.vendor_id=NVIDIA` or
+        // `nvidia.com/gpu.present=true` (NVIDIA/k8s-device-plugin
+        // `deployments/helm/nvidia-device-plugin/values.yaml` `affinity`, v0.17–v0.19; NFD and
+        // GFD are off by default), and nodeadm adds `nvidia.com/gpu.present` only from kubelet
+        // 1.35 (awslabs/amazon-eks-ami `nodeadm/doc/api-concepts.md`). Without it an AL2023
+        // NVIDIA node gets no plugin and never reports nvidia.com/gpu. The node group path sets
+        // the same label (`launch_template/gpu_sharing.rs`). A label written wins.
+        labels.entry(NVIDIA_PRESENT.to_string()).or_insert(json!("true"));
+    }
+    if !labels.is_empty() {
         template.insert("metadata".into(), json!({ "labels": labels }));
     }
     template.insert("spec".into(), Json::Object(template_spec));

@@ -143,6 +143,38 @@ pub fn capacity_types(reqs: &[Requirement]) -> Option<Vec<String>> {
     reqs.iter().find(|r| r.key == CAPACITY_TYPE && r.operator == "In").map(|r| r.values.clone())
 }
 
+/// Types whose GPUs `DescribeInstanceTypes` reports with `Count: 0` (fractional g6f/gr6f,
+/// p5.4xlarge), which Karpenter labels `instance-gpu-count: "0"` and advertises as 0
+/// `nvidia.com/gpu` (karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go`,
+/// `computeRequirements` and `nvidiaGPUs`; aws/karpenter-provider-aws#8368).
+pub const ZERO_GPU_COUNT: &[&str] = &["g6f", "gr6f", "p5.4xlarge"];
+
+/// Whether Karpenter counts a type (or family) as 0 GPUs ([`ZERO_GPU_COUNT`]).
+pub fn zero_gpu_count(name: &str) -> bool {
+    ZERO_GPU_COUNT.contains(&name) || ZERO_GPU_COUNT.contains(&name.split('.').next().unwrap_or(name))
+}
+
+/// `(family, instance-accelerator-name, instance-accelerator-manufacturer)` as Karpenter sets
+/// them (lowercased, spaces as dashes; "aws" for every Neuron device) from the one
+/// NeuronDevices / InferenceAcceleratorInfo entry these families have in the embedded
+/// catalog's `DescribeInstanceTypes` data (src/aws/instance_catalog.json). Counts vary by size
+/// and are not kept: a requirement on `instance-accelerator-count` stays unchecked.
+const ACCELERATORS: &[(&str, &str, &str)] = &[
+    ("inf1", "inferentia", "aws"),
+    ("inf2", "inferentia2", "aws"),
+    ("trn1", "trainium", "aws"),
+    ("trn1n", "trainium", "aws"),
+    ("trn2", "trainium2", "aws"),
+    // trn2u comes from Karpenter's generated reference (the file's `from_karpenter`): Trainium2.
+    ("trn2u", "trainium2", "aws"),
+    ("dl2q", "qualcomm-ai100", "qualcomm"),
+];
+
+/// Inferentia and Trainium: the Neuron families.
+pub fn neuron(name: &str) -> bool {
+    name.starts_with("inf") || name.starts_with("trn")
+}
+
 /// The value an instance type has for a label, as Karpenter sets it; `Err(())` for a label
 /// the embedded catalog cannot answer (memory, bandwidth, hypervisor, zone…).
 fn label(info: &InstanceInfo, key: &str) -> Result<Option<String>, ()> {
@@ -164,7 +196,31 @@ fn label(info: &InstanceInfo, key: &str) -> Result<Option<String>, ()> {
         "kubernetes.io/os" => Some("linux".into()),
         "karpenter.k8s.aws/instance-gpu-name" => one_gpu.then(|| lower(&info.gpu_model)).flatten(),
         "karpenter.k8s.aws/instance-gpu-manufacturer" => one_gpu.then(|| lower(&info.gpu_manufacturer)).flatten(),
-        "karpenter.k8s.aws/instance-gpu-count" => one_gpu.then(|| info.gpus.to_string()),
+        // Karpenter's label is the GPU entry's `Count`, 0 for the fractional and
+        // MIG-sliced types EC2 reports with `Count: 0` ([`ZERO_GPU_COUNT`]), where
+        // gpustack's catalog keeps `LogicalGpuCount`.
+        "karpenter.k8s.aws/instance-gpu-count" => {
+            one_gpu.then(|| if zero_gpu_count(&info.name) { "0".to_string() } else { info.gpus.to_string() })
+        }
+        // Karpenter sets the accelerator labels from NeuronInfo ("aws" as manufacturer) or
+        // InferenceAcceleratorInfo (karpenter-provider-aws `pkg/providers/instancetype/types.go`
+        // `computeRequirements`, "Accelerators"), which the embedded catalog does not keep. A
+        // type with GPUs or of a family without accelerators has none; the manufacturer of
+        // Inferentia and Trainium types is "aws"; their name and count are not known here.
+        "karpenter.k8s.aws/instance-accelerator-name"
+        | "karpenter.k8s.aws/instance-accelerator-count"
+        | "karpenter.k8s.aws/instance-accelerator-manufacturer" => {
+            let accelerated = info.gpus == 0 && catalog::embedded().accelerated_family(&info.name);
+            if !accelerated {
+                None
+            } else if let (false, Some((_, name, maker))) =
+                (key.ends_with("count"), ACCELERATORS.iter().find(|(f, _, _)| *f == family))
+            {
+                Some(if key.ends_with("manufacturer") { maker } else { name }.to_string())
+            } else {
+                return Err(());
+            }
+        }
         "karpenter.k8s.aws/instance-gpu-memory" => one_gpu.then(|| info.gpu_memory_mib.to_string()),
         _ => return Err(()),
     })

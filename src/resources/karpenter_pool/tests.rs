@@ -581,3 +581,26 @@ fn pools_that_protect_jobs_never_expire_and_training_pools_consolidate_only_when
     let od = normalized(&["on-demand"], None);
     assert_eq!(od, (Json::from("WhenEmptyOrUnderutilized"), Json::from("720h"), Some(Json::from("1h"))));
 }
+
+/// Review r19 M1: an AL2023 pool that may launch NVIDIA types carries
+/// `nvidia.com/gpu.present=true`, the label the nvidia-device-plugin chart's default affinity
+/// selects (nodeadm adds it only from 1.35); Bottlerocket (plugin on the host) and AL2023 CPU
+/// pools do not, and a label written wins.
+#[test]
+fn al2023_nvidia_pools_carry_the_device_plugins_node_label() {
+    let label = |ami: &str, families: &[&str], extra: Option<(&str, &str)>| {
+        let mut i = burst();
+        i.insert("ami".into(), Value::str(ami));
+        i.insert("instance_families".into(), strs(families));
+        if let Some((k, v)) = extra {
+            i.insert("node_labels".into(), table(vec![(k, Value::str(v))]));
+        }
+        let outputs = Attrs::from([("ami_alias".to_string(), Value::str(ami.replace("latest", "v20251029")))]);
+        let (_, _, pool) = docs("karpenter_pool.p", &i, &outputs);
+        pool["spec"]["template"]["metadata"]["labels"]["nvidia.com/gpu.present"].clone()
+    };
+    assert_eq!(label("al2023@latest", &["g6", "g5"], None), serde_json::json!("true"));
+    assert_eq!(label("al2023@latest", &["m7i"], None), Json::Null);
+    assert_eq!(label("bottlerocket@latest", &["g6"], None), Json::Null);
+    assert_eq!(label("al2023@latest", &["g6"], Some(("nvidia.com/gpu.present", "false"))), serde_json::json!("false"));
+}

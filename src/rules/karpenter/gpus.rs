@@ -319,3 +319,152 @@ pub(super) fn burst_bound(pool: &Resource, d: &mut Vec<Diagnostic>) {
         .help("list instance types with one vCPU:GPU ratio (e.g. single-GPU sizes of one generation: instance_types = [\"g5.xlarge\", \"g6.xlarge\", \"g6e.xlarge\"]): gpustack then renders a cpu limit of gpu_limit × vCPUs per GPU, which Karpenter charges the same before and after nodes initialize"),
     );
 }
+
+/// The extended resources a `limits` key may cap accelerators by (what nodes report:
+/// karpenter-provider-aws v1.14.1 `pkg/providers/instancetype/types.go` `nvidiaGPUs`,
+/// `amdGPUs`, `awsNeuronDevices`, `habanaGaudis`).
+pub const ACCELERATOR_RESOURCES: &[&str] =
+    &["nvidia.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "amd.com/gpu", "habana.ai/gaudi"];
+
+/// Review r19 M2: a pool written with requirements alone whose derived set has no
+/// accelerated type is a CPU pool only if gpustack can tell. The embedded catalog lacks
+/// accelerated families newer than the file (p6e-gb200, p6e-gb300: `aws::catalog::coverage`),
+/// so an empty set, an `In` value (type, family, category) the catalog does not know and that
+/// is not of a CPU-only family, or a requirement that selects GPUs or accelerators
+/// (instance-gpu-*, instance-accelerator-*) leaves "what does it launch" open: then a cap on
+/// an accelerator resource (gpu_limit or a `limits` key) is required.
+pub(super) fn derived_needs_cap(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) {
+    use crate::resources::karpenter_pool::requirements::{INSTANCE_FAMILY, INSTANCE_TYPE, parse};
+    let l = super::launchable(pool);
+    if !l.derived {
+        return;
+    }
+    let embedded = crate::aws::catalog::embedded();
+    if known.iter().any(|(t, i)| i.gpus > 0 || embedded.accelerated_family(t)) {
+        return; // gpu_limit_binds asks for the cap
+    }
+    let capped = pool.attrs.contains_key("gpu_limit")
+        || lit(pool, "limits")
+            .and_then(|v| v.as_table().map(|t| t.keys().any(|k| ACCELERATOR_RESOURCES.contains(&k.as_str()))))
+            .unwrap_or(false);
+    if capped {
+        return;
+    }
+    let category =
+        |n: &str| n.split('.').next().unwrap_or(n).chars().take_while(char::is_ascii_alphabetic).collect::<String>();
+    let mut why: Vec<String> = vec![];
+    if l.types.is_empty() {
+        why.push("its requirements admit no type of the embedded catalog".into());
+    }
+    for r in parse(&pool.attrs.keys().filter_map(|k| Some((k.clone(), lit(pool, k)?))).collect()) {
+        let positive = !matches!(r.operator.as_str(), "NotIn" | "DoesNotExist");
+        if positive && (r.key.contains("/instance-gpu-") || r.key.contains("/instance-accelerator-")) {
+            why.push(format!("{} {} selects GPUs or accelerators", r.key, r.operator));
+        }
+        if r.operator != "In" {
+            continue;
+        }
+        let unknown: Vec<&String> = r
+            .values
+            .iter()
+            .filter(|v| match r.key.as_str() {
+                INSTANCE_TYPE => embedded.get(v).is_none() && !embedded.cpu_only_family(v),
+                INSTANCE_FAMILY => {
+                    !embedded.all().any(|i| i.name.split('.').next() == Some(v.as_str()))
+                        && !embedded.cpu_only_family(v)
+                }
+                "karpenter.k8s.aws/instance-category" => {
+                    !embedded.all().any(|i| category(&i.name) == **v) && !embedded.cpu_only_family(&format!("{v}1"))
+                }
+                _ => false,
+            })
+            .collect();
+        if !unknown.is_empty() {
+            let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+            why.push(format!("{} names {}, which the catalog does not know", r.key, names.join(", ")));
+        }
+    }
+    if why.is_empty() {
+        return;
+    }
+    d.push(
+        Diagnostic::error(
+            format!(
+                "`{}`: gpustack cannot tell whether this pool launches GPUs or accelerators ({}), and nothing caps them",
+                pool.address,
+                why.join("; ")
+            ),
+            span(pool, "requirements"),
+        )
+        .help("list instance_types or instance_families, or cap it: gpu_limit = N (NVIDIA), or limits = { \"aws.amazon.com/neuron\" = N } for Neuron devices"),
+    );
+}
+
+/// Review r19 M2: `gpu_limit` caps one resource ([`limit_resource`]), so a pool that may
+/// launch NVIDIA GPUs and Neuron devices (or AMD GPUs) would leave the others uncapped.
+pub(super) fn one_accelerator_maker(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) {
+    use crate::resources::karpenter_pool::gpu_maker;
+    use crate::resources::karpenter_pool::requirements::neuron;
+    if !pool.attrs.contains_key("gpu_limit") {
+        return;
+    }
+    let l = super::launchable(pool);
+    let names: Vec<&str> = known.iter().map(|(t, _)| t.as_str()).chain(l.families.iter().map(String::as_str)).collect();
+    let mut makers = BTreeSet::new();
+    for n in names {
+        if neuron(n) {
+            makers.insert("Neuron");
+        } else if let Some(m) = gpu_maker(n) {
+            makers.insert(m);
+        }
+    }
+    if makers.len() > 1 {
+        d.push(
+            Diagnostic::error(
+                format!(
+                    "`{}` may launch {} types, but gpu_limit caps one resource (nvidia.com/gpu, aws.amazon.com/neuron or amd.com/gpu): the others would be uncapped",
+                    pool.address,
+                    makers.into_iter().collect::<Vec<_>>().join(" and ")
+                ),
+                span(pool, "gpu_limit"),
+            )
+            .help("split it into one pool per accelerator maker (e.g. add karpenter.k8s.aws/instance-family NotIn the other maker's families)"),
+        );
+    }
+}
+
+/// A pool written with requirements whose derived set holds types Karpenter counts as 0
+/// GPUs (g6f, gr6f, p5.4xlarge: [`ZERO_GPU_TYPES`]): the listed-type rule refuses them, but
+/// Karpenter's own GPU NodePools (instance-category g, gpu-name l4) admit them by design, so
+/// this warns with the requirement that removes them rather than refusing the pool.
+pub(super) fn derived_zero_gpu(pool: &Resource, known: &[(String, InstanceInfo)], d: &mut Vec<Diagnostic>) {
+    if !super::launchable(pool).derived {
+        return;
+    }
+    let zero: BTreeSet<&str> = known
+        .iter()
+        .map(|(t, _)| t.as_str())
+        .filter(|t| ZERO_GPU_TYPES.contains(t) || ZERO_GPU_FAMILIES.contains(&family(t)))
+        .map(|t| if ZERO_GPU_TYPES.contains(&t) { t } else { family(t) })
+        .collect();
+    if zero.is_empty() {
+        return;
+    }
+    let list = zero.iter().map(|z| format!("\"{z}\"")).collect::<Vec<_>>().join(", ");
+    let key = if zero.iter().all(|z| !z.contains('.')) {
+        "karpenter.k8s.aws/instance-family"
+    } else {
+        "node.kubernetes.io/instance-type"
+    };
+    d.push(
+        Diagnostic::warning(
+            format!(
+                "`{}`: its requirements admit {}, which Karpenter counts as 0 GPUs (EC2 reports their GPU Count as 0): it never launches them for pods that request nvidia.com/gpu, may launch them for pods that do not, and does not charge them to gpu_limit (aws/karpenter-provider-aws#8368)",
+                pool.address,
+                zero.iter().copied().collect::<Vec<_>>().join(", ")
+            ),
+            span(pool, "requirements"),
+        )
+        .help(format!("add {{ key = \"{key}\", operator = \"NotIn\", values = [{list}] }} to requirements")),
+    );
+}

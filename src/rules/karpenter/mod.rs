@@ -18,8 +18,9 @@ use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Resource, Stack};
 use crate::value::Value;
 use gpus::{
-    burst_bound, gpu_limit_binds, limit_admits_one_instance, reservations_launchable, shared_sizes, shared_taint,
-    sharing_table, tied_pools, zero_gpu_types,
+    burst_bound, derived_needs_cap, derived_zero_gpu, gpu_limit_binds, limit_admits_one_instance,
+    one_accelerator_maker, reservations_launchable, shared_sizes, shared_taint, sharing_table, tied_pools,
+    zero_gpu_types,
 };
 use notes::{al2023, derived_note, device_plugin_note, unchecked_note};
 
@@ -406,6 +407,9 @@ pub(super) fn check_catalog(
             .collect();
         let limit = lit(pool, "gpu_limit").and_then(|v| v.as_int());
         gpu_limit_binds(pool, &known, d);
+        derived_needs_cap(pool, &known, d);
+        one_accelerator_maker(pool, &known, d);
+        derived_zero_gpu(pool, &known, d);
         limit_admits_one_instance(pool, &known, limit, d);
         if let Some(limit) = limit {
             reservations_launchable(stack, pool, info, limit, d);
@@ -463,8 +467,11 @@ pub(super) fn check_catalog(
             );
         }
         // AL2023 runs images from its root volume: Karpenter's 20 GiB default holds no CUDA image.
+        // With instance_store = "raid0" images and pods live on the NVMe RAID (the help's own
+        // alternative; karpenter-provider-aws `types.go` `ephemeralStorage`), so no warning.
         if al2023(pool)
             && !pool.attrs.contains_key("root_volume")
+            && !pool.attrs.contains_key("instance_store")
             && let Some((t, i)) = known.iter().find(|(_, i)| i.gpus > 0)
         {
             d.push(

@@ -82,7 +82,7 @@ pub(super) fn device_plugin_note(
         || families.iter().any(|f| f.starts_with("inf") || f.starts_with("trn"));
     let mut out = vec![];
     if nvidia && al2023(pool) {
-        out.push("AL2023 NVIDIA nodes: the AMI has the driver, not the device plugin: install NVIDIA's nvidia-device-plugin chart (or the GPU Operator) with a toleration for the pool's taints, or pods get no nvidia.com/gpu".to_string());
+        out.push("AL2023 NVIDIA nodes: the AMI has the driver, not the device plugin: install NVIDIA's nvidia-device-plugin chart with a toleration for the pool's taints (the pool labels its nodes nvidia.com/gpu.present=true, which the chart's default affinity selects), or the GPU Operator with driver.enabled=false and toolkit.enabled=false (the AMI has both); else pods get no nvidia.com/gpu".to_string());
     }
     if neuron {
         out.push("Neuron nodes: install the Neuron device plugin (aws-neuron-device-plugin), or pods get no aws.amazon.com/neuron".to_string());

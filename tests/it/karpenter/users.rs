@@ -20,7 +20,9 @@ fn the_al2023_example_applies_pins_renders_valid_pools_and_destroys() {
     let said = format!("{}{}", plan.stdout, plan.stderr);
     // The plan says what the requirements admit and what the AL2023 nodes still need.
     assert!(said.contains("accelerated families among them: none (a CPU pool)"), "{said}");
-    assert!(said.contains("accelerated families among them: g5, g6, g6e, g6f"), "{said}");
+    // g6f is dropped by `instance-gpu-count Gt 0`, as Karpenter labels it (count 0).
+    assert!(said.contains("accelerated families among them: g5, g6, g6e;"), "{said}");
+    assert!(!said.contains("counts as 0 GPUs"), "{said}");
     assert!(said.contains("AL2023 NVIDIA nodes: the AMI has the driver, not the device plugin"), "{said}");
     assert!(said.contains("Neuron nodes: install the Neuron device plugin"), "{said}");
     env.ok(&["apply", file, "--auto-approve"]);
@@ -55,8 +57,12 @@ fn the_al2023_example_applies_pins_renders_valid_pools_and_destroys() {
     assert_eq!(gpu[0]["spec"]["instanceStorePolicy"], "RAID0");
     assert_eq!(
         gpu[0]["spec"]["kubelet"],
-        json!({ "maxPods": 110, "imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80 })
+        json!({ "imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80 })
     );
+    // Review r19 M1: the device plugin chart's default affinity finds the AL2023 GPU nodes;
+    // the CPU and Neuron pools are not labelled.
+    assert_eq!(gpu[1]["spec"]["template"]["metadata"]["labels"]["nvidia.com/gpu.present"], "true");
+    assert!(pool["template"].get("metadata").is_none(), "{pool}");
     assert_eq!(gpu[0]["spec"]["blockDeviceMappings"][0]["ebs"]["iops"], 6000);
     assert!(gpu[0]["spec"].get("userData").is_none(), "no Bottlerocket user data on AL2023");
     assert_eq!(gpu[1]["spec"]["limits"], json!({ "nvidia.com/gpu": 16 }));
@@ -217,6 +223,8 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
         &stack(&bare.replace("gpu_limit = 1\n", "gpu_limit = 1\nroot_volume = { size_gib = 200 }\n")),
         "root_volume",
     );
+    // Review r19 m7: the help's other way out, instance_store = "raid0", silences it too.
+    accepted(&stack(&bare.replace("gpu_limit = 1\n", "gpu_limit = 1\ninstance_store = \"raid0\"\n")), "root_volume");
     // Literal ids and a reservation outside the stack are taken; tag selectors stand in for lists.
     accepted(
         &stack(
@@ -224,4 +232,120 @@ fn node_class_fields_and_al2023_limits_are_checked_offline() {
         ),
         "capacity_reservations takes this stack's reservations",
     );
+}
+
+/// Review r19 M2: a pool written with requirements alone is not called a CPU pool when the
+/// catalog cannot tell (a GPU family newer than the file, a GPU/accelerator selector); the
+/// accelerator labels derive Neuron types and the Neuron resource; a pool mixing NVIDIA and
+/// Neuron types cannot be capped by one gpu_limit.
+#[test]
+fn requirements_the_catalog_cannot_answer_need_a_cap() {
+    let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
+    let gb200 =
+        "requirements = [{ key = \"karpenter.k8s.aws/instance-family\", operator = \"In\", values = [\"p6e-gb200\"] }]";
+    refused(
+        &p(gb200),
+        "gpustack cannot tell whether this pool launches GPUs or accelerators (its requirements admit no type of the embedded catalog; karpenter.k8s.aws/instance-family names p6e-gb200, which the catalog does not know)",
+        "requirements",
+        "list instance_types or instance_families, or cap it",
+    );
+    accepted(&p(&format!("{gb200}\ngpu_limit = 72")), "cannot tell");
+    // Neuron by the accelerator labels: the Neuron resource is required and rendered.
+    let neuron = "requirements = [{ key = \"karpenter.k8s.aws/instance-accelerator-manufacturer\", operator = \"In\", values = [\"aws\"] }]";
+    refused(&p(neuron), "launches Neuron devices but sets no gpu_limit", "karpenter_pool.p", "set gpu_limit");
+    accepted(&p(&format!("{neuron}\ngpu_limit = 16")), "gpu_limit");
+    let c = validate(&p(&format!("{neuron}\nlimits = {{ \"aws.amazon.com/neuron\" = 16 }}")));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    // An accelerator selector whose set the catalog cannot fill is not a CPU pool.
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-accelerator-name\", operator = \"In\", values = [\"gaudi3\"] }]",
+        ),
+        "karpenter.k8s.aws/instance-accelerator-name In selects GPUs or accelerators",
+        "requirements",
+        "list instance_types or instance_families, or cap it",
+    );
+    refused(
+        &p(
+            "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"g\", \"inf\"] }]\ngpu_limit = 8",
+        ),
+        "may launch AMD and NVIDIA and Neuron types, but gpu_limit caps one resource",
+        "gpu_limit = 8",
+        "split it into one pool per accelerator maker",
+    );
+    // Karpenter labels g6f's GPU count 0: `gpu-count Gt 0` drops it as Karpenter does, and a
+    // set that keeps it warns with the requirement that removes it.
+    let l4 = "requirements = [{ key = \"karpenter.k8s.aws/instance-gpu-name\", operator = \"In\", values = [\"l4\"] }";
+    let c = validate(&p(&format!("{l4}]\ngpu_limit = 8")));
+    assert!(c.stderr.contains("its requirements admit g6f, gr6f, which Karpenter counts as 0 GPUs"), "{}", c.stderr);
+    assert!(c.stderr.contains("operator = \"NotIn\", values = [\"g6f\", \"gr6f\"]"), "{}", c.stderr);
+    accepted(
+        &p(&format!(
+            "{l4}, {{ key = \"karpenter.k8s.aws/instance-gpu-count\", operator = \"Gt\", values = [\"0\"] }}]\ngpu_limit = 8"
+        )),
+        "0 GPUs",
+    );
+}
+
+/// Review r19 m2, m4, m5: an AL2023 root volume below the AMI's 20 GiB snapshot, a `limits`
+/// key no node reports or a unitless memory, and more than 30 selector terms are refused or
+/// warned offline.
+#[test]
+fn root_size_limit_keys_and_selector_counts_follow_ec2_and_the_crd() {
+    let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
+    let cpu = "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\"] }]";
+    refused(
+        &p(&format!("{cpu}\nami = \"al2023@latest\"\nroot_volume = {{ size_gib = 10 }}")),
+        "size_gib = 10 is below the AL2023 EKS AMI's 20 GiB root snapshot",
+        "size_gib",
+        "set size_gib = 20 or more",
+    );
+    // (The helper's data_volume is refused on AL2023 for its own reason; 20 GiB is not.)
+    let c = validate(&p(&format!("{cpu}\nami = \"al2023@latest\"\nroot_volume = {{ size_gib = 20 }}")));
+    assert!(
+        c.stderr.contains("AL2023 nodes have no data volume") && !c.stderr.contains("root snapshot"),
+        "{}",
+        c.stderr
+    );
+    refused(
+        &p(&format!("{cpu}\nlimits = {{ memory = 1000 }}")),
+        "limits.memory without a unit is bytes",
+        "1000",
+        "write a unit, e.g. memory = \"1000Gi\"",
+    );
+    let c = validate(&p(&format!("{cpu}\nlimits = {{ gpu = 8, cpu = 100 }}")));
+    assert!(c.stderr.contains("limits.gpu is a resource no node reports"), "{}", c.stderr);
+    assert!(!c.stderr.contains("limits.cpu is a resource"), "{}", c.stderr);
+    let ids: Vec<String> = (0..30).map(|i| format!("\"cr-0{i:016x}\"")).collect();
+    refused(
+        &p(&format!(
+            "{cpu}\ncapacity_reservations = [{}]\ncapacity_reservation_tags = {{ team = \"ml\" }}",
+            ids.join(", ")
+        )),
+        "capacity_reservations and capacity_reservation_tags make 31 selector terms; the EC2NodeClass takes at most 30",
+        "capacity_reservations",
+        "select them by tags",
+    );
+}
+
+/// Review r19 m3: the CRD's kubeReserved/systemReserved CEL rules (keys cpu, memory,
+/// ephemeral-storage, pid; no negative quantity) are checked offline.
+#[test]
+fn reserved_kubelet_resources_follow_the_crds_cel_rules() {
+    let p = |body: &str| stack(&pool("p", &format!("{TAGGED}\n{body}")));
+    let cpu = "requirements = [{ key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\"] }]";
+    refused(
+        &p(&format!("{cpu}\nkubelet = {{ system_reserved = {{ gpu = \"1\" }} }}")),
+        "kubelet.system_reserved has \"gpu\", which Karpenter does not take",
+        "system_reserved",
+        "use cpu, memory, ephemeral-storage or pid",
+    );
+    refused(
+        &p(&format!("{cpu}\nkubelet = {{ kube_reserved = {{ memory = \"-1Gi\" }} }}")),
+        "kubelet.kube_reserved.memory is negative",
+        "-1Gi",
+        "reserve 0 or more",
+    );
+    let c = validate(&p(&format!("{cpu}\nkubelet = {{ kube_reserved = {{ cpu = \"100m\", pid = \"100\" }} }}")));
+    assert!(!c.stderr.contains("kube_reserved"), "{}", c.stderr);
 }
