@@ -82,7 +82,7 @@ impl Kind for DcgmExporter {
     }
 
     fn stack_defaults(&self, stack: &crate::stack::Stack, r: &Resource, inputs: &mut Attrs) {
-        let nodes = crate::rules::gpu_addons::exporter_nodes(stack, r);
+        let nodes = crate::resources::gpu_nodes::exporter_nodes(stack, r);
         inputs.insert("node_groups".into(), nodes.node_groups);
         inputs.insert("node_pools".into(), nodes.node_pools);
         inputs.insert("tolerations".into(), nodes.tolerations);
@@ -109,8 +109,8 @@ impl Kind for DcgmExporter {
         // AL2023 pools by Karpenter's. A term with an empty `In` list is invalid, so none is
         // written; with neither, nothing is rendered (the rules refuse that stack).
         let terms: Vec<_> = [
-            (crate::rules::gpu_addons::NODEGROUP_LABEL, strings_attr(inputs, "node_groups")),
-            (crate::rules::gpu_addons::NODEPOOL_LABEL, strings_attr(inputs, "node_pools")),
+            (crate::resources::gpu_nodes::NODEGROUP_LABEL, strings_attr(inputs, "node_groups")),
+            (crate::resources::gpu_nodes::NODEPOOL_LABEL, strings_attr(inputs, "node_pools")),
         ]
         .into_iter()
         .filter(|(_, names)| !names.is_empty())
@@ -260,7 +260,7 @@ node_taints     = [{ key = "pool", value = "gpu", effect = "NO_SCHEDULE" }]
         let span = pool.attrs["cluster"].span.clone();
         pool.attrs.insert("ami".into(), crate::stack::Expr::value(Value::str("al2023@latest"), span));
         let ex = stack.resources.iter().find(|r| r.kind.name() == "dcgm_exporter").unwrap();
-        let nodes = crate::rules::gpu_addons::exporter_nodes(&stack, ex);
+        let nodes = crate::resources::gpu_nodes::exporter_nodes(&stack, ex);
         assert_eq!(nodes.node_pools, Value::List(vec![Value::str("m-gpu")]));
         let mut inputs = Attrs::new();
         inputs.insert("version".into(), Value::str(CHART_VERSION));
@@ -281,7 +281,7 @@ node_taints     = [{ key = "pool", value = "gpu", effect = "NO_SCHEDULE" }]
         )
         .unwrap();
         let ex = stack.resources.iter().find(|r| r.kind.name() == "dcgm_exporter").unwrap();
-        assert_eq!(crate::rules::gpu_addons::exporter_nodes(&stack, ex).node_pools, Value::List(vec![]));
+        assert_eq!(crate::resources::gpu_nodes::exporter_nodes(&stack, ex).node_pools, Value::List(vec![]));
         // No AL2023 group or pool: no values at all.
         inputs.insert("node_pools".into(), Value::List(vec![]));
         assert!(DcgmExporter.render("dcgm_exporter.main", &inputs, &Attrs::new()).is_none());

@@ -11,6 +11,7 @@ mod eks_access_entry;
 mod eks_addon;
 mod eks_cluster;
 pub mod gpu_operator;
+pub mod gpu_nodes;
 pub mod existing;
 pub mod hyperpod_cluster;
 mod iam_role;

@@ -5,6 +5,9 @@
 //! (embedded, or EC2's at plan and apply time, before any call that changes anything).
 //! The rules never call a mutating API and know nothing of plans.
 
+pub(crate) use crate::stack::query::{lit, lit_str, node_groups, referenced, same_object, span, strings, target};
+pub(crate) use crate::resources::gpu_nodes::al2023_sharing;
+
 mod access;
 mod catalog;
 mod cluster;
@@ -27,41 +30,12 @@ use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Expr, Resource, Stack};
 use crate::value::Value;
 
-/// An attribute's value when it is known offline (no references to other resources).
-pub(crate) fn lit(r: &Resource, k: &str) -> Option<Value> {
-    r.attrs.get(k).map(|e| e.resolve(&|_| Value::Unknown)).filter(Value::is_known)
-}
 
-pub(crate) fn lit_str(r: &Resource, k: &str) -> Option<String> {
-    lit(r, k).and_then(|v| v.as_str().map(str::to_string))
-}
 
-pub(crate) fn span(r: &Resource, k: &str) -> crate::stack::Span {
-    r.attrs.get(k).and_then(|e| e.span.clone()).or(r.span.clone())
-}
 
-/// The stack resource an attribute refers to (`"${kind.name.out}"`).
-pub(crate) fn target<'a>(stack: &'a Stack, r: &Resource, attr: &str) -> Option<&'a Resource> {
-    stack.get(&r.attrs.get(attr)?.as_single_ref()?.address)
-}
 
-/// The stack resource of `kind` an attribute refers to.
-pub(crate) fn referenced<'a>(stack: &'a Stack, r: &Resource, attr: &str, kind: &str) -> Option<&'a Resource> {
-    target(stack, r, attr).filter(|t| t.kind.name() == kind)
-}
 
-pub(crate) fn strings(v: Option<Value>) -> Vec<String> {
-    v.as_ref()
-        .and_then(Value::as_list)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|x| x.as_str().map(str::to_string))
-        .collect()
-}
 
-pub(crate) fn node_groups(stack: &Stack) -> impl Iterator<Item = &Resource> {
-    stack.resources.iter().filter(|r| r.kind.name() == "node_group")
-}
 
 pub(crate) fn has_user_data(lt: &Resource) -> bool {
     ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"].iter().any(|k| written(lt, k))
@@ -512,35 +486,7 @@ pub(crate) fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
     matches!(efa.kind, ExprKind::Table(_) | ExprKind::Value(Value::Table(_))).then(|| efa.table_entries())
 }
 
-/// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of
-/// its device-plugin config. Bottlerocket groups are not here: their plugin runs on the host
-/// and takes `gpu_sharing` from user data (aws-facts §4, §14).
-pub(crate) fn al2023_sharing(stack: &Stack) -> Vec<(&Resource, String, BTreeMap<String, Value>)> {
-    node_groups(stack)
-        .filter(|ng| lit_str(ng, "ami_type").is_some_and(|a| a.starts_with("AL2023_") && a.contains("NVIDIA")))
-        .filter_map(|ng| {
-            // The group's own `gpu_sharing` (the device plugin's config), else its template's.
-            let sharing = lit(ng, "gpu_sharing")
-                .or_else(|| lit(referenced(stack, ng, "launch_template", "launch_template")?, "gpu_sharing"))?;
-            let table = sharing.as_table()?.clone();
-            let name = crate::resources::launch_template::gpu_sharing::nvidia_config(&table)?.0;
-            Some((ng, name, table))
-        })
-        .collect()
-}
 
-/// Two expressions name the same object: references to one resource (whatever output, so
-/// `${iam_role.node.name}` and `${iam_role.node.arn}` agree), or equal literals.
-pub(crate) fn same_object(a: Option<&Expr>, b: Option<&Expr>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => match (a.as_single_ref(), b.as_single_ref()) {
-            (Some(x), Some(y)) => x.address == y.address,
-            (None, None) => a.as_literal().is_some() && a.as_literal() == b.as_literal(),
-            _ => false,
-        },
-        _ => false,
-    }
-}
 
 /// Offline, one note naming the reservations and subnets the reservation-zone check could
 /// not see (literal ids and `existing` objects); a refreshing plan reads and checks them.

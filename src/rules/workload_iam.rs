@@ -25,7 +25,9 @@ pub const ADDON_ACCOUNTS: &[(&str, &str, &[&str], bool)] = &[
     ("aws-ebs-csi-driver", "kube-system", &["ebs-csi-controller-sa"], true),
     ("aws-efs-csi-driver", "kube-system", &["efs-csi-controller-sa", "efs-csi-node-sa"], true),
     ("aws-mountpoint-s3-csi-driver", "kube-system", &["s3-csi-driver-sa"], true),
-    ("amazon-cloudwatch-observability", "amazon-cloudwatch", &["cloudwatch-agent"], true),
+    // Its missing-role warning is `gpu_addons::cloudwatch_role`'s, which also counts a node role
+    // with CloudWatchAgentServerPolicy (the CloudWatch UG's quick-start option): one warning.
+    ("amazon-cloudwatch-observability", "amazon-cloudwatch", &["cloudwatch-agent"], false),
     ("vpc-cni", "kube-system", &["aws-node"], false),
 ];
 

@@ -9,6 +9,7 @@ pub mod diag;
 pub mod expr;
 mod parse;
 pub mod schema;
+pub mod query;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -6,6 +6,7 @@
 //! covers pools in `egress.rs`. [`offline`] needs only the stack; [`check_catalog`] runs with
 //! the other catalog rules.
 
+pub(crate) use crate::stack::query::taints;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{lit, lit_str, node_groups, referenced, span, strings, subnet_zones, written};
@@ -107,21 +108,6 @@ fn disruption_policy(pool: &Resource) -> Option<String> {
     lit(pool, "disruption")?.as_table()?.get("policy")?.as_str().map(str::to_string)
 }
 
-/// `(key, value, effect)` of each taint in a `[{ key, value, effect }]` attribute, as written
-/// (EKS spellings of the effect): a pool's `node_taints`, a node group's `taints`.
-pub(crate) fn taints(r: &Resource, attr: &str) -> Vec<(String, String, String)> {
-    let list = lit(r, attr);
-    list.as_ref()
-        .and_then(Value::as_list)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_table)
-        .map(|t| {
-            let get = |k: &str| t.get(k).map(Value::interpolate).unwrap_or_default();
-            (get("key"), get("value"), get("effect"))
-        })
-        .collect()
-}
 
 /// Nodes Karpenter launches join only if their role may: an `EC2_LINUX` access entry of the
 /// pool's cluster (EKS UG `creating-access-entries`: nodes outside managed node groups need
