@@ -353,8 +353,15 @@ pub(super) fn derived_needs_cap(pool: &Resource, known: &[(String, InstanceInfo)
     let category =
         |n: &str| n.split('.').next().unwrap_or(n).chars().take_while(char::is_ascii_alphabetic).collect::<String>();
     let mut why: Vec<String> = vec![];
-    if l.types.is_empty() {
-        why.push("its requirements admit no type of the embedded catalog".into());
+    // The embedded catalog holds every accelerated type but only a sample of CPU ones: an empty
+    // set is a CPU pool when every requirement was evaluated (Karpenter's own default pool,
+    // `instance-cpu In [4, 8, 16, 32]`, admits none of the large CPU types it holds), and
+    // ambiguous only when a key the catalog cannot evaluate might admit something else.
+    if l.types.is_empty() && !l.unchecked.is_empty() {
+        why.push(format!(
+            "its requirements admit no type of the embedded catalog, and it cannot evaluate {}",
+            l.unchecked.iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
     }
     for r in parse(&pool.attrs.keys().filter_map(|k| Some((k.clone(), lit(pool, k)?))).collect()) {
         let positive = !matches!(r.operator.as_str(), "NotIn" | "DoesNotExist");

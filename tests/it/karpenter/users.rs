@@ -245,11 +245,16 @@ fn requirements_the_catalog_cannot_answer_need_a_cap() {
         "requirements = [{ key = \"karpenter.k8s.aws/instance-family\", operator = \"In\", values = [\"p6e-gb200\"] }]";
     refused(
         &p(gb200),
-        "gpustack cannot tell whether this pool launches GPUs or accelerators (its requirements admit no type of the embedded catalog; karpenter.k8s.aws/instance-family names p6e-gb200, which the catalog does not know)",
+        "gpustack cannot tell whether this pool launches GPUs or accelerators (karpenter.k8s.aws/instance-family names p6e-gb200, which the catalog does not know)",
         "requirements",
         "list instance_types or instance_families, or cap it",
     );
     accepted(&p(&format!("{gb200}\ngpu_limit = 72")), "cannot tell");
+    // Karpenter's own default pool (c/m/r, 4–32 vCPUs, nitro, generation > 2) admits none of
+    // the catalog's CPU sample, yet every key was evaluated and no accelerated type passes: a
+    // CPU pool, not an uncapped one.
+    let default_pool = "requirements = [\n  { key = \"karpenter.k8s.aws/instance-category\", operator = \"In\", values = [\"c\", \"m\", \"r\"] },\n  { key = \"karpenter.k8s.aws/instance-cpu\", operator = \"In\", values = [\"4\", \"8\", \"16\", \"32\"] },\n  { key = \"karpenter.k8s.aws/instance-hypervisor\", operator = \"In\", values = [\"nitro\"] },\n  { key = \"karpenter.k8s.aws/instance-generation\", operator = \"Gt\", values = [\"2\"] },\n]";
+    accepted(&p(default_pool), "cannot tell");
     // Neuron by the accelerator labels: the Neuron resource is required and rendered.
     let neuron = "requirements = [{ key = \"karpenter.k8s.aws/instance-accelerator-manufacturer\", operator = \"In\", values = [\"aws\"] }]";
     refused(&p(neuron), "launches Neuron devices but sets no gpu_limit", "karpenter_pool.p", "set gpu_limit");
