@@ -154,8 +154,7 @@ impl Kind for DcgmExporter {
 /// `4.8.2`: the chart's versions are three numbers (NVIDIA/dcgm-exporter
 /// `deployment/Chart.yaml` at tag 4.5.3-4.8.2: `version: 4.8.2`); it goes into `helm --version`.
 fn chart_version(v: &str) -> bool {
-    let parts: Vec<&str> = v.split('.').collect();
-    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    rendered::three_numbers(v)
 }
 
 #[cfg(test)]

@@ -158,8 +158,7 @@ impl Kind for GpuOperator {
 /// `v26.7.0`: NVIDIA's chart versions carry a `v` and three numbers; `26.7.0` names the same
 /// chart (Helm reads versions as semver, which takes the `v` as optional).
 fn chart_version(v: &str) -> bool {
-    let parts: Vec<&str> = v.strip_prefix('v').unwrap_or(v).split('.').collect();
-    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    rendered::three_numbers(v.strip_prefix('v').unwrap_or(v))
 }
 
 /// The chart's defaults that a list given in values would replace whole (values.yaml at

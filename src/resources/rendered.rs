@@ -16,6 +16,13 @@ pub fn record(kind: &dyn Kind, address: &str, inputs: &Attrs, mut outputs: Attrs
     Recorded { id: address.to_string(), outputs }
 }
 
+/// A Helm chart version of three dot-separated numbers (`4.8.2`), what `helm --version` takes
+/// for the charts gpustack writes values for.
+pub fn three_numbers(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
 /// YAML documents from JSON values, each starting with `---`, keys in the order built.
 pub fn yaml_documents(docs: &[Json]) -> String {
     let mut out = String::new();
