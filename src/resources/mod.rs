@@ -251,6 +251,16 @@ pub struct Observed {
     pub retained: bool,
 }
 
+/// An object read for `[import]` (`Kind::import`).
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// `address` is `None`; `attrs` the inputs as AWS shows them; `outputs` as create records them.
+    pub observed: Observed,
+    /// What AWS shows that the stack language cannot say, as (field, value): `import
+    /// generate` writes each as a comment, never drops it silently.
+    pub unexpressed: Vec<(String, String)>,
+}
+
 /// One create call's arguments.
 pub struct Create<'a> {
     pub address: &'a str,
@@ -343,6 +353,23 @@ pub trait Kind: Schema {
         lookups: &[existing::Lookup],
     ) -> Result<Vec<std::result::Result<Recorded, String>>> {
         Ok(lookups.iter().map(|_| Err(format!("a {} cannot be read with `existing`", self.name()))).collect())
+    }
+    /// `[import]`: the id form this kind takes (`"CLUSTER:NODEGROUP"`, `"vpc-…"`), for the
+    /// reference docs and error messages; `None` when the kind cannot be imported.
+    fn import_id(&self) -> Option<&'static str> {
+        None
+    }
+    /// `[import]` and `gpustack import generate`: the object `id` names (in the
+    /// [`Kind::import_id`] form), read without changing anything. Its `attrs` are the inputs
+    /// as AWS shows them, every schema attribute AWS can tell, so a file that says the same
+    /// plans no update; `None` when nothing has that id.
+    async fn import(&self, _ctx: &Ctx, _id: &str) -> Result<Option<Imported>> {
+        Ok(None)
+    }
+    /// Applying an import: puts the `gpustack:stack` and `gpustack:address` tags on the
+    /// object (and nothing else), so later runs find it by its tags like one the stack made.
+    async fn tag_imported(&self, _ctx: &Ctx, _address: &str, _id: &str, _outputs: &Attrs) -> Result<()> {
+        Ok(())
     }
     /// Offline checks beyond the schema.
     fn validate(&self, _r: &Resource, _diags: &mut Vec<Diagnostic>) {}
