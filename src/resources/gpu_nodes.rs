@@ -181,7 +181,6 @@ pub(crate) fn operator_runs_device_plugin(stack: &Stack, ng: &Resource) -> bool 
         .is_some_and(|op| lit(op, "device_plugin").and_then(|v| v.as_bool()) != Some(false))
 }
 
-
 /// The AL2023 NVIDIA node groups whose launch template shares GPUs, each with the name of
 /// its device-plugin config. Bottlerocket groups are not here: their plugin runs on the host
 /// and takes `gpu_sharing` from user data (aws-facts §4, §14).

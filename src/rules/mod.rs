@@ -5,8 +5,8 @@
 //! (embedded, or EC2's at plan and apply time, before any call that changes anything).
 //! The rules never call a mutating API and know nothing of plans.
 
-pub(crate) use crate::stack::query::{lit, lit_str, node_groups, referenced, same_object, span, strings, target};
 pub(crate) use crate::resources::gpu_nodes::al2023_sharing;
+pub(crate) use crate::stack::query::{lit, lit_str, node_groups, referenced, same_object, span, strings, target};
 
 mod access;
 mod catalog;
@@ -16,8 +16,8 @@ mod eks_versions;
 pub(crate) mod gpu_addons;
 pub(crate) mod hyperpod;
 pub(crate) mod karpenter;
-mod self_managed;
 pub mod outside;
+mod self_managed;
 #[cfg(test)]
 mod tests;
 mod workload_iam;
@@ -29,13 +29,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::stack::expr::ExprKind;
 use crate::stack::{Diagnostic, Expr, Resource, Stack};
 use crate::value::Value;
-
-
-
-
-
-
-
 
 pub(crate) fn has_user_data(lt: &Resource) -> bool {
     ["node_labels", "node_taints", "gpu_sharing", "bottlerocket_settings"].iter().any(|k| written(lt, k))
@@ -485,8 +478,6 @@ pub(crate) fn efa_table(lt: &Resource) -> Option<BTreeMap<String, Expr>> {
     let efa = lt.attrs.get("efa")?;
     matches!(efa.kind, ExprKind::Table(_) | ExprKind::Value(Value::Table(_))).then(|| efa.table_entries())
 }
-
-
 
 /// Offline, one note naming the reservations and subnets the reservation-zone check could
 /// not see (literal ids and `existing` objects); a refreshing plan reads and checks them.

@@ -8,8 +8,8 @@ pub mod backend;
 pub mod diag;
 pub mod expr;
 mod parse;
-pub mod schema;
 pub mod query;
+pub mod schema;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -108,7 +108,6 @@ fn disruption_policy(pool: &Resource) -> Option<String> {
     lit(pool, "disruption")?.as_table()?.get("policy")?.as_str().map(str::to_string)
 }
 
-
 /// Nodes Karpenter launches join only if their role may: an `EC2_LINUX` access entry of the
 /// pool's cluster (EKS UG `creating-access-entries`: nodes outside managed node groups need
 /// one), unless a managed node group of that cluster uses the same role (EKS enters that role
