@@ -13,6 +13,7 @@ mod family;
 pub mod gpu_sharing;
 mod network;
 pub mod nodeadm;
+pub mod parse;
 pub mod userdata;
 
 use async_trait::async_trait;
