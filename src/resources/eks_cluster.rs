@@ -127,7 +127,7 @@ impl Kind for EksCluster {
         ]
     }
     fn import_id(&self) -> Option<&'static str> {
-        Some("CLUSTER_NAME")
+        Some("cluster name")
     }
 
     /// DescribeCluster by name, and the retention of its control-plane log group (the group
