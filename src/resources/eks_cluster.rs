@@ -18,7 +18,9 @@ use aws_sdk_eks::types::{
 
 use super::cluster_log_group as log_group;
 use super::cluster_options::{encryption_refusals, normalize_options, validate_options};
-use super::{Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr,
+};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -155,8 +157,15 @@ impl Kind for EksCluster {
                 .push(("log_retention_days".into(), format!("{} not readable: {}", log_group::name(id), e.detail))),
             Err(e) => return Err(e),
         }
-        // Not readable (DescribeCluster never returns it): `settle` takes the file's word.
-        observed.attrs.insert("bootstrap_cluster_creator_admin".into(), Value::Unknown);
+        // botocore eks `AccessConfigResponse.bootstrapClusterCreatorAdminPermissions` ("whether
+        // or not the cluster creator IAM principal was set as a cluster admin access entry during
+        // cluster creation time") is returned by newer EKS; when it is missing (older clusters,
+        // older API answers) `settle` takes the file's word.
+        let admin = c.access_config().and_then(|a| a.bootstrap_cluster_creator_admin_permissions());
+        let mut admin =
+            Attrs::from([("bootstrap_cluster_creator_admin".to_string(), admin.map_or(Value::Unknown, Value::Bool))]);
+        normalize_options(&mut admin);
+        observed.attrs.extend(admin);
         Ok(Some(Imported { observed, unexpressed }))
     }
 
@@ -665,7 +674,8 @@ fn observe(c: &Cluster) -> Observed {
 /// with the file's default. Refresh never observes such an attribute, so a recorded value
 /// never is unknown here and the normal diff is untouched.
 pub(super) fn settle_unreadable(current: &mut Attrs, desired: &Attrs) {
-    let unknown: Vec<String> = current.iter().filter(|(_, v)| matches!(v, Value::Unknown)).map(|(k, _)| k.clone()).collect();
+    let unknown: Vec<String> =
+        current.iter().filter(|(_, v)| matches!(v, Value::Unknown)).map(|(k, _)| k.clone()).collect();
     for k in unknown {
         match desired.get(&k) {
             Some(v) => current.insert(k, v.clone()),
