@@ -19,7 +19,9 @@ mod update;
 use self::auto::template_facts;
 pub use self::auto::{al2023_ami_type, auto_ami_type, nvidia_ami, plain_ami_type, update_strategy};
 use super::launch_template::TAINT;
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr,
+};
 use crate::aws::eks;
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, Ctx, Service, tags};
@@ -314,6 +316,75 @@ impl Kind for NodeGroup {
         cur
     }
 
+    /// For an import ([`IMPORTED`] in the current inputs): what gpustack resolves once at
+    /// create and then pins (`ami_type`/`update_strategy` "auto", `release_version` "latest",
+    /// instance types from the template) is no change for a group that exists; `desired` is
+    /// the autoscaler's, as for a group gpustack made; `gpu_sharing` (a device-plugin setting,
+    /// not AWS's) and `disk_size` left to EKS are the file's.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        if current.remove(IMPORTED).is_none() {
+            return;
+        }
+        for (k, pinned) in [("ami_type", "auto"), ("update_strategy", "auto"), ("release_version", "latest")] {
+            if str_attr(desired, k) == pinned {
+                current.insert(k.into(), Value::str(pinned));
+            }
+        }
+        let empty = |a: &Attrs| a.get("instance_types").and_then(Value::as_list).is_none_or(<[Value]>::is_empty);
+        if empty(desired) && desired.contains_key("launch_template") {
+            current.insert("instance_types".into(), Value::List(vec![]));
+        }
+        if let (Some(Value::Table(c)), Some(d)) = (
+            current.get_mut("scaling"),
+            desired.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")),
+        ) {
+            c.insert("desired".into(), d.clone());
+        }
+        for k in ["gpu_sharing", "disk_size"] {
+            match desired.get(k) {
+                Some(v) if k == "gpu_sharing" || !current.contains_key(k) => current.insert(k.into(), v.clone()),
+                None if k == "disk_size" => current.remove(k),
+                _ => None,
+            };
+        }
+        self.normalize(current);
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("CLUSTER:NODEGROUP")
+    }
+
+    /// DescribeNodegroup. The launch template is its id and version (the imported
+    /// `launch_template`'s outputs); what the language lacks (SSH remote access, a percentage
+    /// `maxUnavailable`, node auto-repair, a `$Latest`/`$Default` template version, a custom
+    /// AMI) is `unexpressed`.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some((cluster, name)) = eks::split_import_id(id) else { return Ok(None) };
+        let Some(n) = describe(ctx, cluster, name).await? else { return Ok(None) };
+        let all: BTreeMap<String, String> = n.tags().cloned().unwrap_or_default().into_iter().collect();
+        let mut observed = observe(&n, &all);
+        observed.address = None;
+        // Refresh leaves `diskSize` alone (the recorded value stands); an import compares it
+        // when the file sets one (`settle`).
+        if let Some(d) = n.disk_size() {
+            observed.attrs.insert("disk_size".into(), Value::Int(d.into()));
+        }
+        let unexpressed = unexpressed_of(&n, &mut observed.attrs);
+        observed.attrs.insert(IMPORTED.into(), Value::Bool(true));
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        let arn = match outputs.get("arn").and_then(Value::as_str) {
+            Some(a) if !a.is_empty() => a.to_string(),
+            _ => {
+                let (cluster, name) = eks::split_import_id(id).unwrap_or_default();
+                describe(ctx, cluster, name).await?.and_then(|n| n.nodegroup_arn).unwrap_or_default()
+            }
+        };
+        eks::tag_owned(ctx, &arn, address).await
+    }
+
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let inp = req.inputs;
         let (cluster, name) = (str_attr(inp, "cluster"), str_attr(inp, "name"));
@@ -551,6 +622,49 @@ fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
     Observed::tagged(all, rec, attrs)
 }
 
+/// Marks the current inputs of an import (`import` puts it in the observed attributes,
+/// `current` carries it, `settle` takes it out): not an attribute, never diffed or stored.
+const IMPORTED: &str = "~imported";
+
+/// What DescribeNodegroup shows that the stack language cannot say, as (field, value); takes
+/// out of `attrs` what the file cannot write (a CUSTOM AMI type, a symbolic template version).
+fn unexpressed_of(n: &Nodegroup, attrs: &mut Attrs) -> Vec<(String, String)> {
+    let mut out = vec![];
+    if let Some(r) = n.remote_access() {
+        out.push((
+            "remoteAccess".into(),
+            format!(
+                "ec2SshKey {}, sourceSecurityGroups {:?}",
+                r.ec2_ssh_key().unwrap_or("-"),
+                r.source_security_groups()
+            ),
+        ));
+    }
+    if let Some(p) = n.update_config().and_then(|u| u.max_unavailable_percentage()) {
+        out.push(("updateConfig.maxUnavailablePercentage".into(), p.to_string()));
+        attrs.remove("max_unavailable");
+    }
+    if let Some(r) = n.node_repair_config().filter(|r| r.enabled() == Some(true)) {
+        out.push(("nodeRepairConfig.enabled".into(), format!("{:?}", r.enabled())));
+    }
+    if n.ami_type() == Some(&AmiTypes::Custom) || !n.ami_type().is_some_and(|a| AMI_TYPES.contains(&a.as_str())) {
+        let ami = n.ami_type().map_or("-", |a| a.as_str()).to_string();
+        out.push(("amiType".into(), format!("{ami} (the launch template names the AMI)")));
+        attrs.remove("ami_type");
+        attrs.remove("release_version");
+    }
+    if let Some(lt) = n.launch_template() {
+        if let Some(v) = lt.version().filter(|v| v.parse::<i64>().is_err()) {
+            out.push(("launchTemplate.version".into(), v.to_string()));
+        }
+        // A template named by name only: the id is what the language refers to.
+        if lt.id().is_none() {
+            out.push(("launchTemplate.name".into(), lt.name().unwrap_or_default().to_string()));
+        }
+    }
+    out
+}
+
 fn recorded(n: &Nodegroup) -> Recorded {
     let name = n.nodegroup_name().unwrap_or_default().to_string();
     Recorded {
@@ -581,5 +695,110 @@ fn al2023_sharing(r: &Resource, diags: &mut Vec<Diagnostic>) {
             )
             .help("set ami_type = \"AL2023_x86_64_NVIDIA\" (or ARM_64), or for Bottlerocket put gpu_sharing in the launch template"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_eks::types::{LaunchTemplateSpecification, RemoteAccessConfig};
+
+    fn described() -> Nodegroup {
+        Nodegroup::builder()
+            .nodegroup_name("gpu")
+            .cluster_name("brown")
+            .nodegroup_arn("arn:aws:eks:us-west-2:123456789012:nodegroup/brown/gpu/x")
+            .node_role("arn:aws:iam::123456789012:role/node")
+            .subnets("subnet-b")
+            .subnets("subnet-a")
+            .ami_type(AmiTypes::Al2023X8664Nvidia)
+            .release_version("1.33.0-20250101")
+            .capacity_type(CapacityTypes::OnDemand)
+            .scaling_config(NodegroupScalingConfig::builder().min_size(0).desired_size(3).max_size(4).build())
+            .labels("role", "gpu")
+            .taints(Taint::builder().key("nvidia.com/gpu").value("true").effect(TaintEffect::NoSchedule).build())
+            .update_config(
+                NodegroupUpdateConfig::builder()
+                    .max_unavailable(1)
+                    .update_strategy(NodegroupUpdateStrategies::Minimal)
+                    .build(),
+            )
+            .launch_template(LaunchTemplateSpecification::builder().id("lt-1").version("3").build())
+            .build()
+    }
+
+    /// What a file that says the same as the described group resolves to (defaults filled).
+    fn file(max: i64) -> Attrs {
+        let mut a = Attrs::from([
+            ("cluster".into(), Value::str("brown")),
+            ("node_role".into(), Value::str("arn:aws:iam::123456789012:role/node")),
+            ("subnets".into(), Value::List(vec![Value::str("subnet-a"), Value::str("subnet-b")])),
+            ("launch_template".into(), Value::str("lt-1")),
+            ("launch_template_version".into(), Value::Int(3)),
+            ("ami_type".into(), Value::str("auto")),
+            ("release_version".into(), Value::str("latest")),
+            ("capacity_type".into(), Value::str("ON_DEMAND")),
+            ("instance_types".into(), Value::List(vec![])),
+            (
+                "scaling".into(),
+                Value::Table(BTreeMap::from([("min".into(), Value::Int(0)), ("max".into(), Value::Int(max))])),
+            ),
+            ("labels".into(), Value::Table(BTreeMap::from([("role".into(), Value::str("gpu"))]))),
+            (
+                "taints".into(),
+                Value::List(vec![Value::Table(BTreeMap::from([
+                    ("key".into(), Value::str("nvidia.com/gpu")),
+                    ("value".into(), Value::str("true")),
+                    ("effect".into(), Value::str("NO_SCHEDULE")),
+                ]))]),
+            ),
+            ("update_strategy".into(), Value::str("auto")),
+            ("name".into(), Value::str("gpu")),
+            ("tags".into(), Value::Table(BTreeMap::new())),
+        ]);
+        NodeGroup.normalize(&mut a);
+        a
+    }
+
+    fn imported(n: &Nodegroup) -> (Attrs, Vec<(String, String)>) {
+        let mut o = observe(n, &BTreeMap::new());
+        let un = unexpressed_of(n, &mut o.attrs);
+        o.attrs.insert(IMPORTED.into(), Value::Bool(true));
+        (NodeGroup.current(&Attrs::new(), &o.attrs), un)
+    }
+
+    /// An imported group: what gpustack resolves once (auto, latest) and the autoscaler's
+    /// desired (3 running, the file's 0) are no change; max is.
+    #[test]
+    fn an_imported_group_settles_what_gpustack_pins_and_shows_the_rest() {
+        let (mut cur, un) = imported(&described());
+        assert!(un.is_empty(), "{un:?}");
+        NodeGroup.settle(&mut cur, &file(4));
+        assert!(!cur.contains_key(IMPORTED));
+        assert_eq!(cur, file(4));
+        let (mut cur, _) = imported(&described());
+        NodeGroup.settle(&mut cur, &file(6));
+        let want = file(6);
+        let differing: Vec<&String> = want.keys().filter(|k| cur.get(*k) != want.get(*k)).collect();
+        assert_eq!(differing, ["scaling"]);
+        // A refresh (something recorded) never takes the import's shortcuts.
+        let mut recorded = file(4);
+        recorded.insert("release_version".into(), Value::str("1.32.0-1"));
+        let mut cur = NodeGroup.current(&recorded, &observe(&described(), &BTreeMap::new()).attrs);
+        NodeGroup.settle(&mut cur, &recorded);
+        assert_eq!(cur["release_version"], Value::str("1.33.0-20250101"), "drift from a recorded release shows");
+    }
+
+    /// SSH access, a percentage and a custom AMI are unexpressed, never dropped silently.
+    #[test]
+    fn what_the_language_lacks_is_unexpressed() {
+        let mut n = described();
+        n.remote_access = Some(RemoteAccessConfig::builder().ec2_ssh_key("ops").build());
+        n.ami_type = Some(AmiTypes::Custom);
+        n.update_config = Some(NodegroupUpdateConfig::builder().max_unavailable_percentage(25).build());
+        let (cur, un) = imported(&n);
+        let fields: Vec<&str> = un.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["remoteAccess", "updateConfig.maxUnavailablePercentage", "amiType"]);
+        assert!(!cur.contains_key("release_version") || cur["release_version"] == Value::str(""));
     }
 }
