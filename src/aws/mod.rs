@@ -104,6 +104,10 @@ pub struct Ctx {
     /// or state give a `log_retention_days` (set by refresh). Others are never asked about, so
     /// a stack without the attribute needs no CloudWatch Logs permission.
     pub owned_log_groups: Arc<std::sync::RwLock<std::collections::BTreeSet<String>>>,
+    /// The ids the state records, by kind (set by refresh): a kind whose batched read cannot
+    /// find every object of the stack by its tags reads these directly (an `iam_role`
+    /// imported from outside gpustack's path, which ListRoles' path prefix does not reach).
+    pub recorded_ids: Arc<std::sync::RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>>,
     limits: Arc<[(Service, Semaphore); 10]>,
 }
 
@@ -117,25 +121,31 @@ impl Ctx {
             .retry_config(RetryConfig::adaptive().with_max_attempts(attempts.unwrap_or(8)))
             .load()
             .await;
+        Ctx::from_conf(stack, &conf)
+    }
+
+    /// A context on an SDK configuration built elsewhere (tests point one at the emulator).
+    pub fn from_conf(stack: &str, conf: &aws_config::SdkConfig) -> Ctx {
         let limit = |s: Service| {
             let n = crate::settings::get().parallelism(s.name()).unwrap_or(s.default_limit());
             (s, Semaphore::new(n))
         };
         Ctx {
-            ec2: aws_sdk_ec2::Client::new(&conf),
-            iam: aws_sdk_iam::Client::new(&conf),
-            eks: aws_sdk_eks::Client::new(&conf),
-            ssm: aws_sdk_ssm::Client::new(&conf),
-            quotas: aws_sdk_servicequotas::Client::new(&conf),
-            sqs: aws_sdk_sqs::Client::new(&conf),
-            events: aws_sdk_eventbridge::Client::new(&conf),
-            sagemaker: aws_sdk_sagemaker::Client::new(&conf),
-            logs: aws_sdk_cloudwatchlogs::Client::new(&conf),
-            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+            ec2: aws_sdk_ec2::Client::new(conf),
+            iam: aws_sdk_iam::Client::new(conf),
+            eks: aws_sdk_eks::Client::new(conf),
+            ssm: aws_sdk_ssm::Client::new(conf),
+            quotas: aws_sdk_servicequotas::Client::new(conf),
+            sqs: aws_sdk_sqs::Client::new(conf),
+            events: aws_sdk_eventbridge::Client::new(conf),
+            sagemaker: aws_sdk_sagemaker::Client::new(conf),
+            logs: aws_sdk_cloudwatchlogs::Client::new(conf),
+            autoscaling: aws_sdk_autoscaling::Client::new(conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
             owned_log_groups: Arc::default(),
+            recorded_ids: Arc::default(),
             limits: Arc::new([
                 limit(Service::Ec2),
                 limit(Service::Iam),

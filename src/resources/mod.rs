@@ -17,6 +17,7 @@ pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
 pub mod import;
+mod import_ec2;
 pub mod karpenter_controller;
 pub mod karpenter_pool;
 pub mod launch_template;
@@ -35,6 +36,9 @@ mod subnet;
 pub mod training_plan;
 mod vpc;
 mod vpc_endpoint;
+
+pub use subnet::ROUTES_FOR;
+pub use vpc::PUBLIC_ROUTES;
 
 use async_trait::async_trait;
 
