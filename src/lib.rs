@@ -5,6 +5,7 @@
 //!   the offline rules in one pass.
 //! - `manifests`: the Kubernetes YAML of rendered kinds, ids from state.
 //! - `engine`: walks an approved plan, journals each mutation, records state.
+//! - `capacity`: the reservations a stack owns or uses, over time, live and priced.
 //! - `plan`: the diff of desired against recorded and observed; `Action` is what users see.
 //! - `rules`, `quota`, `policy`: checks and policy built from the stack and the kinds.
 //! - `graph`: the resource DAG, its cycles and its order.
@@ -14,6 +15,7 @@
 //! - `state`, `settings`, `value`: leaves.
 
 pub mod aws;
+pub mod capacity;
 pub mod cli;
 pub mod engine;
 pub mod graph;

