@@ -59,17 +59,9 @@ pub fn render(t: &Timeline) -> String {
         esc(&t.stack),
         esc(&t.region)
     );
-    let (idle_n, idle_usd, unpriced) = t.idle_now();
-    let summary = if idle_n > 0 {
-        format!(
-            "now {} UTC · idle now: {idle_n} instance{} ≈ {}/h{}",
-            short(now),
-            if idle_n == 1 { "" } else { "s" },
-            usd(idle_usd),
-            if unpriced > 0 { format!(" (+{unpriced} unpriced)") } else { String::new() }
-        )
-    } else {
-        format!("now {} UTC · no idle reserved capacity", short(now))
+    let summary = match t.idle_summary() {
+        Some(idle) => format!("now {} UTC · idle now: {idle}", short(now)),
+        None => format!("now {} UTC · no idle reserved capacity", short(now)),
     };
     let _ = writeln!(o, r##"<text x="20" y="52" fill="#444">{}</text>"##, esc(&summary));
     // Lane backgrounds first, so the grid and the bars draw over them.

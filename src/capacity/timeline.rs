@@ -196,6 +196,25 @@ impl Timeline {
         (n, usd, unpriced)
     }
 
+    /// "2 instances ≈ $110.08/h", "2 instances (unpriced)", or with both kinds "3 instances ≈
+    /// $50.00/h + those of 1 unpriced reservation"; `None` when nothing reserved sits idle.
+    pub fn idle_summary(&self) -> Option<String> {
+        let (n, cost, unpriced) = self.idle_now();
+        if n == 0 {
+            return None;
+        }
+        let idle_reservations =
+            self.reservations.iter().filter(|r| r.is_active(self.now) && r.idle(self.now).unwrap_or(0) > 0).count();
+        let what = format!("{n} instance{}", if n == 1 { "" } else { "s" });
+        Some(match unpriced {
+            0 => format!("{what} ≈ {}/h", usd(cost)),
+            u if u == idle_reservations => format!("{what} (unpriced)"),
+            u => {
+                format!("{what} ≈ {}/h + those of {u} unpriced reservation{}", usd(cost), if u == 1 { "" } else { "s" })
+            }
+        })
+    }
+
     pub fn to_json(&self) -> Json {
         let now = self.now;
         let res: Vec<Json> = self
@@ -768,8 +787,12 @@ pub fn render_text(t: &Timeline, color: bool) -> String {
             o.push_str(&format!("{pad}on it: nothing in the stack targets it\n"));
         }
         for c in &r.consumers {
-            let want =
-                c.desired.map(|d| format!("desired {d}")).unwrap_or_else(|| "count set by its controller".into());
+            let want = match c.desired {
+                Some(d) => format!("desired {d}"),
+                None if c.address.starts_with("karpenter_pool.") => "Karpenter sets the count".into(),
+                None if c.address.starts_with("launch_template.") => "a template no node group uses yet".into(),
+                None => "no desired count".into(),
+            };
             o.push_str(&format!("{pad}on it: {} ({want})\n", c.address));
         }
         // Use and idle cost.
@@ -818,17 +841,11 @@ pub fn render_text(t: &Timeline, color: bool) -> String {
         }
     }
     o.push('\n');
-    let (n, cost, unpriced) = t.idle_now();
     let soon: Vec<&str> = t.reservations.iter().filter(|r| r.ends_soon(now)).map(|r| r.address.as_str()).collect();
-    if n > 0 {
-        let extra = if unpriced > 0 { format!(" (+{unpriced} unpriced)") } else { String::new() };
-        o.push_str(&p.idle(&format!(
-            "Idle now: {n} reserved instance{} ≈ {}/h{extra}",
-            if n == 1 { "" } else { "s" },
-            usd(cost)
-        )));
+    if let Some(idle) = t.idle_summary() {
+        o.push_str(&p.idle(&format!("Idle reserved now: {idle}")));
     } else {
-        o.push_str("Idle now: none");
+        o.push_str("Idle reserved now: none");
     }
     o.push('\n');
     if !soon.is_empty() {
@@ -1031,7 +1048,7 @@ pub(crate) mod tests {
         assert_eq!(odcr.rate, None);
         assert_eq!(odcr.idle_usd_per_hour(tl.now), None);
         assert_eq!(tl.idle_now(), (2, 0.0, 1));
-        assert!(render_text(&tl, false).contains("Idle now: 2 reserved instances ≈ $0.00/h (+1 unpriced)"));
+        assert!(render_text(&tl, false).contains("Idle reserved now: 2 instances (unpriced)"));
         assert_eq!(tl.to_json()["reservations"][0]["idle_usd_per_hour"], Json::Null);
     }
 

@@ -148,14 +148,8 @@ pub fn render(t: &Timeline, groups: &[GroupStatus]) -> String {
         }
     }
     o.push('\n');
-    let (n, cost, unpriced) = t.idle_now();
-    if n > 0 {
-        o.push_str(&format!(
-            "Idle reserved capacity: {n} instance{} ≈ {}/h{} (exit {EXIT_IDLE})\n",
-            if n == 1 { "" } else { "s" },
-            usd(cost),
-            if unpriced > 0 { format!(" + {unpriced} unpriced") } else { String::new() }
-        ));
+    if let Some(idle) = t.idle_summary() {
+        o.push_str(&format!("Idle reserved capacity: {idle} (exit {EXIT_IDLE})\n"));
     } else {
         o.push_str("Idle reserved capacity: none\n");
     }

@@ -26,5 +26,6 @@ mod refresh;
 mod robustness;
 mod s3_state;
 mod snapshots;
+mod timeline;
 mod validate;
 mod workload_iam;
