@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use super::stdout::{out, outln};
 use super::{Global, VarArgs, load_stack};
 use crate::capacity::timeline::{self, Timeline};
+use crate::price::PriceBook;
 use crate::state::State;
 use crate::state::backend::Backend;
 
@@ -97,11 +98,37 @@ pub async fn read_timeline(g: &Global, stack: &crate::stack::Stack) -> Result<Op
             "{e}\n  help: the read needs ec2:DescribeCapacityReservations and sagemaker:DescribeTrainingPlan; see `gpustack policy`"
         ),
     };
-    let prices = on_demand_prices();
-    Ok(Some(timeline::build(&state, declared, live, now, &prices)))
+    // ODCRs bill at the On-Demand rate: price their types (live, the snapshot as a fallback).
+    let types: Vec<String> = declared
+        .iter()
+        .zip(&live)
+        .filter(|(d, _)| d.kind == timeline::ResKind::CapacityReservation)
+        .filter_map(|(d, l)| l.instance_type.clone().or_else(|| Some(d.instance_type.clone())))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let book = prices(&ctx, &state.region, &types).await;
+    let lookup = |region: &str, t: &str| on_demand(&book, region, t);
+    Ok(Some(timeline::build(&state, declared, live, now, &lookup)))
 }
 
-/// On-Demand hourly prices for ODCRs: the price module's (`crate::price`).
-pub fn on_demand_prices() -> impl Fn(&str, &str) -> Option<(f64, String)> {
-    |_region: &str, _instance_type: &str| None
+/// Live On-Demand prices of `types` (`pricing:GetProducts`), and the embedded snapshot for
+/// what the live read could not price (a missing permission, a throttled call).
+pub async fn prices(ctx: &crate::aws::Ctx, region: &str, types: &[String]) -> (PriceBook, PriceBook) {
+    let refs: Vec<&str> = types.iter().map(String::as_str).collect();
+    let live = match PriceBook::live(ctx, region, &refs).await {
+        Ok(b) => b,
+        Err(e) => PriceBook::none(format!("no live prices: {e}")),
+    };
+    for p in live.problems() {
+        eprintln!("warning: {p} (prices from the embedded snapshot instead)");
+    }
+    (live, PriceBook::embedded())
+}
+
+/// An On-Demand price and its source: live first, else the snapshot; `None`: unpriced.
+pub fn on_demand(book: &(PriceBook, PriceBook), region: &str, instance_type: &str) -> Option<(f64, String)> {
+    let (live, embedded) = book;
+    live.on_demand_hourly(region, instance_type)
+        .map(|usd| (usd, live.source().to_string()))
+        .or_else(|| embedded.on_demand_hourly(region, instance_type).map(|usd| (usd, embedded.source().to_string())))
 }

@@ -106,7 +106,9 @@ fn timeline_shows_an_idle_odcr_and_a_block_ending_tomorrow() {
     assert!(text.contains("capacity_block.train") && text.contains("⚠ ends within a week"), "{run:?}");
     assert!(text.contains("1d 01h left"), "ends tomorrow 11:30, now 10:00: {run:?}");
     assert!(text.contains("on it: launch_template.spare"), "{run:?}");
-    assert!(text.contains("░ idle now: 2"), "{run:?}");
+    // Priced independently: the emulator's price data (the price list it serves) × 2 idle.
+    let od = emulator_on_demand("us-west-2", "p5.48xlarge");
+    assert!(text.contains(&format!("░ idle now: 2 × ${od:.2} = ${:.2}/h", 2.0 * od)), "{run:?}");
     assert!(!text.contains('\x1b'), "NO_COLOR: no colour");
     insta::assert_snapshot!("timeline_terminal", redact(&s, text));
 
@@ -143,6 +145,18 @@ fn timeline_shows_an_idle_odcr_and_a_block_ending_tomorrow() {
     let rate = by("capacity_block.train")["rate"]["usd_per_instance_hour"].as_f64().unwrap();
     assert!((rate - s.fee / 48.0).abs() < 1e-6, "up front / hours / instances: {rate} vs {}", s.fee / 48.0);
     assert_eq!(j["idle_instances"], 2);
+    let idle_usd = by("capacity_reservation.spare")["idle_usd_per_hour"].as_f64().unwrap();
+    assert!((idle_usd - 2.0 * od).abs() < 0.005, "{idle_usd} vs 2 × {od}");
+    assert!((j["idle_usd_per_hour"].as_f64().unwrap() - 2.0 * od).abs() < 0.005, "{j}");
+    let basis = by("capacity_reservation.spare")["rate"]["basis"].as_str().unwrap().to_string();
+    assert!(basis.contains("AWS Price List"), "the live price list, not the snapshot: {basis}");
+}
+
+/// The On-Demand hourly price the emulator's price list holds (tests/emulator/data/prices.json).
+fn emulator_on_demand(region: &str, instance_type: &str) -> f64 {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/emulator/data/prices.json");
+    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    data["on_demand"][region][instance_type]["usd"].as_str().unwrap().parse().unwrap()
 }
 
 #[test]
@@ -154,7 +168,11 @@ fn status_exits_3_while_reserved_capacity_is_idle_and_0_when_used() {
     assert!(idle.stdout.contains("capacity_reservation.spare"), "{idle:?}");
     assert!(idle.stdout.contains("0/2"), "{idle:?}");
     assert!(idle.stdout.contains("1d 01h (ends"), "time left on the block: {idle:?}");
-    assert!(idle.stdout.contains("Idle reserved capacity: 2 instances"), "{idle:?}");
+    let od = emulator_on_demand("us-west-2", "p5.48xlarge");
+    assert!(
+        idle.stdout.contains(&format!("Idle reserved capacity: 2 instances ≈ ${:.2}/h (exit 3)", 2.0 * od)),
+        "{idle:?}"
+    );
     let json = run_at(env, &["status", "tl.toml", "--json"]);
     assert_eq!(json.code, 3);
     let j: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
