@@ -129,6 +129,7 @@ pub async fn prices(ctx: &crate::aws::Ctx, region: &str, types: &[String]) -> (P
 pub fn on_demand(book: &(PriceBook, PriceBook), region: &str, instance_type: &str) -> Option<(f64, String)> {
     let (live, embedded) = book;
     live.on_demand_hourly(region, instance_type)
-        .map(|usd| (usd, live.source().to_string()))
+        // The live book's source names the time it was read, which the header already says.
+        .map(|usd| (usd, "AWS Price List, read now".to_string()))
         .or_else(|| embedded.on_demand_hourly(region, instance_type).map(|usd| (usd, embedded.source().to_string())))
 }
