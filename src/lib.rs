@@ -21,6 +21,7 @@ pub mod load;
 pub mod manifests;
 pub mod plan;
 pub mod policy;
+pub mod price;
 pub mod quota;
 pub mod reference;
 pub mod resources;

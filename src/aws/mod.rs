@@ -42,6 +42,7 @@ pub enum Service {
     SageMaker,
     Logs,
     AutoScaling,
+    Pricing,
 }
 
 impl Service {
@@ -57,6 +58,7 @@ impl Service {
             Service::SageMaker => "sagemaker",
             Service::Logs => "logs",
             Service::AutoScaling => "autoscaling",
+            Service::Pricing => "pricing",
         }
     }
 
@@ -78,6 +80,9 @@ impl Service {
             Service::Logs => 4,
             // Self-managed node groups make few Auto Scaling calls.
             Service::AutoScaling => 4,
+            // The Price List Query API's token bucket is 10 calls, refilled 5 per second, per
+            // account and Region (Billing UG `using-pelong`, Quotas): 5 at once never drains it.
+            Service::Pricing => 5,
         }
     }
 }
@@ -95,6 +100,9 @@ pub struct Ctx {
     pub sagemaker: aws_sdk_sagemaker::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
     pub autoscaling: aws_sdk_autoscaling::Client,
+    /// The AWS Price List Query API, at the endpoint [`crate::price::endpoint_region`] picks
+    /// for the stack's region (it has three in the `aws` partition).
+    pub pricing: aws_sdk_pricing::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
@@ -104,7 +112,7 @@ pub struct Ctx {
     /// or state give a `log_retention_days` (set by refresh). Others are never asked about, so
     /// a stack without the attribute needs no CloudWatch Logs permission.
     pub owned_log_groups: Arc<std::sync::RwLock<std::collections::BTreeSet<String>>>,
-    limits: Arc<[(Service, Semaphore); 10]>,
+    limits: Arc<[(Service, Semaphore); 11]>,
 }
 
 impl Ctx {
@@ -132,6 +140,11 @@ impl Ctx {
             sagemaker: aws_sdk_sagemaker::Client::new(&conf),
             logs: aws_sdk_cloudwatchlogs::Client::new(&conf),
             autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+            pricing: aws_sdk_pricing::Client::from_conf(
+                aws_sdk_pricing::config::Builder::from(&conf)
+                    .region(aws_config::Region::new(crate::price::endpoint_region(region)))
+                    .build(),
+            ),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -147,6 +160,7 @@ impl Ctx {
                 limit(Service::SageMaker),
                 limit(Service::Logs),
                 limit(Service::AutoScaling),
+                limit(Service::Pricing),
             ]),
         }
     }
