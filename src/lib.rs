@@ -6,6 +6,7 @@
 //! - `manifests`: the Kubernetes YAML of rendered kinds, ids from state.
 //! - `engine`: walks an approved plan, journals each mutation, records state.
 //! - `plan`: the diff of desired against recorded and observed; `Action` is what users see.
+//! - `capacity`: finding GPU capacity across regions and pricing it (`capacity find`).
 //! - `rules`, `quota`, `policy`: checks and policy built from the stack and the kinds.
 //! - `graph`: the resource DAG, its cycles and its order.
 //! - `resources`: one file per kind, behind the `Kind` trait, over `aws`'s mechanics.
@@ -14,6 +15,7 @@
 //! - `state`, `settings`, `value`: leaves.
 
 pub mod aws;
+pub mod capacity;
 pub mod cli;
 pub mod engine;
 pub mod graph;

@@ -1,0 +1,9 @@
+//! Capacity: where GPUs can be had, what they cost, and what a stack holds.
+//! `find` answers "where can I get N GPUs for H hours, and at what price": it searches
+//! Capacity Block and training-plan offerings, Spot and On-Demand in several regions at
+//! once (`search`), ranks the options by US dollars per GPU-hour (`find`) and prints the
+//! chosen row as a stack block (`emit`). Nothing here buys anything.
+
+pub mod emit;
+pub mod find;
+pub mod search;
