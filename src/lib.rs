@@ -7,6 +7,7 @@
 //! - `engine`: walks an approved plan, journals each mutation, records state.
 //! - `capacity`: the reservations a stack owns or uses, over time, live and priced.
 //! - `plan`: the diff of desired against recorded and observed; `Action` is what users see.
+//! - `capacity`: finding GPU capacity across regions and pricing it (`capacity find`).
 //! - `rules`, `quota`, `policy`: checks and policy built from the stack and the kinds.
 //! - `graph`: the resource DAG, its cycles and its order.
 //! - `resources`: one file per kind, behind the `Kind` trait, over `aws`'s mechanics.

@@ -309,6 +309,59 @@ fn foreign_rule_groups(stack: &Stack) -> Vec<(Json, Option<Json>)> {
 }
 
 /// The policy document for `stack`.
+/// A command group whose policy `gpustack policy --for` prints, without a stack.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PolicyFor {
+    /// `capacity find` (and the other `capacity` commands): reads only, in any region
+    Capacity,
+}
+
+/// What `capacity find` calls, each read-only (src/capacity/search.rs and the searches of the
+/// buying kinds it reuses): the zones and their ids, Capacity Block offerings, Spot placement
+/// scores (EC2 API Reference `GetSpotPlacementScores`: the action is
+/// `ec2:GetSpotPlacementScores`), the instance catalog for types gpustack does not ship,
+/// training-plan offerings, EC2 quotas as listed (applied and default values), and the prices
+/// (the price book: `pricing:GetProducts` and `ec2:DescribeSpotPriceHistory`).
+pub const CAPACITY_FIND: &[&str] = &[
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeCapacityBlockOfferings",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeSpotPriceHistory",
+    "ec2:GetSpotPlacementScores",
+    "pricing:GetProducts",
+    "sagemaker:SearchTrainingPlanOfferings",
+    "servicequotas:ListAWSDefaultServiceQuotas",
+    "servicequotas:ListServiceQuotas",
+];
+
+/// What `capacity timeline` and `status` call besides the prices (`pricing:GetProducts`,
+/// `ec2:DescribeSpotPriceHistory`, above): the stack's reservations by id
+/// (`DescribeCapacityReservations`), its training plans by name (`DescribeTrainingPlan`), its
+/// node groups (`DescribeNodegroup`) and their Auto Scaling groups' instances
+/// (`DescribeAutoScalingGroups`). All read-only; the state itself is read with the stack's
+/// backend permissions.
+pub const CAPACITY_WATCH: &[&str] = &[
+    "autoscaling:DescribeAutoScalingGroups",
+    "ec2:DescribeCapacityReservations",
+    "eks:DescribeNodegroup",
+    "sagemaker:DescribeTrainingPlan",
+];
+
+/// The policy of a command group: its read actions on `"Resource": "*"` (none of them supports
+/// resource-level permissions: EC2 UG `ec2-supported-iam-actions-resources`; the Price List
+/// and Service Quotas listings have no resource type), in every region, since a search spans
+/// regions and the Price List answers only in us-east-1, eu-central-1 and ap-south-1 (AWS
+/// Billing UG `using-pelong`). Nothing that changes or buys.
+pub fn command_document(what: PolicyFor) -> Json {
+    let actions: BTreeSet<&str> = match what {
+        PolicyFor::Capacity => CAPACITY_FIND.iter().chain(CAPACITY_WATCH).copied().collect(),
+    };
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Sid": "CapacityRead", "Effect": "Allow", "Action": actions, "Resource": "*" }]
+    })
+}
+
 pub fn document(stack: &Stack) -> Json {
     let mut actions: BTreeSet<&'static str> = BTreeSet::new();
     for r in &stack.resources {

@@ -17,8 +17,8 @@ use clap::Args;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use super::capacity::{read_state, read_timeline};
 use super::stdout::{out, outln};
+use super::timeline::{read_state, read_timeline};
 use super::{Global, VarArgs, load_stack};
 use crate::aws::{Absent, AwsError, Ctx, Service};
 use crate::capacity::timeline::{Timeline, human_hours, short, usd};

@@ -3,6 +3,8 @@
 //! started yesterday and ends tomorrow (bought for the future, then moved in time with the
 //! emulator's window control), "now" pinned with GPUSTACK_NOW.
 
+use std::collections::BTreeSet;
+
 use crate::harness::{Env, Run};
 
 /// Today's date (UTC) at `hh:mm`, shifted by `days`, as RFC 3339.
@@ -163,6 +165,7 @@ fn emulator_on_demand(region: &str, instance_type: &str) -> f64 {
 fn status_exits_3_while_reserved_capacity_is_idle_and_0_when_used() {
     let s = setup();
     let env = &s.env;
+    env.emu.reset_requests();
     let idle = run_at(env, &["status", "tl.toml"]);
     assert_eq!(idle.code, 3, "{idle:?}");
     assert!(idle.stdout.contains("capacity_reservation.spare"), "{idle:?}");
@@ -177,6 +180,26 @@ fn status_exits_3_while_reserved_capacity_is_idle_and_0_when_used() {
     assert_eq!(json.code, 3);
     let j: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!((j["idle_instances"].as_i64(), j["exit_code"].as_i64()), (Some(2), Some(3)), "{j}");
+
+    // Every call status makes (timeline's are a subset) is in `gpustack policy --for capacity`.
+    let called: BTreeSet<String> =
+        env.emu.requests().into_iter().map(|(svc, action)| format!("{svc}:{action}")).collect();
+    let policy: serde_json::Value = serde_json::from_str(&env.ok(&["policy", "--for", "capacity"]).stdout).unwrap();
+    let allowed: BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|st| st["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+        .collect();
+    assert!(
+        called.contains("ec2:DescribeCapacityReservations") && called.contains("pricing:GetProducts"),
+        "{called:?}"
+    );
+    assert!(
+        called.is_subset(&allowed),
+        "called but not allowed: {:?}",
+        called.difference(&allowed).collect::<Vec<_>>()
+    );
 
     env.emu.control("POST", &format!("/_gpustack/capacity/used?id={}&count=2", s.odcr));
     let used = run_at(env, &["status", "tl.toml"]);
