@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::stdout::{out, outln};
-use super::timeline::{read_state, read_timeline};
+use super::timeline::read_timeline;
 use super::{Global, VarArgs, load_stack};
 use crate::aws::{Absent, AwsError, Ctx, Service};
 use crate::capacity::timeline::{Timeline, human_hours, short, usd};
@@ -60,9 +60,7 @@ pub struct GroupStatus {
 
 pub async fn run(g: &Global, a: StatusArgs) -> Result<i32> {
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
-    let Some(t) = read_timeline(g, &stack).await? else { return Ok(1) };
-    let Some(state) = read_state(g, &stack).await? else { return Ok(1) };
-    let ctx = Ctx::connect(&stack.name, &state.region).await;
+    let Some((t, state, ctx)) = read_timeline(g, &stack).await? else { return Ok(1) };
     let groups = match node_groups(&ctx, &state).await {
         Ok(gs) => gs,
         Err(e) => {

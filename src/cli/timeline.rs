@@ -39,7 +39,7 @@ pub struct TimelineArgs {
 
 pub async fn run(g: &Global, a: TimelineArgs) -> Result<i32> {
     let Some(stack) = load_stack(g, &a.stack, &a.vars) else { return Ok(1) };
-    let Some(t) = read_timeline(g, &stack).await? else { return Ok(1) };
+    let Some((t, _, _)) = read_timeline(g, &stack).await? else { return Ok(1) };
     if let Some(path) = &a.svg {
         std::fs::write(path, crate::capacity::svg::render(&t))
             .with_context(|| format!("writing {}", path.display()))?;
@@ -56,7 +56,7 @@ pub async fn run(g: &Global, a: TimelineArgs) -> Result<i32> {
 }
 
 /// The stack's state, or `None` after saying there is none.
-pub async fn read_state(g: &Global, stack: &crate::stack::Stack) -> Result<Option<State>> {
+async fn read_state(g: &Global, stack: &crate::stack::Stack) -> Result<Option<State>> {
     let backend = Backend::open(g.location(stack)?).await;
     match backend.read().await? {
         Some(s) => Ok(Some(s)),
@@ -70,8 +70,12 @@ pub async fn read_state(g: &Global, stack: &crate::stack::Stack) -> Result<Optio
     }
 }
 
-/// The stack's reservations from state, read live and priced.
-pub async fn read_timeline(g: &Global, stack: &crate::stack::Stack) -> Result<Option<Timeline>> {
+/// The stack's reservations from state, read live and priced, with the state and the AWS
+/// context they were read with (for `status`'s further reads).
+pub async fn read_timeline(
+    g: &Global,
+    stack: &crate::stack::Stack,
+) -> Result<Option<(Timeline, State, crate::aws::Ctx)>> {
     let now = timeline::now()?;
     let Some(state) = read_state(g, stack).await? else { return Ok(None) };
     let declared = timeline::declared(&state);
@@ -95,7 +99,8 @@ pub async fn read_timeline(g: &Global, stack: &crate::stack::Stack) -> Result<Op
         .collect();
     let book = prices(&ctx, &state.region, &types).await;
     let lookup = |region: &str, t: &str| on_demand(&book, region, t);
-    Ok(Some(timeline::build(&state, declared, live, now, &lookup)))
+    let t = timeline::build(&state, declared, live, now, &lookup);
+    Ok(Some((t, state, ctx)))
 }
 
 /// Live On-Demand prices of `types` (`pricing:GetProducts`), and the embedded snapshot for
