@@ -254,10 +254,7 @@ fn the_capacity_policy_allows_exactly_what_find_calls() {
 fn capacity_find_refuses_bad_input_and_says_what_to_write() {
     let env = Env::new();
     let cases: &[(&[&str], &str)] = &[
-        (
-            &["--gpus", "8", "--gpu", "x999", "--hours", "24"],
-            "has a GPU named `x999`; known: a100, a10g, b200",
-        ),
+        (&["--gpus", "8", "--gpu", "x999", "--hours", "24"], "has a GPU named `x999`; known: a100, a10g, b200"),
         (&["--gpus", "8", "--types", "p5.96xlarge", "--hours", "24"], "EC2 does not know instance type `p5.96xlarge`"),
         (&["--gpus", "8", "--types", "m6i.large", "--hours", "24"], "m6i.large has no GPUs"),
         (
