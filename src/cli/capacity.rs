@@ -175,7 +175,8 @@ async fn regions(g: &Global, a: &FindArgs) -> anyhow::Result<Option<Vec<String>>
     if let Some(bad) = regions.iter().find(|r| !valid_region(r)) {
         anyhow::bail!("`{bad}` is not an AWS region name; write e.g. --regions us-east-1,us-west-2");
     }
-    regions.dedup();
+    let mut seen = BTreeSet::new();
+    regions.retain(|r| seen.insert(r.clone()));
     Ok(Some(regions))
 }
 
