@@ -120,7 +120,7 @@ impl Item {
             "capacity-block" | "training-plan" => {
                 format!("{} ({}): {} now", of(self.count_now), self.market, hourly(self.now_usd_per_hour))
             }
-            "purchase" => "price not looked up".to_string(),
+            "purchase" => return format!("up front: unpriced ({})", self.unpriced.as_deref().unwrap_or_default()),
             m => format!("{} ({m}){unit}: {} now", of(self.count_now), hourly(self.now_usd_per_hour)),
         };
         let max = match self.market {
@@ -132,11 +132,18 @@ impl Item {
                 hourly(self.max_usd_per_hour)
             ),
         };
-        let mut s = if max.is_empty() { head } else { format!("{head}; {max}") };
-        if let Some(why) = &self.unpriced {
-            s.push_str(&format!(" (unpriced: {why})"));
+        match &self.unpriced {
+            // Nothing priced: the counts and why.
+            Some(why) if self.now_usd_per_hour.is_none() => {
+                let max = match self.count_max {
+                    Some(n) if self.market != "capacity-reservation" => format!(", {n} at max"),
+                    _ => String::new(),
+                };
+                format!("{}{max} ({}): unpriced, {why}", of(self.count_now), self.market)
+            }
+            Some(why) => format!("{head}; at max unpriced, {why}"),
+            None => format!("{head}; {max}"),
         }
-        s
     }
 
     fn covered(mut self, by: &str) -> Item {
@@ -213,7 +220,10 @@ fn spot_price(book: &PriceBook, region: &str, zones: &[String], types: &[String]
 
 fn why_unpriced(book: &PriceBook, region: &str, what: &str) -> String {
     if !book.knows_region(region) {
-        format!("no {what} in {region}: the prices read have none for that region (a refreshing plan reads them)")
+        format!(
+            "no {what} in {region}: the prices cover {} only (a refreshing plan reads them)",
+            book.regions().join(", ")
+        )
     } else if !book.problems().is_empty() {
         format!("no {what} in {region}: reading prices failed (see below)")
     } else {
@@ -253,8 +263,7 @@ pub fn estimate(stack: &Stack, plan: &Plan, book: &PriceBook) -> Cost {
                 item.max_usd_per_hour = Some(0.0);
             }
             Offer::Offline(_) | Offer::NotSearched => {
-                item.unpriced =
-                    Some("offering not searched (--refresh=false): its price is shown by a refreshing plan".into());
+                item.unpriced = Some("offering not searched with --refresh=false; a refreshing plan prices it".into());
                 item.note = "bought by this plan, non-refundable".into();
             }
         }
@@ -462,8 +471,7 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
     }
     let types = strings(lit(r, "instance_types"));
     if types.is_empty() {
-        item.unpriced =
-            Some("at max: no instance_types, so the pool may launch any type its requirements allow".into());
+        item.unpriced = Some("no instance_types: the pool may launch any type its requirements allow".into());
         item.note = "Karpenter starts nodes for pending pods: none now".into();
         return item;
     }
@@ -485,7 +493,7 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
         tighten(gpu_limit.zip(info.map(|i| u64::from(i.gpus))).filter(|(_, g)| *g > 0).map(|(l, g)| l / g));
         tighten(cpu.zip(info.map(|i| u64::from(i.vcpus))).filter(|(_, v)| *v > 0).map(|(l, v)| l / v));
         let Some(n) = bound else {
-            item.unpriced = Some(format!("at max: no limit bounds its {t} nodes (set gpu_limit or limits.nodes)"));
+            item.unpriced = Some(format!("no limit bounds its {t} nodes (set gpu_limit or limits.nodes)"));
             return item;
         };
         let unit = if market == "spot" {
@@ -516,7 +524,8 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
 
 fn hyperpod(r: &Resource) -> Item {
     let mut item = Item::new(r, "on-demand");
-    let groups = lit(r, "instance_groups");
+    // Counts are literal even where other keys (roles) are known only after apply.
+    let groups = r.attrs.get("instance_groups").map(|e| e.resolve(&|_| Value::Unknown));
     let Some(groups) = groups.as_ref().and_then(Value::as_table) else {
         item.unpriced = Some("instance groups not known before apply".into());
         return item;

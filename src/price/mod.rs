@@ -208,6 +208,11 @@ impl PriceBook {
     pub fn knows_region(&self, region: &str) -> bool {
         self.regions.contains(region)
     }
+
+    /// The regions the book has On-Demand prices for.
+    pub fn regions(&self) -> Vec<&str> {
+        self.regions.iter().map(String::as_str).collect()
+    }
 }
 
 /// The Linux, shared-tenancy On-Demand hourly price of `instance_type` in `region`. The

@@ -179,7 +179,7 @@ fn an_offline_plan_prices_from_the_embedded_snapshot_and_names_it() {
     // A region the snapshot lacks is unpriced, and says why.
     env.write("w.toml", &stack("offline", "us-west-2"));
     let text = env.ok(&["plan", "w.toml", "--refresh=false"]).stdout;
-    assert!(text.contains("the prices read have none for that region"), "{text}");
+    assert!(text.contains("no on-demand price of m6i.large in us-west-2: the prices cover us-east-1 only"), "{text}");
 }
 
 #[test]
