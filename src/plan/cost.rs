@@ -653,6 +653,84 @@ pub fn summary(c: &Cost) -> String {
 mod tests {
     use super::*;
 
+    fn example(name: &str) -> Stack {
+        let path = format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let vars = crate::stack::VarSources { cli: &[], env: &|_| None };
+        crate::load::check(crate::stack::Source::new(&path, text), &vars).unwrap_or_else(|d| panic!("{d}"))
+    }
+
+    fn no_changes(stack: &Stack) -> Plan {
+        Plan {
+            stack: stack.name.clone(),
+            region: stack.region.clone(),
+            lineage: None,
+            serial: 0,
+            changes: vec![],
+            unchanged: 0,
+            destroy: false,
+            warnings: vec![],
+            cost: None,
+        }
+    }
+
+    fn near(a: Option<Usd>, b: Usd) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-9)
+    }
+
+    /// examples/self-managed.toml: 1 On-Demand base, 0% above it; 1 now, 6 at max. The Spot part
+    /// is priced at the highest Spot price of its three types in its two zones.
+    #[test]
+    fn a_mixed_group_prices_its_on_demand_base_and_the_rest_at_spot() {
+        let stack = example("self-managed.toml");
+        let r = "us-west-2";
+        let spot = [
+            (r, "us-west-2a", "g6.2xlarge", 0.30),
+            (r, "us-west-2b", "g6.2xlarge", 0.31),
+            (r, "us-west-2a", "g5.2xlarge", 0.40),
+            (r, "us-west-2b", "g5.2xlarge", 0.20),
+            (r, "us-west-2a", "g6e.2xlarge", 0.50),
+            (r, "us-west-2b", "g6e.2xlarge", 0.45),
+            // Another zone's price is not the group's.
+            (r, "us-west-2c", "g6e.2xlarge", 9.0),
+        ];
+        let book = PriceBook::from_prices("test", &[(r, "g6.2xlarge", 1.0)], &spot);
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let g = cost.items.iter().find(|i| i.address == "self_managed_node_group.gpu").unwrap();
+        assert_eq!(g.market, "mixed");
+        assert!(near(g.now_usd_per_hour, 1.0) && near(g.max_usd_per_hour, 1.0 + 5.0 * 0.50), "{g:?}");
+        // Without one type's Spot price in one zone the whole group is unpriced, never 0.
+        let book = PriceBook::from_prices("test", &[(r, "g6.2xlarge", 1.0)], &spot[1..]);
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let g = cost.items.iter().find(|i| i.address == "self_managed_node_group.gpu").unwrap();
+        assert!(g.now_usd_per_hour.is_none() && g.unpriced.is_some(), "{g:?}");
+        assert_eq!(cost.unpriced, vec!["self_managed_node_group.gpu".to_string()]);
+    }
+
+    /// examples/karpenter.toml: `fallback` (On-Demand, gpu_limit 8, single-GPU types) is priced
+    /// at 8 of its dearest type; the reserved-only pools add nothing of their own.
+    #[test]
+    fn a_pool_at_max_is_its_limit_of_its_dearest_type() {
+        let stack = example("karpenter.toml");
+        let r = "us-west-2";
+        let book = PriceBook::from_prices(
+            "test",
+            &[(r, "g6.xlarge", 0.8), (r, "g6.2xlarge", 1.0), (r, "g5.xlarge", 1.1), (r, "m6i.large", 0.1)],
+            &[],
+        );
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let fallback = cost.items.iter().find(|i| i.address == "karpenter_pool.fallback").unwrap();
+        assert_eq!((fallback.count_now, fallback.count_max), (Some(0), Some(8)));
+        assert!(near(fallback.now_usd_per_hour, 0.0) && near(fallback.max_usd_per_hour, 8.0 * 1.1), "{fallback:?}");
+        assert_eq!(fallback.instance_type.as_deref(), Some("g5.xlarge"));
+        let train = cost.items.iter().find(|i| i.address == "karpenter_pool.train").unwrap();
+        assert_eq!(train.market, "reserved");
+        assert!(near(train.max_usd_per_hour, 0.0));
+        // The Spot pool has no Spot price in this book: unpriced at max, and said in the totals.
+        let burst = cost.items.iter().find(|i| i.address == "karpenter_pool.burst").unwrap();
+        assert!(burst.max_usd_per_hour.is_none() && cost.unpriced.contains(&burst.address), "{burst:?}");
+    }
+
     #[test]
     fn dollars_are_grouped_and_rounded_to_cents() {
         assert_eq!(usd(0.0), "$0.00");
