@@ -258,7 +258,7 @@ pub fn estimate(stack: &Stack, plan: &Plan, book: &PriceBook) -> Cost {
             Offer::Found(p) => {
                 item.upfront_usd = Some(p.upfront_usd);
                 item.instance_type = Some(p.instance_type.clone());
-                item.count_now = Some(u64::from(p.instance_count.max(0) as u32));
+                item.count_now = u64::try_from(p.instance_count).ok();
                 item.now_usd_per_hour = Some(0.0);
                 item.max_usd_per_hour = Some(0.0);
             }
