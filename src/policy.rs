@@ -403,6 +403,20 @@ pub fn document(stack: &Stack) -> Json {
     );
     // IAM is global: its requests are made in us-east-1, so no region condition.
     push("IamRead", of(&|a| a.starts_with("iam:") && is_read(a)), json!("*"), None);
+    // The plan's cost (plan::cost): only for a stack with something it prices. GetProducts is
+    // called at the Price List endpoint nearest the stack's region (price::endpoint_region),
+    // which is the region the request is made in; the Billing UG (`using-pelong`, IAM) grants
+    // it on "*". DescribeSpotPriceHistory has no resource type (Service Authorization
+    // Reference, EC2), so "*" in the stack's region.
+    if crate::plan::cost::prices_anything(stack) {
+        push(
+            "PriceList",
+            vec!["pricing:GetProducts"],
+            json!("*"),
+            Some(json!({ "StringEquals": { "aws:RequestedRegion": crate::price::endpoint_region(region) } })),
+        );
+        push("SpotPriceHistory", vec!["ec2:DescribeSpotPriceHistory"], json!("*"), Some(in_region.clone()));
+    }
     let ec2_any = json!(format!("arn:aws:ec2:{region}:*:*"));
     let creates = of(&|a| a.starts_with("ec2:") && is_create(a));
     push("Ec2Create", creates.clone(), ec2_any.clone(), None);
@@ -735,6 +749,24 @@ mod tests {
 
     fn statement<'a>(doc: &'a Json, sid: &str) -> Option<&'a Json> {
         doc["Statement"].as_array()?.iter().find(|s| s["Sid"] == sid)
+    }
+
+    /// The plan's price reads are allowed only for a stack that has something to price: the
+    /// Price List at its endpoint region (us-east-1 for us-west-2), Spot history in the stack's.
+    #[test]
+    fn price_reads_only_for_stacks_with_priced_objects() {
+        let none = policy("");
+        assert!(statement(&none, "PriceList").is_none() && statement(&none, "SpotPriceHistory").is_none());
+        assert!(!none.to_string().contains("pricing:"), "no price action without priced objects");
+        let doc = policy(
+            "[capacity_reservation.r]\ninstance_type = \"p5.48xlarge\"\navailability_zone = \"us-west-2a\"\ninstance_count = 1\n",
+        );
+        let list = statement(&doc, "PriceList").expect("PriceList statement");
+        assert_eq!(list["Action"], serde_json::json!(["pricing:GetProducts"]));
+        assert_eq!(list["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-east-1");
+        let spot = statement(&doc, "SpotPriceHistory").expect("SpotPriceHistory statement");
+        assert_eq!(spot["Action"], serde_json::json!(["ec2:DescribeSpotPriceHistory"]));
+        assert_eq!(spot["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-west-2");
     }
 
     /// Self-managed node groups: Auto Scaling groups are created only with the stack's tag and

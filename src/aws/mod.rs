@@ -81,8 +81,9 @@ impl Service {
             // Self-managed node groups make few Auto Scaling calls.
             Service::AutoScaling => 4,
             // The Price List Query API's token bucket is 10 calls, refilled 5 per second, per
-            // account and Region (Billing UG `using-pelong`, Quotas): 5 at once never drains it.
-            Service::Pricing => 5,
+            // account and Region (Billing UG `using-pelong`, Quotas): a burst of 8 fits in it
+            // with room for another run's calls; the SDK's adaptive retry paces the rest.
+            Service::Pricing => 8,
         }
     }
 }

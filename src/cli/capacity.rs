@@ -38,8 +38,10 @@ pub enum Emit {
 }
 
 const FIND_AFTER: &str = "Examples:
-  gpustack capacity find --gpus 16 --gpu h100,h200 --hours 336 --between 2026-12-01 2027-01-01 --regions us-east-1,us-west-2
-  gpustack capacity find --instances 2 --types p5.48xlarge --hours 48 --emit toml --row 1 >> stack.toml
+  gpustack capacity find --gpus 16 --gpu h100,h200 --hours 336 \\
+      --between 2026-12-01 2027-01-01 --regions us-east-1,us-west-2
+  gpustack capacity find --instances 2 --types p5.48xlarge --hours 48 \\
+      --emit toml --row 1 >> stack.toml
 
 Exit status: 0 when some option was found, 2 when none was, 1 on an error.
 Capacity Block and training-plan prices are the offerings' up-front fees; Spot and On-Demand
@@ -177,7 +179,8 @@ async fn regions(g: &Global, a: &FindArgs) -> anyhow::Result<Option<Vec<String>>
     if let Some(bad) = regions.iter().find(|r| !valid_region(r)) {
         anyhow::bail!("`{bad}` is not an AWS region name; write e.g. --regions us-east-1,us-west-2");
     }
-    regions.dedup();
+    let mut seen = BTreeSet::new();
+    regions.retain(|r| seen.insert(r.clone()));
     Ok(Some(regions))
 }
 

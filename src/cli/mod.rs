@@ -96,9 +96,16 @@ enum Command {
         /// The stack file (TOML)
         #[arg(required_unless_present = "for_what")]
         stack: Option<PathBuf>,
-        /// Instead of a stack's policy: the read-only policy of a command group
-        /// (`capacity`: capacity find, timeline and status)
-        #[arg(long = "for", id = "for_what", value_enum, conflicts_with = "stack")]
+        /// Instead of a stack's policy, the read-only policy of a command group: `capacity`
+        /// (capacity find and the other capacity commands)
+        #[arg(
+            long = "for",
+            id = "for_what",
+            value_name = "GROUP",
+            value_enum,
+            hide_possible_values = true,
+            conflicts_with = "stack"
+        )]
         for_what: Option<crate::policy::PolicyFor>,
         #[command(flatten)]
         vars: VarArgs,

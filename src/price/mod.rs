@@ -160,6 +160,24 @@ impl PriceBook {
         Ok(book)
     }
 
+    /// A book of given prices (tests, and callers that have prices from elsewhere):
+    /// `on_demand` as (region, type, USD/h), `spot` as (region, zone, type, USD/h).
+    pub fn from_prices(
+        source: impl Into<String>,
+        on_demand: &[(&str, &str, Usd)],
+        spot: &[(&str, &str, &str, Usd)],
+    ) -> PriceBook {
+        let mut book = PriceBook::none(source);
+        for (region, t, usd) in on_demand {
+            book.regions.insert(region.to_string());
+            book.insert_on_demand(region, t, *usd);
+        }
+        for (region, zone, t, usd) in spot {
+            book.insert_spot(region, zone, t, *usd);
+        }
+        book
+    }
+
     fn insert_on_demand(&mut self, region: &str, t: &str, usd: Usd) {
         // Zero and negative prices are not prices (Karpenter skips them too).
         if usd.is_finite() && usd > 0.0 {
@@ -207,6 +225,11 @@ impl PriceBook {
     /// Whether the book has On-Demand prices for `region` at all (the snapshot has few regions).
     pub fn knows_region(&self, region: &str) -> bool {
         self.regions.contains(region)
+    }
+
+    /// The regions the book has On-Demand prices for.
+    pub fn regions(&self) -> Vec<&str> {
+        self.regions.iter().map(String::as_str).collect()
     }
 }
 

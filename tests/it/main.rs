@@ -8,6 +8,7 @@ mod harness;
 mod aws_correct;
 mod capacity;
 mod cluster_options;
+mod cost;
 mod crash;
 mod eks;
 mod faults;
