@@ -5,7 +5,9 @@
 //!   the offline rules in one pass.
 //! - `manifests`: the Kubernetes YAML of rendered kinds, ids from state.
 //! - `engine`: walks an approved plan, journals each mutation, records state.
+//! - `capacity`: the reservations a stack owns or uses, over time, live and priced.
 //! - `plan`: the diff of desired against recorded and observed; `Action` is what users see.
+//! - `capacity`: finding GPU capacity across regions and pricing it (`capacity find`).
 //! - `rules`, `quota`, `policy`: checks and policy built from the stack and the kinds.
 //! - `graph`: the resource DAG, its cycles and its order.
 //! - `resources`: one file per kind, behind the `Kind` trait, over `aws`'s mechanics.
@@ -14,6 +16,7 @@
 //! - `state`, `settings`, `value`: leaves.
 
 pub mod aws;
+pub mod capacity;
 pub mod cli;
 pub mod engine;
 pub mod graph;
@@ -21,6 +24,7 @@ pub mod load;
 pub mod manifests;
 pub mod plan;
 pub mod policy;
+pub mod price;
 pub mod quota;
 pub mod reference;
 pub mod resources;

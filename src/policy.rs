@@ -340,6 +340,59 @@ fn foreign_rule_groups(stack: &Stack) -> Vec<(Json, Option<Json>)> {
 }
 
 /// The policy document for `stack`.
+/// A command group whose policy `gpustack policy --for` prints, without a stack.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PolicyFor {
+    /// `capacity find` (and the other `capacity` commands): reads only, in any region
+    Capacity,
+}
+
+/// What `capacity find` calls, each read-only (src/capacity/search.rs and the searches of the
+/// buying kinds it reuses): the zones and their ids, Capacity Block offerings, Spot placement
+/// scores (EC2 API Reference `GetSpotPlacementScores`: the action is
+/// `ec2:GetSpotPlacementScores`), the instance catalog for types gpustack does not ship,
+/// training-plan offerings, EC2 quotas as listed (applied and default values), and the prices
+/// (the price book: `pricing:GetProducts` and `ec2:DescribeSpotPriceHistory`).
+pub const CAPACITY_FIND: &[&str] = &[
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeCapacityBlockOfferings",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeSpotPriceHistory",
+    "ec2:GetSpotPlacementScores",
+    "pricing:GetProducts",
+    "sagemaker:SearchTrainingPlanOfferings",
+    "servicequotas:ListAWSDefaultServiceQuotas",
+    "servicequotas:ListServiceQuotas",
+];
+
+/// What `capacity timeline` and `status` call besides the prices (`pricing:GetProducts`,
+/// `ec2:DescribeSpotPriceHistory`, above): the stack's reservations by id
+/// (`DescribeCapacityReservations`), its training plans by name (`DescribeTrainingPlan`), its
+/// node groups (`DescribeNodegroup`) and their Auto Scaling groups' instances
+/// (`DescribeAutoScalingGroups`). All read-only; the state itself is read with the stack's
+/// backend permissions.
+pub const CAPACITY_WATCH: &[&str] = &[
+    "autoscaling:DescribeAutoScalingGroups",
+    "ec2:DescribeCapacityReservations",
+    "eks:DescribeNodegroup",
+    "sagemaker:DescribeTrainingPlan",
+];
+
+/// The policy of a command group: its read actions on `"Resource": "*"` (none of them supports
+/// resource-level permissions: EC2 UG `ec2-supported-iam-actions-resources`; the Price List
+/// and Service Quotas listings have no resource type), in every region, since a search spans
+/// regions and the Price List answers only in us-east-1, eu-central-1 and ap-south-1 (AWS
+/// Billing UG `using-pelong`). Nothing that changes or buys.
+pub fn command_document(what: PolicyFor) -> Json {
+    let actions: BTreeSet<&str> = match what {
+        PolicyFor::Capacity => CAPACITY_FIND.iter().chain(CAPACITY_WATCH).copied().collect(),
+    };
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{ "Sid": "CapacityRead", "Effect": "Allow", "Action": actions, "Resource": "*" }]
+    })
+}
+
 pub fn document(stack: &Stack) -> Json {
     let mut actions: BTreeSet<&'static str> = BTreeSet::new();
     for r in &stack.resources {
@@ -381,6 +434,20 @@ pub fn document(stack: &Stack) -> Json {
     );
     // IAM is global: its requests are made in us-east-1, so no region condition.
     push("IamRead", of(&|a| a.starts_with("iam:") && is_read(a)), json!("*"), None);
+    // The plan's cost (plan::cost): only for a stack with something it prices. GetProducts is
+    // called at the Price List endpoint nearest the stack's region (price::endpoint_region),
+    // which is the region the request is made in; the Billing UG (`using-pelong`, IAM) grants
+    // it on "*". DescribeSpotPriceHistory has no resource type (Service Authorization
+    // Reference, EC2), so "*" in the stack's region.
+    if crate::plan::cost::prices_anything(stack) {
+        push(
+            "PriceList",
+            vec!["pricing:GetProducts"],
+            json!("*"),
+            Some(json!({ "StringEquals": { "aws:RequestedRegion": crate::price::endpoint_region(region) } })),
+        );
+        push("SpotPriceHistory", vec!["ec2:DescribeSpotPriceHistory"], json!("*"), Some(in_region.clone()));
+    }
     let ec2_any = json!(format!("arn:aws:ec2:{region}:*:*"));
     let creates = of(&|a| a.starts_with("ec2:") && is_create(a));
     push("Ec2Create", creates.clone(), ec2_any.clone(), None);
@@ -772,6 +839,24 @@ mod tests {
 
     fn statement<'a>(doc: &'a Json, sid: &str) -> Option<&'a Json> {
         doc["Statement"].as_array()?.iter().find(|s| s["Sid"] == sid)
+    }
+
+    /// The plan's price reads are allowed only for a stack that has something to price: the
+    /// Price List at its endpoint region (us-east-1 for us-west-2), Spot history in the stack's.
+    #[test]
+    fn price_reads_only_for_stacks_with_priced_objects() {
+        let none = policy("");
+        assert!(statement(&none, "PriceList").is_none() && statement(&none, "SpotPriceHistory").is_none());
+        assert!(!none.to_string().contains("pricing:"), "no price action without priced objects");
+        let doc = policy(
+            "[capacity_reservation.r]\ninstance_type = \"p5.48xlarge\"\navailability_zone = \"us-west-2a\"\ninstance_count = 1\n",
+        );
+        let list = statement(&doc, "PriceList").expect("PriceList statement");
+        assert_eq!(list["Action"], serde_json::json!(["pricing:GetProducts"]));
+        assert_eq!(list["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-east-1");
+        let spot = statement(&doc, "SpotPriceHistory").expect("SpotPriceHistory statement");
+        assert_eq!(spot["Action"], serde_json::json!(["ec2:DescribeSpotPriceHistory"]));
+        assert_eq!(spot["Condition"]["StringEquals"]["aws:RequestedRegion"], "us-west-2");
     }
 
     /// Self-managed node groups: Auto Scaling groups are created only with the stack's tag and

@@ -42,6 +42,7 @@ pub enum Service {
     SageMaker,
     Logs,
     AutoScaling,
+    Pricing,
 }
 
 impl Service {
@@ -57,6 +58,7 @@ impl Service {
             Service::SageMaker => "sagemaker",
             Service::Logs => "logs",
             Service::AutoScaling => "autoscaling",
+            Service::Pricing => "pricing",
         }
     }
 
@@ -78,6 +80,10 @@ impl Service {
             Service::Logs => 4,
             // Self-managed node groups make few Auto Scaling calls.
             Service::AutoScaling => 4,
+            // The Price List Query API's token bucket is 10 calls, refilled 5 per second, per
+            // account and Region (Billing UG `using-pelong`, Quotas): a burst of 8 fits in it
+            // with room for another run's calls; the SDK's adaptive retry paces the rest.
+            Service::Pricing => 8,
         }
     }
 }
@@ -95,6 +101,9 @@ pub struct Ctx {
     pub sagemaker: aws_sdk_sagemaker::Client,
     pub logs: aws_sdk_cloudwatchlogs::Client,
     pub autoscaling: aws_sdk_autoscaling::Client,
+    /// The AWS Price List Query API, at the endpoint [`crate::price::endpoint_region`] picks
+    /// for the stack's region (it has three in the `aws` partition).
+    pub pricing: aws_sdk_pricing::Client,
     pub stack: String,
     /// The instance catalog, read once per run and shared by every kind and rule.
     pub catalog: Arc<catalog::Catalog>,
@@ -108,7 +117,7 @@ pub struct Ctx {
     /// find every object of the stack by its tags reads these directly (an `iam_role`
     /// imported from outside gpustack's path, which ListRoles' path prefix does not reach).
     pub recorded_ids: Arc<std::sync::RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>>,
-    limits: Arc<[(Service, Semaphore); 10]>,
+    limits: Arc<[(Service, Semaphore); 11]>,
 }
 
 impl Ctx {
@@ -130,6 +139,9 @@ impl Ctx {
             let n = crate::settings::get().parallelism(s.name()).unwrap_or(s.default_limit());
             (s, Semaphore::new(n))
         };
+        // The Price List API answers in a few regions only: the nearest one serves them all.
+        let region = conf.region().map(|r| r.to_string()).unwrap_or_default();
+        let region = region.as_str();
         Ctx {
             ec2: aws_sdk_ec2::Client::new(conf),
             iam: aws_sdk_iam::Client::new(conf),
@@ -141,6 +153,11 @@ impl Ctx {
             sagemaker: aws_sdk_sagemaker::Client::new(conf),
             logs: aws_sdk_cloudwatchlogs::Client::new(conf),
             autoscaling: aws_sdk_autoscaling::Client::new(conf),
+            pricing: aws_sdk_pricing::Client::from_conf(
+                aws_sdk_pricing::config::Builder::from(conf)
+                    .region(aws_config::Region::new(crate::price::endpoint_region(region)))
+                    .build(),
+            ),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
@@ -157,6 +174,7 @@ impl Ctx {
                 limit(Service::SageMaker),
                 limit(Service::Logs),
                 limit(Service::AutoScaling),
+                limit(Service::Pricing),
             ]),
         }
     }

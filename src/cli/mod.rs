@@ -2,12 +2,15 @@
 //! (loading a stack, finding and locking state, asking for approval).
 
 mod apply;
+mod capacity;
 mod interrupt;
 mod kubeconfig;
 mod manifests;
 mod plan;
 mod state;
+mod status;
 mod stdout;
+mod timeline;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -91,7 +94,19 @@ enum Command {
     /// gpustack:stack tag and its role path. Offline: reads the stack file only
     Policy {
         /// The stack file (TOML)
-        stack: PathBuf,
+        #[arg(required_unless_present = "for_what")]
+        stack: Option<PathBuf>,
+        /// Instead of a stack's policy, the read-only policy of a command group: `capacity`
+        /// (capacity find and the other capacity commands)
+        #[arg(
+            long = "for",
+            id = "for_what",
+            value_name = "GROUP",
+            value_enum,
+            hide_possible_values = true,
+            conflicts_with = "stack"
+        )]
+        for_what: Option<crate::policy::PolicyFor>,
         #[command(flatten)]
         vars: VarArgs,
     },
@@ -109,9 +124,18 @@ enum Command {
     Manifests(manifests::ManifestsArgs),
     /// Add a cluster of the stack to your kubeconfig (credentials from `aws eks get-token`)
     Kubeconfig(kubeconfig::KubeconfigArgs),
+    /// Find GPU capacity and what it costs, across regions: Capacity Blocks, training plans,
+    /// Spot and On-Demand (`capacity find`); draw a stack's reservations over time
+    /// (`capacity timeline`)
+    #[command(subcommand)]
+    Capacity(capacity::CapacityCommand),
     /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
     /// holds the lock
     ForceUnlock(state::UnlockArgs),
+    /// Live use of what the stack reserved: ODCR used/total and idle cost per hour, time left
+    /// on each block and plan, node groups' desired/ready and health. Exit 3 when reserved
+    /// capacity sits idle
+    Status(status::StatusArgs),
 }
 
 pub fn main() -> i32 {
@@ -140,7 +164,7 @@ pub fn main() -> i32 {
         match cli.command {
             Command::Validate { stack, vars } => validate(&g, &stack, &vars),
             Command::Graph { stack, format, vars } => graph(&g, &stack, format, &vars),
-            Command::Policy { stack, vars } => policy(&g, &stack, &vars),
+            Command::Policy { stack, for_what, vars } => policy(&g, stack.as_deref(), for_what, &vars),
             Command::Plan(a) => plan::run(&g, a).await,
             Command::Apply(a) => apply::apply(&g, a).await,
             Command::Destroy(a) => apply::destroy(&g, a).await,
@@ -149,6 +173,8 @@ pub fn main() -> i32 {
             Command::ForceUnlock(a) => state::force_unlock(&g, a).await,
             Command::Kubeconfig(a) => kubeconfig::run(&g, a).await,
             Command::Manifests(a) => manifests::run(&g, a).await,
+            Command::Capacity(c) => capacity::run(&g, c).await,
+            Command::Status(a) => status::run(&g, a).await,
         }
     });
     match result {
@@ -275,7 +301,17 @@ fn graph(g: &Global, path: &Path, format: crate::graph::Format, vars: &VarArgs) 
     Ok(0)
 }
 
-fn policy(g: &Global, path: &Path, vars: &VarArgs) -> anyhow::Result<i32> {
+fn policy(
+    g: &Global,
+    path: Option<&Path>,
+    for_what: Option<crate::policy::PolicyFor>,
+    vars: &VarArgs,
+) -> anyhow::Result<i32> {
+    if let Some(f) = for_what {
+        outln!("{}", serde_json::to_string_pretty(&crate::policy::command_document(f))?)?;
+        return Ok(0);
+    }
+    let Some(path) = path else { anyhow::bail!("give a stack file, or --for capacity") };
     let Some(s) = load_stack(g, path, vars) else { return Ok(1) };
     outln!("{}", serde_json::to_string_pretty(&crate::policy::document(&s))?)?;
     Ok(0)

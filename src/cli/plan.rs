@@ -204,6 +204,8 @@ struct LiveReads {
     preflight: crate::rules::Preflight,
     quotas: Vec<crate::stack::Diagnostic>,
     offers: crate::plan::purchase::Offers,
+    /// The prices of the stack's instance types, for the plan's cost.
+    prices: crate::price::PriceBook,
 }
 
 async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota: bool) -> Result<LiveReads> {
@@ -227,8 +229,16 @@ async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota:
     let offers = async {
         crate::plan::purchase::prefetch_offers(ctx, stack, &known).await.context("searching offerings to buy")
     };
-    let ((preflight, quotas), offers) = tokio::try_join!(catalog_then_quotas, offers)?;
-    Ok(LiveReads { preflight, quotas, offers })
+    // Prices are read beside the rest (one batch, no extra round trip); a refused read leaves
+    // its prices unpriced and is said in the plan, it does not stop it.
+    let prices = async {
+        let types = crate::plan::cost::instance_types(stack);
+        let types: Vec<&str> = types.iter().map(String::as_str).collect();
+        let book = crate::price::PriceBook::live(ctx, &stack.region, &types).await;
+        anyhow::Ok(book.unwrap_or_else(|e| crate::price::PriceBook::none(format!("no prices ({e:#})"))))
+    };
+    let ((preflight, quotas), offers, prices) = tokio::try_join!(catalog_then_quotas, offers, prices)?;
+    Ok(LiveReads { preflight, quotas, offers, prices })
 }
 
 /// The GPU rules that need the instance catalog, before anything changes: errors stop
@@ -244,6 +254,7 @@ async fn checks(
     skip_quota: bool,
     chart_installed: bool,
 ) -> Result<bool> {
+    let prices = reads.as_ref().map_or_else(crate::price::PriceBook::embedded, |r| r.prices.clone());
     let pf = match reads {
         Some(r) => {
             let mut pf = r.preflight;
@@ -302,6 +313,7 @@ async fn checks(
         c.note = pf.notes.get(&c.address).cloned();
     }
     plan.warnings.extend(pool_drift(plan));
+    plan.cost = Some(crate::plan::cost::estimate(stack, plan, &prices));
     Ok(true)
 }
 

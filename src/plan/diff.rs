@@ -111,6 +111,7 @@ pub fn diff(
         unchanged,
         destroy: opts.destroy,
         warnings,
+        cost: None,
     })
 }
 

@@ -80,6 +80,7 @@ pub fn to_json(plan: &Plan) -> Json {
         "summary": summary,
         "changes": changes,
         "purchases_usd": purchases_usd(plan),
+        "cost": plan.cost.as_ref().map(|c| serde_json::to_value(c).unwrap_or_default()),
         "warnings": plan.warnings,
     })
 }

@@ -8,6 +8,7 @@
 //! - `render` (people), `json` (pipelines), `file` (a saved plan).
 
 mod action;
+pub mod cost;
 mod diff;
 pub mod file;
 mod json;
@@ -72,6 +73,8 @@ pub struct Plan {
     pub unchanged: usize,
     pub destroy: bool,
     pub warnings: Vec<String>,
+    /// What the stack costs once applied (none for a destroy plan, or before prices are read).
+    pub cost: Option<cost::Cost>,
 }
 
 impl Plan {

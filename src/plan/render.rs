@@ -38,12 +38,20 @@ pub fn render(plan: &Plan, header: &str, style: &Style) -> String {
             plan.unchanged,
             crate::stack::diag::plural(plan.unchanged)
         );
+        if let Some(c) = &plan.cost {
+            out.push('\n');
+            render_cost(&mut out, c, style);
+        }
         return out;
     }
     for c in &plan.changes {
         render_change(&mut out, c, &plan.stack, style);
     }
     out.push('\n');
+    if let Some(c) = &plan.cost {
+        render_cost(&mut out, c, style);
+        out.push('\n');
+    }
     let _ = writeln!(out, "{}", summary(plan));
     for w in &plan.warnings {
         let _ = writeln!(out, "warning: {w}");
@@ -124,6 +132,22 @@ pub fn purchases(plan: &Plan, which: impl Fn(&Action) -> bool) -> String {
     let parts: Vec<String> =
         counts.iter().map(|(noun, k)| format!("{k} {noun}{}", crate::stack::diag::plural(*k))).collect();
     parts.join(" and ")
+}
+
+/// The cost block: one line per priced object, then the totals line, and where the prices
+/// came from.
+fn render_cost(out: &mut String, cost: &super::cost::Cost, style: &Style) {
+    let _ = writeln!(out, "Cost (USD; prices: {}):", cost.source);
+    for i in &cost.items {
+        let _ = writeln!(out, "  {:<36} {}", i.address, i.line());
+        if !i.note.is_empty() {
+            let _ = writeln!(out, "  {:<36} # {}", "", i.note);
+        }
+    }
+    for p in &cost.problems {
+        let _ = writeln!(out, "  {}", style.paint("33", &format!("prices not read: {p}")));
+    }
+    let _ = writeln!(out, "{}", style.paint("1", &super::cost::summary(cost)));
 }
 
 fn render_change(out: &mut String, c: &Change, stack: &str, style: &Style) {
@@ -355,6 +379,7 @@ mod tests {
             unchanged: 2,
             destroy: false,
             warnings: vec![],
+            cost: None,
         }
     }
 

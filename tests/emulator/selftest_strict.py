@@ -1011,6 +1011,17 @@ def capacity(c: Clients) -> None:
         is None,
         "... and the eligibility once idle",
     )
+    # The window control (a test's stand-in for time passing): state follows the dates.
+    moved = http(c.endpoint, "POST", f"/_gpustack/capacity/window?id={cr}&start=2020-01-01T11:30:00Z&end=2099-01-01T11:30:00Z")
+    got = ec2.describe_capacity_reservations(CapacityReservationIds=[cr])["CapacityReservations"][0]
+    check(
+        moved == {"id": cr, "state": "active"} and got["EndDate"].year == 2099 and got["EndDateType"] == "limited",
+        "capacity window control moves StartDate/EndDate",
+    )
+    http(c.endpoint, "POST", f"/_gpustack/capacity/window?id={cr}&start=2020-01-01T00:00:00Z&end=2020-01-02T00:00:00Z")
+    got = ec2.describe_capacity_reservations(CapacityReservationIds=[cr])["CapacityReservations"][0]
+    check(got["State"] == "expired", "... a window in the past is expired")
+    http(c.endpoint, "POST", f"/_gpustack/capacity/window?id={cr}&start=2020-01-01T00:00:00Z&end=none")
     # 3h EC2 UG capacity-blocks-purchase: a shorter (cheaper) and a longer offering around the ask.
     offers = ec2.describe_capacity_block_offerings(
         InstanceType="p5.48xlarge", InstanceCount=3, CapacityDurationHours=48, MaxResults=1000

@@ -357,3 +357,5 @@ fn capacity_settings_are_checked_offline() {
         "{r:?}"
     );
 }
+
+mod find;

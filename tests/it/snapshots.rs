@@ -33,7 +33,35 @@ fn snapshot(name: &str, command: &str, text: &str) {
 /// names (so `stacks/quickstart.toml` reads as typed, on any machine) and the temp dir named.
 fn shown(r: &Run, tmp: &Path) -> String {
     let text = format!("{r:?}");
-    text.replace(&format!("{}/", repo().display()), "").replace(&tmp.display().to_string(), "[tmp]")
+    redact_fetched(&text.replace(&format!("{}/", repo().display()), "").replace(&tmp.display().to_string(), "[tmp]"))
+}
+
+/// The time prices were read ("fetched 2026-11-26T10:57:54Z", plan::cost) becomes `[time]`.
+fn redact_fetched(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("fetched ") {
+        let (head, tail) = rest.split_at(i + "fetched ".len());
+        out.push_str(head);
+        let stamp = tail.get(..20).filter(|t| {
+            t.bytes().enumerate().all(|(i, b)| match i {
+                4 | 7 => b == b'-',
+                10 => b == b'T',
+                13 | 16 => b == b':',
+                19 => b == b'Z',
+                _ => b.is_ascii_digit(),
+            })
+        });
+        match stamp {
+            Some(_) => {
+                out.push_str("[time]");
+                rest = &tail[20..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// gpustack in `dir` with nothing from the caller's environment: no AWS configuration or
@@ -150,7 +178,7 @@ fn redact(v: &mut Value) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(redact),
-        Value::String(s) => *s = redact_ids(s),
+        Value::String(s) => *s = redact_fetched(&redact_ids(s)),
         _ => {}
     }
 }

@@ -401,6 +401,42 @@ def _control_used(query: dict[str, str]) -> tuple[int, Any]:
     raise capacity_control.ControlError(f"no capacity reservation {reservation_id!r}")
 
 
+@capacity_control.route("POST", "/_gpustack/capacity/window")
+def _control_window(query: dict[str, str]) -> tuple[int, Any]:
+    """Moves a reservation's StartDate/EndDate: the stand-in for the passing of time, so a test
+    can hold a Capacity Block that started yesterday and ends tomorrow (only future blocks can
+    be bought). ``start`` and ``end`` are ISO 8601 UTC (``2026-11-25T11:30:00Z``); ``end`` may be
+    ``none`` (no end date). State follows the dates as it always does here."""
+
+    def when(name: str) -> datetime.datetime | None:
+        raw = query.get(name)
+        if raw is None:
+            raise capacity_control.ControlError(f"{name} is required")
+        if name == "end" and raw == "none":
+            return None
+        try:
+            parsed = datetime.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            raise capacity_control.ControlError(f"{name} must be an ISO 8601 time, not {raw!r}") from None
+        if parsed.tzinfo is None:
+            raise capacity_control.ControlError(f"{name} must be UTC (end it with Z)")
+        return parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None)  # naive UTC, like moto's
+
+    reservation_id = query.get("id", "")
+    start, end = when("start"), when("end")
+    if start is None or (end is not None and end <= start):
+        raise capacity_control.ControlError("end must be after start")
+    with LOCK:
+        for backend in all_backends():
+            reservation = reservations(backend).get(reservation_id)
+            if reservation is not None:
+                reservation.start_date = start
+                reservation.end_date = end
+                reservation.end_date_type = "limited" if end is not None else "unlimited"
+                return 200, {"id": reservation_id, "state": reservation.state}
+    raise capacity_control.ControlError(f"no capacity reservation {reservation_id!r}")
+
+
 def _clear_control() -> None:
     with LOCK:
         _insufficient["remaining"] = 0

@@ -434,6 +434,15 @@ FILTERS: dict[str, tuple[str, ...]] = {
         "volume-id",
         "volume-size",
     ),
+    # Spot prices (ext/spot_prices.py): gpustack's plan cost reads them.
+    "DescribeSpotPriceHistory": (
+        "availability-zone",
+        "availability-zone-id",
+        "instance-type",
+        "product-description",
+        "spot-price",
+        "timestamp",
+    ),
     "DescribeSubnets": (
         "availability-zone",
         "availability-zone-id",
