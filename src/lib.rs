@@ -3,6 +3,7 @@
 //!
 //! - `cli`: the commands; the load step (`load`) runs the language, the cycle check and
 //!   the offline rules in one pass.
+//! - `generate`: `import generate`, a stack file from a live cluster (kinds' `import`).
 //! - `manifests`: the Kubernetes YAML of rendered kinds, ids from state.
 //! - `engine`: walks an approved plan, journals each mutation, records state.
 //! - `plan`: the diff of desired against recorded and observed; `Action` is what users see.
@@ -16,6 +17,7 @@
 pub mod aws;
 pub mod cli;
 pub mod engine;
+pub mod generate;
 pub mod graph;
 pub mod load;
 pub mod manifests;

@@ -2,6 +2,7 @@
 //! (loading a stack, finding and locking state, asking for approval).
 
 mod apply;
+mod import;
 mod interrupt;
 mod kubeconfig;
 mod manifests;
@@ -109,6 +110,10 @@ enum Command {
     Manifests(manifests::ManifestsArgs),
     /// Add a cluster of the stack to your kubeconfig (credentials from `aws eks get-token`)
     Kubeconfig(kubeconfig::KubeconfigArgs),
+    /// Bring existing AWS objects under gpustack: `import generate` writes a stack file for a
+    /// live EKS cluster
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
     /// holds the lock
     ForceUnlock(state::UnlockArgs),
@@ -149,6 +154,7 @@ pub fn main() -> i32 {
             Command::ForceUnlock(a) => state::force_unlock(&g, a).await,
             Command::Kubeconfig(a) => kubeconfig::run(&g, a).await,
             Command::Manifests(a) => manifests::run(&g, a).await,
+            Command::Import(c) => import::run(&g, c).await,
         }
     });
     match result {
