@@ -116,7 +116,8 @@ fn assign_names(found: &[Found]) -> (Vec<usize>, Vec<String>) {
 }
 
 /// True when `s` looks like an identifier AWS gives one object only: an ARN, an issuer URL,
-/// or a prefixed hex id (`vpc-…`, `sg-…`, `lt-…`, `cr-…`, `a-…`). Zones, CIDRs and free text
+/// or a prefixed id (`vpc-…`, `sg-…`, `lt-…`, `cr-…`, `a-…`: a short prefix, then 8 or more
+/// lower-case letters and digits, at least one a digit). Zones, CIDRs and free text
 /// never do, so they are never turned into references by accident.
 fn unique_looking(s: &str) -> bool {
     if s.starts_with("arn:") || s.starts_with("https://") {
@@ -127,7 +128,8 @@ fn unique_looking(s: &str) -> bool {
             (1..=6).contains(&p.len())
                 && p.chars().all(|c| c.is_ascii_lowercase())
                 && rest.len() >= 8
-                && rest.chars().all(|c| c.is_ascii_hexdigit())
+                && rest.chars().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+                && rest.chars().any(|c| c.is_ascii_digit())
         }
         None => false,
     }
