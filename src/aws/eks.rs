@@ -43,6 +43,23 @@ pub async fn sync_tags(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> Result
     Ok(())
 }
 
+/// `[import]`: puts the stack's two tags (`gpustack:stack`, `gpustack:address`) on the EKS
+/// object `arn` (eks:TagResource), adding to its tags and changing nothing else.
+pub async fn tag_owned(ctx: &Ctx, arn: &str, address: &str) -> Result<(), AwsError> {
+    let set = HashMap::from([
+        (tags::STACK.to_string(), ctx.stack.clone()),
+        (tags::ADDRESS.to_string(), address.to_string()),
+    ]);
+    ctx.call(Service::Eks, "TagResource", ctx.eks.tag_resource().resource_arn(arn).set_tags(Some(set)).send()).await?;
+    Ok(())
+}
+
+/// Splits an `[import]` id of the form `CLUSTER:REST` (`my-cluster:gpu-ng`); `None` when
+/// either side is empty. The rest may hold more colons (an ARN).
+pub fn split_import_id(id: &str) -> Option<(&str, &str)> {
+    id.split_once(':').filter(|(c, r)| !c.is_empty() && !r.is_empty())
+}
+
 /// Where an update runs.
 pub struct UpdateOf<'a> {
     pub cluster: &'a str,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use aws_sdk_eks::types::{AccessEntry, AccessScope, AccessScopeType, AuthenticationMode};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, eks, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default as Dflt, OnChange, Ty};
@@ -160,11 +160,51 @@ impl Kind for EksAccessEntry {
         cur.extend(
             observed
                 .iter()
-                .filter(|(k, _)| *k != "username" || recorded.contains_key("username"))
+                // Nothing recorded is an import: its username is compared (`settle`).
+                .filter(|(k, _)| *k != "username" || recorded.is_empty() || recorded.contains_key("username"))
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         self.normalize(&mut cur);
         cur
+    }
+
+    /// An import reads the username EKS shows; unset in the file it is EKS's own (made up
+    /// from the ARN, or set by whoever made the entry, which UpdateAccessEntry can keep but
+    /// never return to the made-up one): no change either way.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        if !desired.contains_key("username") {
+            current.remove("username");
+        }
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("CLUSTER:PRINCIPAL_ARN")
+    }
+
+    /// DescribeAccessEntry, and a STANDARD entry's policy associations. An entry in a cluster
+    /// in CONFIG_MAP mode cannot exist (EKS refuses the call): none found.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some((cluster, principal)) = eks::split_import_id(id) else { return Ok(None) };
+        let found = match describe(ctx, cluster, principal).await {
+            Err(e) if e.has_code("InvalidRequestException") => None,
+            other => other?,
+        };
+        let Some(a) = found else { return Ok(None) };
+        let all: BTreeMap<String, String> = a.tags().cloned().unwrap_or_default().into_iter().collect();
+        let attrs = observe(ctx, cluster, principal, &a, &all).await?;
+        let mut unexpressed = vec![];
+        // A node entry's groups are EKS's (system:nodes), not an input.
+        if a.r#type() != Some("STANDARD") && !a.kubernetes_groups().is_empty() {
+            unexpressed.push(("kubernetesGroups".to_string(), a.kubernetes_groups().join(",")));
+        }
+        let rec = recorded(a.access_entry_arn().unwrap_or_default());
+        let observed = Observed { address: None, id: rec.id, attrs, outputs: rec.outputs, retained: false };
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        // The recorded id of an access entry is its ARN.
+        eks::tag_owned(ctx, id, address).await
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
@@ -220,26 +260,7 @@ impl Kind for EksAccessEntry {
                 if all.get(tags::STACK) != Some(&ctx.stack) {
                     continue;
                 }
-                let kind = a.r#type().unwrap_or_default().to_string();
-                let mut attrs = Attrs::from([
-                    ("cluster".into(), Value::str(cluster.clone())),
-                    ("principal_arn".into(), Value::str(principal.clone())),
-                    ("type".into(), Value::str(kind.clone())),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                // Only a STANDARD entry may be asked for its policies (aws-facts §12).
-                let policies = if kind == "STANDARD" { associated(ctx, &cluster, &principal).await? } else { vec![] };
-                attrs.insert("policies".into(), Value::List(policies));
-                // EKS puts node entries in system:nodes itself; only a STANDARD entry's groups
-                // are the stack's.
-                if kind == "STANDARD" {
-                    let groups = a.kubernetes_groups().iter().map(|g| Value::str(g.clone())).collect();
-                    attrs.insert("kubernetes_groups".into(), Value::List(groups));
-                    if let Some(u) = a.username() {
-                        attrs.insert("username".into(), Value::str(u));
-                    }
-                }
-                self.normalize(&mut attrs);
+                let attrs = observe(ctx, &cluster, &principal, &a, &all).await?;
                 let rec = recorded(a.access_entry_arn().unwrap_or_default());
                 out.push(Observed {
                     address: all.get(tags::ADDRESS).cloned(),
@@ -309,6 +330,37 @@ impl Kind for EksAccessEntry {
         ctx.call(Service::Eks, "DeleteAccessEntry", request.send()).await.absent_ok()?;
         Ok(())
     }
+}
+
+/// The inputs as DescribeAccessEntry (and, for a STANDARD entry, its policy associations) show them.
+async fn observe(
+    ctx: &Ctx,
+    cluster: &str,
+    principal: &str,
+    a: &AccessEntry,
+    all: &BTreeMap<String, String>,
+) -> Result<Attrs> {
+    let kind = a.r#type().unwrap_or_default().to_string();
+    let mut attrs = Attrs::from([
+        ("cluster".into(), Value::str(cluster)),
+        ("principal_arn".into(), Value::str(principal)),
+        ("type".into(), Value::str(kind.clone())),
+        ("tags".into(), tags::observed(all)),
+    ]);
+    // Only a STANDARD entry may be asked for its policies (aws-facts §12).
+    let policies = if kind == "STANDARD" { associated(ctx, cluster, principal).await? } else { vec![] };
+    attrs.insert("policies".into(), Value::List(policies));
+    // EKS puts node entries in system:nodes itself; only a STANDARD entry's groups
+    // are the stack's.
+    if kind == "STANDARD" {
+        let groups = a.kubernetes_groups().iter().map(|g| Value::str(g.clone())).collect();
+        attrs.insert("kubernetes_groups".into(), Value::List(groups));
+        if let Some(u) = a.username() {
+            attrs.insert("username".into(), Value::str(u));
+        }
+    }
+    EksAccessEntry.normalize(&mut attrs);
+    Ok(attrs)
 }
 
 /// Groups and a username only on STANDARD entries, and none of the names EKS keeps for itself.

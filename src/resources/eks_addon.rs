@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use aws_sdk_eks::types::{Addon, AddonPodIdentityAssociations, AddonStatus, ResolveConflicts};
 
 use super::iam_role::propagation::{retrying, role_not_visible};
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -162,8 +162,9 @@ impl Kind for EksAddon {
         // State written before `preserve` existed recorded none: the default, not a change.
         cur.entry("preserve".into()).or_insert(Value::Bool(false));
         for (k, v) in observed {
-            // `preserve` only says what a delete does: nothing to observe.
-            if k == "preserve" {
+            // `preserve` only says what a delete does: nothing to observe (an import marks it
+            // unknown, for `settle` to take the file's word).
+            if k == "preserve" && v.is_known() {
                 continue;
             }
             // "default" and "latest" were resolved once and are not drift.
@@ -173,6 +174,49 @@ impl Kind for EksAddon {
             cur.insert(k.clone(), v.clone());
         }
         cur
+    }
+
+    /// An import reads neither `resolve_conflicts` (the mode of a call, not a setting) nor
+    /// `preserve` (what a delete does): the file's values stand.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        super::eks_cluster::settle_unreadable(current, desired);
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("CLUSTER:ADDON_NAME")
+    }
+
+    /// DescribeAddon: the installed version (pinned as such), the configuration values, the
+    /// IRSA role and the Pod Identity associations EKS made for it.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some((cluster, name)) = eks::split_import_id(id) else { return Ok(None) };
+        let Some(a) = describe(ctx, cluster, name).await? else { return Ok(None) };
+        let all: std::collections::BTreeMap<String, String> =
+            a.tags().cloned().unwrap_or_default().into_iter().collect();
+        let mut attrs = observe(ctx, cluster, name, &a, &all).await?;
+        for k in ["resolve_conflicts", "preserve"] {
+            attrs.insert(k.into(), Value::Unknown);
+        }
+        let mut unexpressed = vec![];
+        // Configuration values that are not a JSON object (EKS also takes YAML) cannot be a table.
+        if let Some(raw) = a.configuration_values().filter(|j| !j.trim().is_empty())
+            && !matches!(serde_json::from_str::<serde_json::Value>(raw), Ok(serde_json::Value::Object(_)))
+        {
+            unexpressed.push(("configurationValues".into(), raw.to_string()));
+        }
+        let observed = Observed { address: None, id: id.to_string(), attrs, outputs: recorded(&a).outputs, retained: false };
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        let arn = match outputs.get("arn").and_then(Value::as_str) {
+            Some(a) if !a.is_empty() => a.to_string(),
+            _ => {
+                let (cluster, name) = eks::split_import_id(id).unwrap_or_default();
+                describe(ctx, cluster, name).await?.and_then(|a| a.addon_arn).unwrap_or_default()
+            }
+        };
+        eks::tag_owned(ctx, &arn, address).await
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
@@ -233,22 +277,7 @@ impl Kind for EksAddon {
                 if all.get(tags::STACK) != Some(&ctx.stack) {
                     continue;
                 }
-                let mut attrs = Attrs::from([
-                    ("cluster".into(), Value::str(cluster.clone())),
-                    ("addon".into(), Value::str(name.clone())),
-                    ("version".into(), Value::str(a.addon_version().unwrap_or_default())),
-                    (
-                        "configuration".into(),
-                        a.configuration_values()
-                            .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
-                            .map_or(Value::Table(std::collections::BTreeMap::new()), |j| Value::from_json(&j)),
-                    ),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                if let Some(r) = a.service_account_role_arn() {
-                    attrs.insert("service_account_role".into(), Value::str(r));
-                }
-                attrs.insert("pod_identity".into(), observed_pod_identity(ctx, &cluster, &a).await?);
+                let attrs = observe(ctx, &cluster, &name, &a, &all).await?;
                 let rec = recorded(&a);
                 out.push(Observed::tagged(&all, rec, attrs));
             }
@@ -318,6 +347,34 @@ impl Kind for EksAddon {
         let what = format!("deletion of add-on {addon} in {cluster}");
         eks::wait_deleted(&what, || describe(ctx, cluster, addon), |a| a.status().map(|s| s.as_str())).await
     }
+}
+
+/// The inputs as DescribeAddon shows them (refresh and import).
+async fn observe(
+    ctx: &Ctx,
+    cluster: &str,
+    name: &str,
+    a: &Addon,
+    all: &std::collections::BTreeMap<String, String>,
+) -> Result<Attrs> {
+    let mut attrs = Attrs::from([
+        ("cluster".into(), Value::str(cluster)),
+        ("addon".into(), Value::str(name)),
+        ("version".into(), Value::str(a.addon_version().unwrap_or_default())),
+        (
+            "configuration".into(),
+            a.configuration_values()
+                .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+                .filter(serde_json::Value::is_object)
+                .map_or(Value::Table(std::collections::BTreeMap::new()), |j| Value::from_json(&j)),
+        ),
+        ("tags".into(), tags::observed(all)),
+    ]);
+    if let Some(r) = a.service_account_role_arn() {
+        attrs.insert("service_account_role".into(), Value::str(r));
+    }
+    attrs.insert("pod_identity".into(), observed_pod_identity(ctx, cluster, a).await?);
+    Ok(attrs)
 }
 
 /// The `configuration` table as the JSON EKS takes; None when empty.

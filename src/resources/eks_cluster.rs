@@ -18,7 +18,7 @@ use aws_sdk_eks::types::{
 
 use super::cluster_log_group as log_group;
 use super::cluster_options::{encryption_refusals, normalize_options, validate_options};
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -126,6 +126,48 @@ impl Kind for EksCluster {
             "iam:CreateServiceLinkedRole",
         ]
     }
+    fn import_id(&self) -> Option<&'static str> {
+        Some("CLUSTER_NAME")
+    }
+
+    /// DescribeCluster by name, and the retention of its control-plane log group (the group
+    /// `log_retention_days` manages: `cluster_log_group`). What the language cannot say yet
+    /// (Auto Mode's compute, storage and load-balancing config, hybrid-node networks, an IPv6
+    /// service CIDR, the control-plane tier, an Outposts placement) is `unexpressed`.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some(c) = describe(ctx, id).await? else { return Ok(None) };
+        let mut observed = observe(&c);
+        observed.address = None;
+        let mut unexpressed = unexpressed_of(&c);
+        // A group with its own retention is the one `log_retention_days` sets; DescribeLogGroups
+        // needs logs:DescribeLogGroups, which `gpustack policy` grants only to a cluster that
+        // sets the attribute: without it the retention is reported, not guessed.
+        match log_group::retention(ctx, id).await {
+            Ok(log_group::Retention::Days(Some(days))) => {
+                observed.attrs.insert("log_retention_days".into(), Value::Int(days.into()));
+            }
+            Ok(log_group::Retention::AccountPolicy) => unexpressed.push((
+                "log_retention_days".into(),
+                format!("{} follows an account-level retention policy", log_group::name(id)),
+            )),
+            Ok(_) => {}
+            Err(e) if e.has_code("AccessDeniedException") => unexpressed
+                .push(("log_retention_days".into(), format!("{} not readable: {}", log_group::name(id), e.detail))),
+            Err(e) => return Err(e),
+        }
+        // Not readable (DescribeCluster never returns it): `settle` takes the file's word.
+        observed.attrs.insert("bootstrap_cluster_creator_admin".into(), Value::Unknown);
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        let arn = match outputs.get("arn").and_then(Value::as_str) {
+            Some(a) if !a.is_empty() => a.to_string(),
+            _ => describe(ctx, id).await?.and_then(|c| c.arn).unwrap_or_default(),
+        };
+        eks::tag_owned(ctx, &arn, address).await
+    }
+
     fn replace_order(&self) -> ReplaceOrder {
         // Cluster names are unique per account and region.
         ReplaceOrder::DeleteBeforeCreate
@@ -192,7 +234,10 @@ impl Kind for EksCluster {
         for (k, v) in observed {
             let keep = match k.as_str() {
                 "encryption" => !recorded.contains_key("encryption"),
-                "log_retention_days" => recorded.contains_key("log_retention_days") && v.is_known(),
+                // Nothing recorded: an import, whose group retention is the cluster's.
+                "log_retention_days" => {
+                    (recorded.is_empty() || recorded.contains_key("log_retention_days")) && v.is_known()
+                }
                 _ => true,
             };
             if keep {
@@ -221,6 +266,9 @@ impl Kind for EksCluster {
         if !desired.contains_key("service_cidr") {
             current.remove("service_cidr");
         }
+        // An import cannot read the creator's admin flag (`import` marks it unknown): it
+        // acts only at creation, so the file's word is taken.
+        settle_unreadable(current, desired);
     }
 
     fn update_note(&self, old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> {
@@ -610,6 +658,66 @@ fn observe(c: &Cluster) -> Observed {
     EksCluster.normalize(&mut attrs);
     let rec = recorded(c);
     Observed::tagged(&all, rec, attrs)
+}
+
+/// For an import: an attribute AWS cannot show (`import` puts it in as [`Value::Unknown`]:
+/// the creator's admin flag, an add-on's conflict mode) takes the file's value, or leaves
+/// with the file's default. Refresh never observes such an attribute, so a recorded value
+/// never is unknown here and the normal diff is untouched.
+pub(super) fn settle_unreadable(current: &mut Attrs, desired: &Attrs) {
+    let unknown: Vec<String> = current.iter().filter(|(_, v)| matches!(v, Value::Unknown)).map(|(k, _)| k.clone()).collect();
+    for k in unknown {
+        match desired.get(&k) {
+            Some(v) => current.insert(k, v.clone()),
+            None => current.remove(&k),
+        };
+    }
+}
+
+/// What DescribeCluster shows that the stack language cannot say (yet), as (field, value).
+fn unexpressed_of(c: &Cluster) -> Vec<(String, String)> {
+    let mut out = vec![];
+    if let Some(cc) = c.compute_config().filter(|cc| cc.enabled() == Some(true)) {
+        out.push((
+            "computeConfig".into(),
+            format!(
+                "EKS Auto Mode on: nodePools {:?}, nodeRoleArn {}",
+                cc.node_pools(),
+                cc.node_role_arn().unwrap_or("-")
+            ),
+        ));
+    }
+    if let Some(b) = c.storage_config().and_then(|s| s.block_storage()).filter(|b| b.enabled() == Some(true)) {
+        out.push(("storageConfig.blockStorage.enabled".into(), format!("{:?}", b.enabled())));
+    }
+    if let Some(net) = c.kubernetes_network_config() {
+        if let Some(e) = net.elastic_load_balancing().filter(|e| e.enabled() == Some(true)) {
+            out.push(("kubernetesNetworkConfig.elasticLoadBalancing.enabled".into(), format!("{:?}", e.enabled())));
+        }
+        if let Some(v6) = net.service_ipv6_cidr().filter(|v| !v.is_empty()) {
+            out.push(("kubernetesNetworkConfig.serviceIpv6Cidr".into(), v6.to_string()));
+        }
+    }
+    if let Some(r) = c.remote_network_config()
+        && (!r.remote_node_networks().is_empty() || !r.remote_pod_networks().is_empty())
+    {
+        let cidrs = |l: Vec<&[String]>| l.concat().join(",");
+        out.push((
+            "remoteNetworkConfig".into(),
+            format!(
+                "hybrid nodes: node CIDRs {}; pod CIDRs {}",
+                cidrs(r.remote_node_networks().iter().map(|n| n.cidrs()).collect()),
+                cidrs(r.remote_pod_networks().iter().map(|n| n.cidrs()).collect())
+            ),
+        ));
+    }
+    if let Some(o) = c.outpost_config() {
+        out.push(("outpostConfig".into(), format!("outposts {:?}", o.outpost_arns())));
+    }
+    if let Some(t) = c.control_plane_scaling_config().and_then(|s| s.tier()) {
+        out.push(("controlPlaneScalingConfig.tier".into(), t.as_str().to_string()));
+    }
+    out
 }
 
 fn recorded(c: &Cluster) -> Recorded {

@@ -16,6 +16,7 @@ pub mod gpu_operator;
 pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
+mod import_ec2;
 pub mod karpenter_controller;
 pub mod karpenter_pool;
 pub mod launch_template;

@@ -11,7 +11,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{DomainType, NatGateway, NatGatewayState, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::import_ec2::{imported, note, tag};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::wait::{Poll, Status, until, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, OnChange, Ty};
@@ -47,6 +48,55 @@ impl Kind for NatGatewayKind {
             "ec2:DeleteNatGateway",
             "ec2:DescribeNatGateways",
         ]
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("nat-…")
+    }
+
+    /// A pending or available gateway, read with DescribeNatGateways by id. `subnet` and
+    /// `tags` are its inputs; `id` and `public_ip` the outputs create records. What a
+    /// gpustack gateway never is goes to `unexpressed`: a private gateway (no Elastic IP,
+    /// `ConnectivityType` private: EC2 API `NatGateway`) and secondary addresses beyond
+    /// the first (AssignPrivateNatGatewayAddress / AssociateNatGatewayAddress). Deleting an
+    /// imported gateway releases every Elastic IP it holds, as for one gpustack made.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some(n) = describe(ctx, id).await? else { return Ok(None) };
+        if !is_live(&n) {
+            return Err(AwsError {
+                operation: "DescribeNatGateways",
+                code: None,
+                detail: format!(
+                    "NAT gateway {id} is {}: only a pending or available gateway can be imported",
+                    n.state().map_or("unknown", |s| s.as_str())
+                ),
+            });
+        }
+        let o = observed(&n);
+        let mut unexpressed = vec![];
+        if n.connectivity_type().is_some_and(|c| c.as_str() == "private") {
+            unexpressed.push(note("connectivity_type", "private"));
+        }
+        let ips: Vec<String> = n
+            .nat_gateway_addresses()
+            .iter()
+            .map(|a| format!("{} ({})", a.public_ip().or(a.private_ip()).unwrap_or("?"), a.allocation_id().unwrap_or("no allocation")))
+            .collect();
+        if ips.len() > 1 {
+            unexpressed.push(note("addresses", ips.join(", ")));
+        }
+        Ok(Some(imported(Recorded { id: o.id, outputs: o.outputs }, o.attrs, unexpressed)))
+    }
+
+    /// Tags the gateway and the Elastic IPs it holds: refresh counts a tagged address held by
+    /// a live gateway as that gateway's, and `delete` releases it with the gateway.
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        let gw = describe(ctx, id).await?;
+        let mut ids = vec![id.to_string()];
+        ids.extend(
+            gw.iter().flat_map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string))),
+        );
+        tag(ctx, &ids, address, &[]).await
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -205,24 +205,57 @@ impl Kind for OidcProvider {
             if all.get(tags::STACK) != Some(&ctx.stack) {
                 continue;
             }
-            let url = with_scheme(p.url().unwrap_or_default());
-            let strings = |l: &[String]| Value::List(l.iter().map(Value::str).collect());
-            let mut attrs = Attrs::from([
-                ("url".into(), Value::str(url.clone())),
-                ("client_ids".into(), strings(p.client_id_list())),
-                ("thumbprints".into(), strings(p.thumbprint_list())),
-                ("tags".into(), tags::observed(&all)),
-            ]);
-            self.normalize(&mut attrs);
-            found.push(Observed::tagged(&all, recorded(&arn, &url), attrs));
+            let (rec, attrs) = self.observed(&arn, &p, &all);
+            found.push(Observed::tagged(&all, rec, attrs));
         }
         Ok(found)
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("provider ARN (arn:aws:iam::ACCOUNT:oidc-provider/oidc.eks.REGION.amazonaws.com/id/ID)")
+    }
+
+    /// GetOpenIDConnectProvider by ARN gives the URL, client ids, thumbprints and tags at once
+    /// (botocore iam `GetOpenIDConnectProviderResponse`): all the language says of a provider.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let request = ctx.iam.get_open_id_connect_provider().open_id_connect_provider_arn(id);
+        let Some(p) = ctx.call(Service::Iam, "GetOpenIDConnectProvider", request.send()).await.absent_ok()? else {
+            return Ok(None);
+        };
+        let all: BTreeMap<String, String> =
+            p.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+        let (rec, attrs) = self.observed(id, &p, &all);
+        Ok(Some(Imported {
+            observed: Observed { address: None, id: rec.id, attrs, outputs: rec.outputs, retained: false },
+            unexpressed: vec![],
+        }))
+    }
+
+    /// TagOpenIDConnectProvider adds or overwrites only the tags given (IAM API reference).
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        let tags = [(tags::STACK, ctx.stack.as_str()), (tags::ADDRESS, address)]
+            .into_iter()
+            .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
+            .collect();
+        let request = ctx.iam.tag_open_id_connect_provider().open_id_connect_provider_arn(id).set_tags(Some(tags));
+        ctx.call(Service::Iam, "TagOpenIDConnectProvider", request.send()).await?;
+        Ok(())
+    }
+
+    /// A provider's thumbprints when the file leaves them out are whatever IAM chose: no change.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        if desired.get("thumbprints").and_then(Value::as_list).is_none_or(<[Value]>::is_empty) {
+            current.insert("thumbprints".into(), desired.get("thumbprints").cloned().unwrap_or(Value::List(vec![])));
+        }
     }
 
     /// IAM fills in a thumbprint of its own when none was sent: what it chose is not drift.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = recorded.clone();
-        let asked_none = recorded.get("thumbprints").and_then(Value::as_list).is_none_or(<[Value]>::is_empty);
+        // Only a recorded empty list says "none asked": an import records nothing yet, and then
+        // the observed thumbprints are the current ones (`settle` leaves them to IAM when the
+        // file does not set any).
+        let asked_none = recorded.get("thumbprints").and_then(Value::as_list).is_some_and(<[Value]>::is_empty);
         cur.extend(
             observed
                 .iter()
@@ -325,6 +358,27 @@ fn with_scheme(url: &str) -> String {
 /// the part of the provider ARN after `oidc-provider/` (EKS UG `associate-service-account-role`).
 pub fn issuer_of_arn(arn: &str) -> Option<&str> {
     arn.split_once(":oidc-provider/").map(|(_, rest)| rest).filter(|r| !r.is_empty())
+}
+
+impl OidcProvider {
+    /// A provider's outputs and inputs as GetOpenIDConnectProvider shows them (`all`: its tags).
+    fn observed(
+        &self,
+        arn: &str,
+        p: &aws_sdk_iam::operation::get_open_id_connect_provider::GetOpenIdConnectProviderOutput,
+        all: &BTreeMap<String, String>,
+    ) -> (Recorded, Attrs) {
+        let url = with_scheme(p.url().unwrap_or_default());
+        let strings = |l: &[String]| Value::List(l.iter().map(Value::str).collect());
+        let mut attrs = Attrs::from([
+            ("url".into(), Value::str(url.clone())),
+            ("client_ids".into(), strings(p.client_id_list())),
+            ("thumbprints".into(), strings(p.thumbprint_list())),
+            ("tags".into(), tags::observed(all)),
+        ]);
+        self.normalize(&mut attrs);
+        (recorded(arn, &url), attrs)
+    }
 }
 
 fn recorded(arn: &str, url: &str) -> Recorded {

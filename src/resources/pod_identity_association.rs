@@ -18,7 +18,7 @@ use aws_sdk_eks::operation::create_pod_identity_association::builders::CreatePod
 use aws_sdk_eks::types::PodIdentityAssociation;
 
 use super::iam_role::propagation::{retrying, role_not_visible};
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, eks, tags};
 use crate::stack::schema::{Attr, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -115,16 +115,44 @@ impl Kind for PodIdentityAssociationKind {
             if !all.get(tags::ADDRESS).is_some_and(|x| x.starts_with("pod_identity_association.")) {
                 continue;
             }
-            let attrs = Attrs::from([
-                ("cluster".into(), Value::str(a.cluster_name().unwrap_or_default())),
-                ("namespace".into(), Value::str(a.namespace().unwrap_or_default())),
-                ("service_account".into(), Value::str(a.service_account().unwrap_or_default())),
-                ("role".into(), Value::str(a.role_arn().unwrap_or_default())),
-                ("tags".into(), tags::observed(&all)),
-            ]);
+            let attrs = observe(&a, &all);
             out.push(Observed::tagged(&all, recorded(Some(&a)), attrs));
         }
         Ok(out)
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("CLUSTER:ASSOCIATION_ID")
+    }
+
+    /// DescribePodIdentityAssociation. One an add-on made (`ownerArn`) belongs to that
+    /// add-on's `pod_identity` and is imported with it: `unexpressed` names the owner, as it
+    /// does the fields the language lacks (a target role, session tags off, a session policy).
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some((cluster, association)) = eks::split_import_id(id) else { return Ok(None) };
+        let Some(a) = describe(ctx, cluster, association).await? else { return Ok(None) };
+        let all: BTreeMap<String, String> = a.tags().cloned().unwrap_or_default().into_iter().collect();
+        let mut unexpressed = vec![];
+        if let Some(owner) = a.owner_arn() {
+            unexpressed.push(("ownerArn".to_string(), format!("{owner} (made by that add-on; import the add-on instead)")));
+        }
+        if let Some(target) = a.target_role_arn() {
+            unexpressed.push(("targetRoleArn".to_string(), target.to_string()));
+        }
+        if a.disable_session_tags() == Some(true) {
+            unexpressed.push(("disableSessionTags".to_string(), "true".to_string()));
+        }
+        if let Some(policy) = a.policy() {
+            unexpressed.push(("policy".to_string(), policy.to_string()));
+        }
+        let rec = recorded(Some(&a));
+        let observed = Observed { address: None, id: rec.id, attrs: observe(&a, &all), outputs: rec.outputs, retained: false };
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        let arn = outputs.get("arn").and_then(Value::as_str).unwrap_or_default();
+        eks::tag_owned(ctx, arn, address).await.map_err(|e| AwsError { detail: format!("association {id}: {}", e.detail), ..e })
     }
 
     async fn update(
@@ -164,6 +192,17 @@ impl Kind for PodIdentityAssociationKind {
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
         delete_association(ctx, str_attr(inputs, "cluster"), id).await
     }
+}
+
+/// The inputs as EKS shows them (refresh and import).
+fn observe(a: &PodIdentityAssociation, all: &BTreeMap<String, String>) -> Attrs {
+    Attrs::from([
+        ("cluster".into(), Value::str(a.cluster_name().unwrap_or_default())),
+        ("namespace".into(), Value::str(a.namespace().unwrap_or_default())),
+        ("service_account".into(), Value::str(a.service_account().unwrap_or_default())),
+        ("role".into(), Value::str(a.role_arn().unwrap_or_default())),
+        ("tags".into(), tags::observed(all)),
+    ])
 }
 
 fn account(i: &Attrs) -> Account<'_> {

@@ -7,7 +7,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{IpPermission, IpRange, Ipv6Range, ResourceType, UserIdGroupPair};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, i32_of, str_attr};
+use super::import_ec2::{imported, note, tag};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, i32_of, str_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -220,30 +221,77 @@ impl Kind for SecurityGroup {
         let groups = ctx
             .all_pages(Service::Ec2, "DescribeSecurityGroups", pages, |p| p.security_groups.unwrap_or_default())
             .await?;
-        // Rules that `security_group_rule` resources own are theirs, not the group's inline set.
-        let ids: Vec<String> = groups.iter().filter_map(|g| g.group_id().map(str::to_string)).collect();
-        let owned = super::security_group_rule::owned_rules(ctx, &ids).await?;
-        let inline = |perms: &[IpPermission], id: &str, egress: bool| {
-            let mut rules = observed_rules(perms, id);
-            rules.retain(|r| !owned.iter().any(|(g, e, o)| g == id && *e == egress && o == r));
-            Value::List(rules)
-        };
-        Ok(groups
-            .iter()
-            .map(|g| {
-                let all = tags::ec2_map(g.tags());
-                let id = g.group_id().unwrap_or_default().to_string();
-                let attrs = Attrs::from([
-                    ("vpc".into(), Value::str(g.vpc_id().unwrap_or_default())),
-                    ("description".into(), Value::str(g.description().unwrap_or_default())),
-                    ("ingress".into(), inline(g.ip_permissions(), &id, false)),
-                    ("egress".into(), inline(g.ip_permissions_egress(), &id, true)),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                let name = g.group_name().unwrap_or_default().to_string();
-                Observed::tagged(&all, recorded(id, name), attrs)
-            })
+        Ok(observed_groups(ctx, &groups)
+            .await?
+            .into_iter()
+            .map(|(g, rec, attrs)| Observed::tagged(&tags::ec2_map(g.tags()), rec, attrs))
             .collect())
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("sg-…")
+    }
+
+    /// The group read with DescribeSecurityGroups by id, its rules observed exactly as refresh
+    /// observes them (CIDRs v4 and v6, other groups, the group itself as `self`), less those a
+    /// `security_group_rule` of any stack owns. Rules the language cannot say go to
+    /// `unexpressed` and are never revoked by a later apply (a rule update revokes only rules
+    /// the old inputs list): sources that are managed prefix lists, and groups of another
+    /// account. Two groups are refused, because deleting them is not the stack's to do: the
+    /// VPC's `default` group (AWS deletes it with the VPC: VPC UG "Default security groups
+    /// for your VPCs") and the cluster security group EKS creates for a cluster (tagged
+    /// `aws:eks:cluster-name`; EKS deletes it with the cluster: EKS UG `sec-group-reqs`),
+    /// which a stack reaches as `${eks_cluster.NAME.security_group_id}` and adds rules to with
+    /// `security_group_rule`.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let filter = aws_sdk_ec2::types::Filter::builder().name("group-id").values(id).build();
+        let request = ctx.ec2.describe_security_groups().filters(filter);
+        let out = ctx.call(Service::Ec2, "DescribeSecurityGroups", request.send()).await.absent_ok()?;
+        let groups: Vec<aws_sdk_ec2::types::SecurityGroup> =
+            out.map(|o| o.security_groups().to_vec()).unwrap_or_default().into_iter().filter(|g| g.group_id() == Some(id)).collect();
+        let Some(g) = groups.first() else { return Ok(None) };
+        let all = tags::ec2_map(g.tags());
+        let refuse = |why: String| crate::aws::AwsError { operation: "DescribeSecurityGroups", code: None, detail: why };
+        if let Some(cluster) = all.get(EKS_CLUSTER_TAG) {
+            return Err(refuse(format!(
+                "{id} is the cluster security group EKS made for cluster {cluster}: it belongs to the cluster (EKS deletes it with the cluster); refer to it as ${{eks_cluster.<name>.security_group_id}} and add rules to it with security_group_rule"
+            )));
+        }
+        if g.group_name() == Some("default") {
+            return Err(refuse(format!(
+                "{id} is the default security group of {}: AWS makes and deletes it with the VPC, so a stack cannot own it; leave it out",
+                g.vpc_id().unwrap_or("its VPC")
+            )));
+        }
+        let (g, rec, mut attrs) = observed_groups(ctx, &groups).await?.remove(0);
+        attrs.insert("name".into(), Value::str(g.group_name().unwrap_or_default()));
+        attrs.insert("efa".into(), Value::Bool(false));
+        let mut unexpressed = vec![];
+        for (dir, perms) in [("ingress", g.ip_permissions()), ("egress", g.ip_permissions_egress())] {
+            for p in perms {
+                let what = || {
+                    let ports = match (p.from_port(), p.to_port()) {
+                        (Some(f), Some(t)) => format!(" {f}-{t}"),
+                        _ => String::new(),
+                    };
+                    format!("{}{ports}", p.ip_protocol().unwrap_or("-1"))
+                };
+                for pl in p.prefix_list_ids() {
+                    unexpressed.push(note(dir, format!("{} from prefix list {}", what(), pl.prefix_list_id().unwrap_or_default())));
+                }
+                for pair in p.user_id_group_pairs().iter().filter(|x| x.user_id().is_some_and(|u| Some(u) != g.owner_id())) {
+                    unexpressed.push(note(
+                        dir,
+                        format!("{} from {} of account {}", what(), pair.group_id().unwrap_or_default(), pair.user_id().unwrap_or_default()),
+                    ));
+                }
+            }
+        }
+        Ok(Some(imported(rec, attrs, unexpressed)))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        tag(ctx, &[id.to_string()], address, &[]).await
     }
 
     async fn update(
@@ -269,6 +317,41 @@ impl Kind for SecurityGroup {
         ctx.call(Service::Ec2, "DeleteSecurityGroup", request.send()).await.absent_ok()?;
         Ok(())
     }
+}
+
+/// The tag EKS puts on the cluster security group it creates (EKS UG `sec-group-reqs`).
+pub const EKS_CLUSTER_TAG: &str = "aws:eks:cluster-name";
+
+/// Each group with its outputs and its inputs as refresh reads them: the inline rules, less
+/// those that `security_group_rule` resources own (theirs, not the group's). One paged
+/// DescribeSecurityGroupRules call for all the groups.
+async fn observed_groups(
+    ctx: &Ctx,
+    groups: &[aws_sdk_ec2::types::SecurityGroup],
+) -> Result<Vec<(aws_sdk_ec2::types::SecurityGroup, Recorded, Attrs)>> {
+    let ids: Vec<String> = groups.iter().filter_map(|g| g.group_id().map(str::to_string)).collect();
+    let owned = super::security_group_rule::owned_rules(ctx, &ids).await?;
+    let inline = |perms: &[IpPermission], id: &str, egress: bool| {
+        let mut rules = observed_rules(perms, id);
+        rules.retain(|r| !owned.iter().any(|(g, e, o)| g == id && *e == egress && o == r));
+        Value::List(rules)
+    };
+    Ok(groups
+        .iter()
+        .map(|g| {
+            let all = tags::ec2_map(g.tags());
+            let id = g.group_id().unwrap_or_default().to_string();
+            let attrs = Attrs::from([
+                ("vpc".into(), Value::str(g.vpc_id().unwrap_or_default())),
+                ("description".into(), Value::str(g.description().unwrap_or_default())),
+                ("ingress".into(), inline(g.ip_permissions(), &id, false)),
+                ("egress".into(), inline(g.ip_permissions_egress(), &id, true)),
+                ("tags".into(), tags::observed(&all)),
+            ]);
+            let name = g.group_name().unwrap_or_default().to_string();
+            (g.clone(), recorded(id, name), attrs)
+        })
+        .collect())
 }
 
 fn recorded(id: String, name: String) -> Recorded {

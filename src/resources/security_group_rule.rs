@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, SecurityGroupRule};
 
 use super::security_group::{canonical_rule, check_ports, permission};
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -193,6 +193,50 @@ impl Kind for SecurityGroupRuleKind {
                 Observed::tagged(&all, recorded(r.security_group_rule_id().unwrap_or_default().to_string()), attrs)
             })
             .collect())
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("sgr-…")
+    }
+
+    /// One rule read with DescribeSecurityGroupRules by its `security-group-rule-id` filter
+    /// (EC2 API reference). A rule whose source is a managed prefix list (`PrefixListId`) has
+    /// no attribute to say it: import refuses it rather than import a rule that would plan as
+    /// one with no source.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let request = ctx
+            .ec2
+            .describe_security_group_rules()
+            .filters(Filter::builder().name("security-group-rule-id").values(id).build());
+        let out = ctx.call(Service::Ec2, "DescribeSecurityGroupRules", request.send()).await.absent_ok()?;
+        let Some(r) = out.and_then(|o| o.security_group_rules().iter().find(|r| r.security_group_rule_id() == Some(id)).cloned())
+        else {
+            return Ok(None);
+        };
+        if let Some(pl) = r.prefix_list_id() {
+            return Err(crate::aws::AwsError {
+                operation: "DescribeSecurityGroupRules",
+                code: None,
+                detail: format!("rule {id} admits the prefix list {pl}, which a security_group_rule cannot say (it takes `cidr`, `source_security_group` or `self`); leave it out of the stack"),
+            });
+        }
+        let all = tags::ec2_map(r.tags());
+        let mut attrs = observed(&r);
+        attrs.insert("tags".into(), tags::observed(&all));
+        self.normalize(&mut attrs);
+        let mut unexpressed = vec![];
+        if let Some(g) = r.referenced_group_info()
+            && let Some(owner) = g.user_id().filter(|u| Some(*u) != r.group_owner_id())
+        {
+            unexpressed.push(super::import_ec2::note("referenced_group_info.user_id", owner));
+        }
+        Ok(Some(super::import_ec2::imported(recorded(id.to_string()), attrs, unexpressed)))
+    }
+
+    /// The rule's `gpustack:address` tag is also what tells its group's inline rules apart
+    /// from it ([`owned_rules`]).
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        super::import_ec2::tag(ctx, &[id.to_string()], address, &[]).await
     }
 
     /// New ports, protocol, source or description go through ModifySecurityGroupRules, which

@@ -9,7 +9,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{Filter, ResourceType, VpcEndpoint, VpcEndpointType};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
+use super::import_ec2::{imported, note, tag};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr, strings_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -164,28 +165,67 @@ impl Kind for VpcEndpointKind {
             .filter(|e| !state_is(e, &["deleted", "deleting"]))
             .map(|e| {
                 let all = tags::ec2_map(e.tags());
-                let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::str).collect());
-                let mut attrs = Attrs::from([
-                    ("vpc".into(), Value::str(e.vpc_id().unwrap_or_default())),
-                    (
-                        "service".into(),
-                        Value::str(e.service_name().unwrap_or_default().strip_prefix(&prefix).unwrap_or_default()),
-                    ),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                // A gateway endpoint lists route tables, not subnets: its `subnets` stay as recorded.
-                if e.vpc_endpoint_type() == Some(&VpcEndpointType::Interface) {
-                    attrs.insert("subnets".into(), list(e.subnet_ids().to_vec()));
-                    attrs.insert(
-                        "security_groups".into(),
-                        list(e.groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect()),
-                    );
-                }
-                self.normalize(&mut attrs);
-                let rec = recorded(e);
-                Observed::tagged(&all, rec, attrs)
+                let attrs = self.attrs_of(e, &prefix, &all);
+                Observed::tagged(&all, recorded(e), attrs)
             })
             .collect())
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("vpce-…")
+    }
+
+    /// An interface endpoint's inputs as refresh reads them; a gateway endpoint (s3) lists
+    /// route tables, not subnets (EC2 API `VpcEndpoint.RouteTableIds`), so its `subnets` are
+    /// the VPC's subnets whose route table (their own, else the main one: VPC UG "Subnet
+    /// route tables") is among the endpoint's. What gpustack never sets goes to `unexpressed`:
+    /// private DNS off, a policy other than the default full access, dual-stack addressing, and
+    /// a route table no subnet uses. A service the language has no name for is refused.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some(e) = describe(ctx, id).await? else { return Ok(None) };
+        if state_is(&e, &["deleted", "deleting", "failed", "rejected"]) {
+            return Ok(None);
+        }
+        let prefix = service_name(ctx, "");
+        let service = e.service_name().unwrap_or_default();
+        let short = service.strip_prefix(&prefix).unwrap_or_default();
+        let kind = e.vpc_endpoint_type().map(|t| t.as_str()).unwrap_or_default();
+        let expected = if is_gateway(short) { "Gateway" } else { "Interface" };
+        if !SERVICES.contains(&short) || !kind.eq_ignore_ascii_case(expected) {
+            return Err(AwsError {
+                operation: "DescribeVpcEndpoints",
+                code: None,
+                detail: format!(
+                    "VPC endpoint {id} is a {kind} endpoint for {service}: a vpc_endpoint says one of {} (s3 as a gateway, the rest as interfaces) in this region; leave it out of the stack",
+                    SERVICES.join(", ")
+                ),
+            });
+        }
+        let all = tags::ec2_map(e.tags());
+        let mut attrs = self.attrs_of(&e, &prefix, &all);
+        let mut unexpressed = vec![];
+        if is_gateway(short) {
+            let vpc = e.vpc_id().unwrap_or_default();
+            let (subnets, unused) = subnets_on(ctx, vpc, e.route_table_ids()).await?;
+            attrs.insert("subnets".into(), Value::List(subnets.into_iter().map(Value::str).collect()));
+            if !unused.is_empty() {
+                unexpressed.push(note("route_table_ids", unused.join(", ")));
+            }
+        } else if e.private_dns_enabled() == Some(false) {
+            unexpressed.push(note("private_dns_enabled", "false"));
+        }
+        if let Some(doc) = e.policy_document().filter(|d| !is_full_access(d)) {
+            unexpressed.push(note("policy_document", doc));
+        }
+        if let Some(t) = e.ip_address_type().filter(|t| t.as_str() != "ipv4") {
+            unexpressed.push(note("ip_address_type", t.as_str()));
+        }
+        self.normalize(&mut attrs);
+        Ok(Some(imported(recorded(&e), attrs, unexpressed)))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        tag(ctx, &[id.to_string()], address, &[]).await
     }
 
     async fn update(
@@ -264,6 +304,64 @@ impl Kind for VpcEndpointKind {
 /// it as an unknown value: compare the text, ignoring case.
 fn state_is(e: &VpcEndpoint, any: &[&str]) -> bool {
     e.state().is_some_and(|s| any.iter().any(|a| s.as_str().eq_ignore_ascii_case(a)))
+}
+
+impl VpcEndpointKind {
+    /// The inputs refresh and import read from an endpoint (`prefix` is
+    /// `com.amazonaws.<region>.`). A gateway endpoint lists route tables, not subnets: its
+    /// `subnets` are left to the caller.
+    fn attrs_of(&self, e: &VpcEndpoint, prefix: &str, all: &std::collections::BTreeMap<String, String>) -> Attrs {
+        let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::str).collect());
+        let mut attrs = Attrs::from([
+            ("vpc".into(), Value::str(e.vpc_id().unwrap_or_default())),
+            ("service".into(), Value::str(e.service_name().unwrap_or_default().strip_prefix(prefix).unwrap_or_default())),
+            ("tags".into(), tags::observed(all)),
+        ]);
+        if e.vpc_endpoint_type() == Some(&VpcEndpointType::Interface) {
+            attrs.insert("subnets".into(), list(e.subnet_ids().to_vec()));
+            attrs.insert(
+                "security_groups".into(),
+                list(e.groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect()),
+            );
+        }
+        self.normalize(&mut attrs);
+        attrs
+    }
+}
+
+/// The policy AWS gives an endpoint created without one: full access ("If you don't specify
+/// a policy, we attach a default policy that allows full access to the service", EC2 API
+/// `CreateVpcEndpoint` `PolicyDocument`), as JSON with any whitespace.
+fn is_full_access(doc: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(doc) else { return false };
+    let Some([st]) = v.get("Statement").and_then(|s| s.as_array()).map(Vec::as_slice) else { return false };
+    let star = |k: &str| st.get(k).is_some_and(|x| x == "*" || *x == serde_json::json!(["*"]));
+    st.get("Effect").is_some_and(|e| e == "Allow") && star("Action") && star("Resource") && star("Principal")
+}
+
+/// For a gateway endpoint on `tables`: the VPC's subnets whose route table (their own, else
+/// the main one) is one of them, and the tables of `tables` no subnet uses.
+async fn subnets_on(ctx: &Ctx, vpc: &str, tables: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+    let request = ctx.ec2.describe_subnets().filters(Filter::builder().name("vpc-id").values(vpc).build());
+    let pages = request.into_paginator().send();
+    let subnets = ctx.all_pages(Service::Ec2, "DescribeSubnets", pages, |p| p.subnets.unwrap_or_default()).await?;
+    let pages =
+        ctx.ec2.describe_route_tables().filters(Filter::builder().name("vpc-id").values(vpc).build()).into_paginator();
+    let all = ctx
+        .all_pages(Service::Ec2, "DescribeRouteTables", pages.send(), |p| p.route_tables.unwrap_or_default())
+        .await?;
+    let main = all.iter().find(|t| t.associations().iter().any(|a| a.main() == Some(true)));
+    let mut on = vec![];
+    let mut used = vec![];
+    for sn in subnets.iter().filter_map(|s| s.subnet_id()) {
+        let own = all.iter().find(|t| t.associations().iter().any(|a| a.subnet_id() == Some(sn)));
+        if let Some(t) = own.or(main).and_then(|t| t.route_table_id()).filter(|t| tables.iter().any(|x| x == t)) {
+            on.push(sn.to_string());
+            used.push(t.to_string());
+        }
+    }
+    let unused = tables.iter().filter(|t| !used.contains(t)).cloned().collect();
+    Ok((on, unused))
 }
 
 /// `com.amazonaws.<region>.<service>`.

@@ -19,7 +19,7 @@ mod update;
 use self::auto::template_facts;
 pub use self::auto::{al2023_ami_type, auto_ami_type, nvidia_ami, plain_ami_type, update_strategy};
 use super::launch_template::TAINT;
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::eks;
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, Ctx, Service, tags};
@@ -314,6 +314,75 @@ impl Kind for NodeGroup {
         cur
     }
 
+    /// For an import ([`IMPORTED`] in the current inputs): what gpustack resolves once at
+    /// create and then pins (`ami_type`/`update_strategy` "auto", `release_version` "latest",
+    /// instance types from the template) is no change for a group that exists; `desired` is
+    /// the autoscaler's, as for a group gpustack made; `gpu_sharing` (a device-plugin setting,
+    /// not AWS's) and `disk_size` left to EKS are the file's.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        if current.remove(IMPORTED).is_none() {
+            return;
+        }
+        for (k, pinned) in [("ami_type", "auto"), ("update_strategy", "auto"), ("release_version", "latest")] {
+            if str_attr(desired, k) == pinned {
+                current.insert(k.into(), Value::str(pinned));
+            }
+        }
+        let empty = |a: &Attrs| a.get("instance_types").and_then(Value::as_list).is_none_or(<[Value]>::is_empty);
+        if empty(desired) && desired.contains_key("launch_template") {
+            current.insert("instance_types".into(), Value::List(vec![]));
+        }
+        if let (Some(Value::Table(c)), Some(d)) = (
+            current.get_mut("scaling"),
+            desired.get("scaling").and_then(Value::as_table).and_then(|t| t.get("desired")),
+        ) {
+            c.insert("desired".into(), d.clone());
+        }
+        for k in ["gpu_sharing", "disk_size"] {
+            match desired.get(k) {
+                Some(v) if k == "gpu_sharing" || !current.contains_key(k) => current.insert(k.into(), v.clone()),
+                None if k == "disk_size" => current.remove(k),
+                _ => None,
+            };
+        }
+        self.normalize(current);
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("CLUSTER:NODEGROUP")
+    }
+
+    /// DescribeNodegroup. The launch template is its id and version (the imported
+    /// `launch_template`'s outputs); what the language lacks (SSH remote access, a percentage
+    /// `maxUnavailable`, node auto-repair, a `$Latest`/`$Default` template version, a custom
+    /// AMI) is `unexpressed`.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some((cluster, name)) = eks::split_import_id(id) else { return Ok(None) };
+        let Some(n) = describe(ctx, cluster, name).await? else { return Ok(None) };
+        let all: BTreeMap<String, String> = n.tags().cloned().unwrap_or_default().into_iter().collect();
+        let mut observed = observe(&n, &all);
+        observed.address = None;
+        // Refresh leaves `diskSize` alone (the recorded value stands); an import compares it
+        // when the file sets one (`settle`).
+        if let Some(d) = n.disk_size() {
+            observed.attrs.insert("disk_size".into(), Value::Int(d.into()));
+        }
+        let unexpressed = unexpressed_of(&n, &mut observed.attrs);
+        observed.attrs.insert(IMPORTED.into(), Value::Bool(true));
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        let arn = match outputs.get("arn").and_then(Value::as_str) {
+            Some(a) if !a.is_empty() => a.to_string(),
+            _ => {
+                let (cluster, name) = eks::split_import_id(id).unwrap_or_default();
+                describe(ctx, cluster, name).await?.and_then(|n| n.nodegroup_arn).unwrap_or_default()
+            }
+        };
+        eks::tag_owned(ctx, &arn, address).await
+    }
+
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
         let inp = req.inputs;
         let (cluster, name) = (str_attr(inp, "cluster"), str_attr(inp, "name"));
@@ -549,6 +618,45 @@ fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
     NodeGroup.normalize(&mut attrs);
     let rec = recorded(n);
     Observed::tagged(all, rec, attrs)
+}
+
+/// Marks the current inputs of an import (`import` puts it in the observed attributes,
+/// `current` carries it, `settle` takes it out): not an attribute, never diffed or stored.
+const IMPORTED: &str = "~imported";
+
+/// What DescribeNodegroup shows that the stack language cannot say, as (field, value); takes
+/// out of `attrs` what the file cannot write (a CUSTOM AMI type, a symbolic template version).
+fn unexpressed_of(n: &Nodegroup, attrs: &mut Attrs) -> Vec<(String, String)> {
+    let mut out = vec![];
+    if let Some(r) = n.remote_access() {
+        out.push((
+            "remoteAccess".into(),
+            format!("ec2SshKey {}, sourceSecurityGroups {:?}", r.ec2_ssh_key().unwrap_or("-"), r.source_security_groups()),
+        ));
+    }
+    if let Some(p) = n.update_config().and_then(|u| u.max_unavailable_percentage()) {
+        out.push(("updateConfig.maxUnavailablePercentage".into(), p.to_string()));
+        attrs.remove("max_unavailable");
+    }
+    if let Some(r) = n.node_repair_config().filter(|r| r.enabled() == Some(true)) {
+        out.push(("nodeRepairConfig.enabled".into(), format!("{:?}", r.enabled())));
+    }
+    if n.ami_type() == Some(&AmiTypes::Custom) || !n.ami_type().is_some_and(|a| AMI_TYPES.contains(&a.as_str())) {
+        let ami = n.ami_type().map_or("-", |a| a.as_str()).to_string();
+        out.push(("amiType".into(), format!("{ami} (the launch template names the AMI)")));
+        attrs.remove("ami_type");
+        attrs.remove("release_version");
+    }
+    if let Some(lt) = n.launch_template() {
+        if let Some(v) = lt.version().filter(|v| v.parse::<i64>().is_err()) {
+            out.push(("launchTemplate.version".into(), v.to_string()));
+        }
+        // A template named by name only: the id is what the language refers to.
+        if lt.id().is_none() {
+            out.push(("launchTemplate.name".into(), lt.name().unwrap_or_default().to_string()));
+        }
+    }
+    out
 }
 
 fn recorded(n: &Nodegroup) -> Recorded {
