@@ -46,10 +46,8 @@ pub async fn sync_tags(ctx: &Ctx, arn: &str, old: &Attrs, new: &Attrs) -> Result
 /// `[import]`: puts the stack's two tags (`gpustack:stack`, `gpustack:address`) on the EKS
 /// object `arn` (eks:TagResource), adding to its tags and changing nothing else.
 pub async fn tag_owned(ctx: &Ctx, arn: &str, address: &str) -> Result<(), AwsError> {
-    let set = HashMap::from([
-        (tags::STACK.to_string(), ctx.stack.clone()),
-        (tags::ADDRESS.to_string(), address.to_string()),
-    ]);
+    let set =
+        HashMap::from([(tags::STACK.to_string(), ctx.stack.clone()), (tags::ADDRESS.to_string(), address.to_string())]);
     ctx.call(Service::Eks, "TagResource", ctx.eks.tag_resource().resource_arn(arn).set_tags(Some(set)).send()).await?;
     Ok(())
 }

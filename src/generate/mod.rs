@@ -307,7 +307,7 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
             text.push_str(&format!("# not imported: {kind} {id}: {}\n", why.replace('\n', " ")));
         }
     }
-    let imported = write::addresses(&found);
+    let imported = write::addresses(&found, name);
     Ok(Generated { text, imported, skipped })
 }
 

@@ -80,17 +80,28 @@ pub fn stack_name(cluster: &str) -> String {
     s.trim_end_matches('-').to_string()
 }
 
-/// The name the object's table gets, before making it unique: the Name tag, else the hint.
-fn base_name(f: &Found) -> String {
+/// The name the object's table gets, before making it unique: the Name tag, else the hint,
+/// without the cluster's name as a prefix (`prod-gpu-nat` → `nat`, `eksctl-prod-gpu-cluster/…`
+/// → `cluster_…`): every object of the file belongs to that cluster.
+fn base_name(f: &Found, cluster: &str) -> String {
     let tag = f.imported.observed.attrs.get("tags").and_then(|t| t.as_table()).and_then(|t| t.get("Name"));
     let raw = tag.and_then(|v| v.as_str()).filter(|s| !s.trim().is_empty()).unwrap_or(&f.hint);
-    identifier(raw)
+    let mut short = raw;
+    for prefix in [format!("eksctl-{cluster}-"), format!("{cluster}-"), format!("{cluster}_")] {
+        if let Some(rest) = short.strip_prefix(prefix.as_str())
+            && !rest.is_empty()
+        {
+            short = rest;
+            break;
+        }
+    }
+    identifier(short)
 }
 
 /// Names unique per kind, in the file's order; `order[i]` is the index into `found` of the
 /// i-th table written, `names[j]` the name of `found[j]`.
-fn assign_names(found: &[Found]) -> (Vec<usize>, Vec<String>) {
-    let bases: Vec<String> = found.iter().map(base_name).collect();
+fn assign_names(found: &[Found], cluster: &str) -> (Vec<usize>, Vec<String>) {
+    let bases: Vec<String> = found.iter().map(|f| base_name(f, cluster)).collect();
     let mut order: Vec<usize> = (0..found.len()).collect();
     order.sort_by(|&a, &b| {
         (rank(found[a].kind.name()), &bases[a], &found[a].import_id).cmp(&(
@@ -269,14 +280,14 @@ fn written_attrs(kind: &dyn Kind, attrs: &BTreeMap<String, Value>) -> Vec<(&'sta
 }
 
 /// (address, import id) of every object, in the order the file writes them.
-pub fn addresses(found: &[Found]) -> Vec<(String, String)> {
-    let (order, names) = assign_names(found);
+pub fn addresses(found: &[Found], cluster: &str) -> Vec<(String, String)> {
+    let (order, names) = assign_names(found, cluster);
     order.iter().map(|&i| (format!("{}.{}", found[i].kind.name(), names[i]), found[i].import_id.clone())).collect()
 }
 
 /// Writes the stack file.
 pub fn render(found: &[Found], opts: &Options) -> String {
-    let (order, names) = assign_names(found);
+    let (order, names) = assign_names(found, &opts.cluster);
     let targets = targets(found);
     let mut edges = BTreeSet::new();
     // Pass 1 over every object, then pass 2: identity references win over other outputs, so
@@ -307,6 +318,8 @@ pub fn render(found: &[Found], opts: &Options) -> String {
             }
         }
     }
+
+    follow_template_versions(found, &mut tables);
 
     let mut s = String::new();
     let _ = writeln!(
@@ -349,6 +362,35 @@ pub fn render(found: &[Found], opts: &Options) -> String {
         }
     }
     s
+}
+
+/// A node group on a template of the file that runs the template's current version leaves
+/// `launch_template_version` out: the node group kind then fills it with
+/// `${launch_template.NAME.version}` (`NodeGroup::complete`), so a later change to the template
+/// rolls the node group as for one gpustack made, where a literal number would pin it.
+fn follow_template_versions(found: &[Found], tables: &mut [Vec<(&'static Attr, W)>]) {
+    for (i, table) in tables.iter_mut().enumerate() {
+        if found[i].kind.name() != "node_group" {
+            continue;
+        }
+        let referenced = table.iter().any(|(a, w)| a.name == "launch_template" && matches!(w, W::Ref(_)));
+        let id = found[i].imported.observed.attrs.get("launch_template").and_then(Value::as_str);
+        let target =
+            id.and_then(|id| found.iter().find(|f| f.kind.name() == "launch_template" && f.imported.observed.id == id));
+        let Some(target) = target.filter(|_| referenced) else { continue };
+        let current = target.imported.observed.outputs.get("version").map(scalar_text);
+        table.retain(|(a, w)| {
+            !(a.name == "launch_template_version" && matches!(w, W::Lit(v) if Some(scalar_text(v)) == current))
+        });
+    }
+}
+
+/// A number or string as text, so a version recorded as 3 and "3" compare equal.
+fn scalar_text(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        other => other.to_json().to_string(),
+    }
 }
 
 /// A comment stays one line: newlines and other control characters shown escaped.
@@ -544,7 +586,7 @@ mod tests {
         insta::assert_snapshot!(text);
         assert!(text.contains("vpc               = \"${vpc.vpc-0000000000000000a.id}\""), "{text}");
         assert!(!text.contains("public "), "a default is left out: {text}");
-        assert!(text.contains("role            = \"${iam_role.prod-cluster-role.arn}\""), "{text}");
+        assert!(text.contains("role            = \"${iam_role.cluster-role.arn}\""), "{text}");
         assert!(text.contains("cluster = \"${eks_cluster.prod.name}\""), "{text}");
         assert!(text.contains("prevent_destroy = true"), "{text}");
         assert!(text.contains("# not expressible: encryption_config = kms key\\nx"), "{text}");
@@ -592,5 +634,42 @@ mod tests {
         assert!(stack_name(&"x".repeat(40)).len() <= 31);
         assert!(unique_looking("vpc-0123456789abcdef0") && unique_looking("a-0123456789abcdefg".trim_end_matches('g')));
         assert!(!unique_looking("us-west-2a") && !unique_looking("10.0.0.0/16") && !unique_looking("vpc-cni"));
+    }
+
+    #[test]
+    fn node_groups_follow_their_template_and_names_drop_the_cluster_prefix() {
+        let lt = obj(
+            "launch_template",
+            "lt-0123456789abcdef0",
+            "prod-gpu",
+            &[("instance_type", s("g6e.2xlarge"))],
+            &[("id", "lt-0123456789abcdef0"), ("name", "prod-gpu"), ("version", "3")],
+        );
+        let ng = |v: i64| {
+            obj(
+                "node_group",
+                "prod:gpu",
+                "gpu",
+                &[
+                    ("cluster", s("prod")),
+                    ("launch_template", s("lt-0123456789abcdef0")),
+                    ("launch_template_version", Value::Int(v)),
+                ],
+                &[("name", "gpu")],
+            )
+        };
+        let text = render(&[lt, ng(3)], &opts());
+        assert!(text.contains("[launch_template.gpu]"), "{text}");
+        assert!(text.contains("launch_template = \"${launch_template.gpu.id}\""), "{text}");
+        assert!(!text.contains("launch_template_version"), "the current version is followed: {text}");
+        let lt2 = obj(
+            "launch_template",
+            "lt-0123456789abcdef0",
+            "x",
+            &[],
+            &[("id", "lt-0123456789abcdef0"), ("version", "3")],
+        );
+        let text = render(&[lt2, ng(2)], &opts());
+        assert!(text.contains("launch_template_version = 2"), "an older version stays pinned: {text}");
     }
 }

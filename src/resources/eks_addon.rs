@@ -204,7 +204,8 @@ impl Kind for EksAddon {
         {
             unexpressed.push(("configurationValues".into(), raw.to_string()));
         }
-        let observed = Observed { address: None, id: id.to_string(), attrs, outputs: recorded(&a).outputs, retained: false };
+        let observed =
+            Observed { address: None, id: id.to_string(), attrs, outputs: recorded(&a).outputs, retained: false };
         Ok(Some(Imported { observed, unexpressed }))
     }
 

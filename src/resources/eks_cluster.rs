@@ -18,7 +18,9 @@ use aws_sdk_eks::types::{
 
 use super::cluster_log_group as log_group;
 use super::cluster_options::{encryption_refusals, normalize_options, validate_options};
-use super::{Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr,
+};
 use crate::aws::eks::{self, UpdateOf};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
@@ -665,7 +667,8 @@ fn observe(c: &Cluster) -> Observed {
 /// with the file's default. Refresh never observes such an attribute, so a recorded value
 /// never is unknown here and the normal diff is untouched.
 pub(super) fn settle_unreadable(current: &mut Attrs, desired: &Attrs) {
-    let unknown: Vec<String> = current.iter().filter(|(_, v)| matches!(v, Value::Unknown)).map(|(k, _)| k.clone()).collect();
+    let unknown: Vec<String> =
+        current.iter().filter(|(_, v)| matches!(v, Value::Unknown)).map(|(k, _)| k.clone()).collect();
     for k in unknown {
         match desired.get(&k) {
             Some(v) => current.insert(k, v.clone()),

@@ -80,7 +80,13 @@ impl Kind for NatGatewayKind {
         let ips: Vec<String> = n
             .nat_gateway_addresses()
             .iter()
-            .map(|a| format!("{} ({})", a.public_ip().or(a.private_ip()).unwrap_or("?"), a.allocation_id().unwrap_or("no allocation")))
+            .map(|a| {
+                format!(
+                    "{} ({})",
+                    a.public_ip().or(a.private_ip()).unwrap_or("?"),
+                    a.allocation_id().unwrap_or("no allocation")
+                )
+            })
             .collect();
         if ips.len() > 1 {
             unexpressed.push(note("addresses", ips.join(", ")));
@@ -94,7 +100,8 @@ impl Kind for NatGatewayKind {
         let gw = describe(ctx, id).await?;
         let mut ids = vec![id.to_string()];
         ids.extend(
-            gw.iter().flat_map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string))),
+            gw.iter()
+                .flat_map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string))),
         );
         tag(ctx, &ids, address, &[]).await
     }

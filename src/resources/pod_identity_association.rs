@@ -134,7 +134,8 @@ impl Kind for PodIdentityAssociationKind {
         let all: BTreeMap<String, String> = a.tags().cloned().unwrap_or_default().into_iter().collect();
         let mut unexpressed = vec![];
         if let Some(owner) = a.owner_arn() {
-            unexpressed.push(("ownerArn".to_string(), format!("{owner} (made by that add-on; import the add-on instead)")));
+            unexpressed
+                .push(("ownerArn".to_string(), format!("{owner} (made by that add-on; import the add-on instead)")));
         }
         if let Some(target) = a.target_role_arn() {
             unexpressed.push(("targetRoleArn".to_string(), target.to_string()));
@@ -146,13 +147,16 @@ impl Kind for PodIdentityAssociationKind {
             unexpressed.push(("policy".to_string(), policy.to_string()));
         }
         let rec = recorded(Some(&a));
-        let observed = Observed { address: None, id: rec.id, attrs: observe(&a, &all), outputs: rec.outputs, retained: false };
+        let observed =
+            Observed { address: None, id: rec.id, attrs: observe(&a, &all), outputs: rec.outputs, retained: false };
         Ok(Some(Imported { observed, unexpressed }))
     }
 
     async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
         let arn = outputs.get("arn").and_then(Value::as_str).unwrap_or_default();
-        eks::tag_owned(ctx, arn, address).await.map_err(|e| AwsError { detail: format!("association {id}: {}", e.detail), ..e })
+        eks::tag_owned(ctx, arn, address)
+            .await
+            .map_err(|e| AwsError { detail: format!("association {id}: {}", e.detail), ..e })
     }
 
     async fn update(

@@ -247,11 +247,16 @@ impl Kind for SecurityGroup {
         let filter = aws_sdk_ec2::types::Filter::builder().name("group-id").values(id).build();
         let request = ctx.ec2.describe_security_groups().filters(filter);
         let out = ctx.call(Service::Ec2, "DescribeSecurityGroups", request.send()).await.absent_ok()?;
-        let groups: Vec<aws_sdk_ec2::types::SecurityGroup> =
-            out.map(|o| o.security_groups().to_vec()).unwrap_or_default().into_iter().filter(|g| g.group_id() == Some(id)).collect();
+        let groups: Vec<aws_sdk_ec2::types::SecurityGroup> = out
+            .map(|o| o.security_groups().to_vec())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|g| g.group_id() == Some(id))
+            .collect();
         let Some(g) = groups.first() else { return Ok(None) };
         let all = tags::ec2_map(g.tags());
-        let refuse = |why: String| crate::aws::AwsError { operation: "DescribeSecurityGroups", code: None, detail: why };
+        let refuse =
+            |why: String| crate::aws::AwsError { operation: "DescribeSecurityGroups", code: None, detail: why };
         if let Some(cluster) = all.get(EKS_CLUSTER_TAG) {
             return Err(refuse(format!(
                 "{id} is the cluster security group EKS made for cluster {cluster}: it belongs to the cluster (EKS deletes it with the cluster); refer to it as ${{eks_cluster.<name>.security_group_id}} and add rules to it with security_group_rule"
@@ -277,12 +282,22 @@ impl Kind for SecurityGroup {
                     format!("{}{ports}", p.ip_protocol().unwrap_or("-1"))
                 };
                 for pl in p.prefix_list_ids() {
-                    unexpressed.push(note(dir, format!("{} from prefix list {}", what(), pl.prefix_list_id().unwrap_or_default())));
-                }
-                for pair in p.user_id_group_pairs().iter().filter(|x| x.user_id().is_some_and(|u| Some(u) != g.owner_id())) {
                     unexpressed.push(note(
                         dir,
-                        format!("{} from {} of account {}", what(), pair.group_id().unwrap_or_default(), pair.user_id().unwrap_or_default()),
+                        format!("{} from prefix list {}", what(), pl.prefix_list_id().unwrap_or_default()),
+                    ));
+                }
+                for pair in
+                    p.user_id_group_pairs().iter().filter(|x| x.user_id().is_some_and(|u| Some(u) != g.owner_id()))
+                {
+                    unexpressed.push(note(
+                        dir,
+                        format!(
+                            "{} from {} of account {}",
+                            what(),
+                            pair.group_id().unwrap_or_default(),
+                            pair.user_id().unwrap_or_default()
+                        ),
                     ));
                 }
             }

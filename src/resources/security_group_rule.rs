@@ -209,7 +209,8 @@ impl Kind for SecurityGroupRuleKind {
             .describe_security_group_rules()
             .filters(Filter::builder().name("security-group-rule-id").values(id).build());
         let out = ctx.call(Service::Ec2, "DescribeSecurityGroupRules", request.send()).await.absent_ok()?;
-        let Some(r) = out.and_then(|o| o.security_group_rules().iter().find(|r| r.security_group_rule_id() == Some(id)).cloned())
+        let Some(r) =
+            out.and_then(|o| o.security_group_rules().iter().find(|r| r.security_group_rule_id() == Some(id)).cloned())
         else {
             return Ok(None);
         };
@@ -217,7 +218,9 @@ impl Kind for SecurityGroupRuleKind {
             return Err(crate::aws::AwsError {
                 operation: "DescribeSecurityGroupRules",
                 code: None,
-                detail: format!("rule {id} admits the prefix list {pl}, which a security_group_rule cannot say (it takes `cidr`, `source_security_group` or `self`); leave it out of the stack"),
+                detail: format!(
+                    "rule {id} admits the prefix list {pl}, which a security_group_rule cannot say (it takes `cidr`, `source_security_group` or `self`); leave it out of the stack"
+                ),
             });
         }
         let all = tags::ec2_map(r.tags());

@@ -314,7 +314,10 @@ impl VpcEndpointKind {
         let list = |v: Vec<String>| Value::List(v.into_iter().map(Value::str).collect());
         let mut attrs = Attrs::from([
             ("vpc".into(), Value::str(e.vpc_id().unwrap_or_default())),
-            ("service".into(), Value::str(e.service_name().unwrap_or_default().strip_prefix(prefix).unwrap_or_default())),
+            (
+                "service".into(),
+                Value::str(e.service_name().unwrap_or_default().strip_prefix(prefix).unwrap_or_default()),
+            ),
             ("tags".into(), tags::observed(all)),
         ]);
         if e.vpc_endpoint_type() == Some(&VpcEndpointType::Interface) {

@@ -19,7 +19,9 @@ mod update;
 use self::auto::template_facts;
 pub use self::auto::{al2023_ami_type, auto_ami_type, nvidia_ami, plain_ami_type, update_strategy};
 use super::launch_template::TAINT;
-use super::{Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr,
+};
 use crate::aws::eks;
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, Ctx, Service, tags};
@@ -631,7 +633,11 @@ fn unexpressed_of(n: &Nodegroup, attrs: &mut Attrs) -> Vec<(String, String)> {
     if let Some(r) = n.remote_access() {
         out.push((
             "remoteAccess".into(),
-            format!("ec2SshKey {}, sourceSecurityGroups {:?}", r.ec2_ssh_key().unwrap_or("-"), r.source_security_groups()),
+            format!(
+                "ec2SshKey {}, sourceSecurityGroups {:?}",
+                r.ec2_ssh_key().unwrap_or("-"),
+                r.source_security_groups()
+            ),
         ));
     }
     if let Some(p) = n.update_config().and_then(|u| u.max_unavailable_percentage()) {
