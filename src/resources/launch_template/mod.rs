@@ -11,15 +11,17 @@
 mod data;
 mod family;
 pub mod gpu_sharing;
+mod import;
 mod network;
 pub mod nodeadm;
+pub mod parse;
 pub mod userdata;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{LaunchTemplate, RequestLaunchTemplateData, ResourceType};
 
 use self::data::template_data;
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, str_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -331,14 +333,48 @@ impl Kind for LaunchTemplateKind {
 
     /// A self-managed group's template (`cluster` set) holds its cluster's join settings in
     /// the user data it sends, read at apply: the plan compares only what the stack writes.
+    /// A user data that reads back to the recorded one's inputs (an imported template, whose
+    /// text another tool spelled) is no drift (`parse`).
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
         let mut cur = recorded.clone();
         let joins = recorded.get("cluster").and_then(Value::as_str).is_some_and(|c| !c.is_empty());
         cur.extend(
             observed.iter().filter(|(k, _)| !(joins && k.as_str() == "user_data")).map(|(k, v)| (k.clone(), v.clone())),
         );
+        if !joins && recorded.contains_key("user_data") {
+            import::settle(&mut cur, recorded);
+        }
         self.normalize(&mut cur);
         cur
+    }
+
+    /// For an import: the user data another tool spelled is no change when it reads back to
+    /// the file's inputs; the AMI type (the node group's, not readable from the template) is
+    /// the file's.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        import::settle(current, desired);
+        super::eks_cluster::settle_unreadable(current, desired);
+    }
+
+    fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
+        import::refusals(old, new)
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("lt-…")
+    }
+
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        import::import(ctx, id).await
+    }
+
+    /// ec2:CreateTags with the stack's two tags, nothing else.
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        let set = [(tags::STACK, ctx.stack.as_str()), (tags::ADDRESS, address)]
+            .map(|(k, v)| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build());
+        let request = ctx.ec2.create_tags().resources(id).set_tags(Some(set.to_vec()));
+        ctx.call(Service::Ec2, "CreateTags", request.send()).await?;
+        Ok(())
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
