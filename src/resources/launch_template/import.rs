@@ -93,12 +93,17 @@ pub fn from_data(
         groups.sort();
         let max = info.map(|i| i.max_efa_interfaces as usize);
         let interfaces = if max == Some(efa_count) { Value::str("max") } else { Value::Int(efa_count as i64) };
-        let efa = BTreeMap::from([("security_groups".to_string(), strs(&groups)), ("interfaces".to_string(), interfaces)]);
+        let efa =
+            BTreeMap::from([("security_groups".to_string(), strs(&groups)), ("interfaces".to_string(), interfaces)]);
         a.insert("efa".into(), Value::Table(efa));
         let seen: Vec<(i32, i32, String)> = nics
             .iter()
             .map(|n| {
-                (n.network_card_index().unwrap_or(0), n.device_index().unwrap_or(0), n.interface_type().unwrap_or("interface").to_string())
+                (
+                    n.network_card_index().unwrap_or(0),
+                    n.device_index().unwrap_or(0),
+                    n.interface_type().unwrap_or("interface").to_string(),
+                )
             })
             .collect();
         let wanted = if max == Some(efa_count) { None } else { Some(efa_count as i64) };
@@ -173,7 +178,11 @@ pub fn from_data(
         } else {
             // gpustack's data volume is always gp3 and encrypted with the default key.
             if ty != "gp3" || ebs.encrypted() != Some(true) || ebs.kms_key_id().is_some() {
-                keep(&mut un, "BlockDeviceMappings /dev/xvdb", format!("{ty}, encrypted {:?}, kms {:?}", ebs.encrypted(), ebs.kms_key_id()));
+                keep(
+                    &mut un,
+                    "BlockDeviceMappings /dev/xvdb",
+                    format!("{ty}, encrypted {:?}, kms {:?}", ebs.encrypted(), ebs.kms_key_id()),
+                );
             }
             if let Some(s) = ebs.snapshot_id() {
                 v.insert("snapshot".into(), Value::str(s));
@@ -190,8 +199,14 @@ pub fn from_data(
                 a.insert("capacity_reservation".into(), Value::str(id));
             }
             None => {
-                if let Some(arn) = cr.capacity_reservation_target().and_then(|t| t.capacity_reservation_resource_group_arn()) {
-                    keep(&mut un, "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationResourceGroupArn", arn.into());
+                if let Some(arn) =
+                    cr.capacity_reservation_target().and_then(|t| t.capacity_reservation_resource_group_arn())
+                {
+                    keep(
+                        &mut un,
+                        "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationResourceGroupArn",
+                        arn.into(),
+                    );
                 }
                 if let Some(p) = cr.capacity_reservation_preference() {
                     keep(&mut un, "CapacityReservationSpecification.CapacityReservationPreference", p.as_str().into());
@@ -253,7 +268,10 @@ pub fn from_data(
         ("InstanceRequirements", d.instance_requirements().map(|c| format!("{c:?}"))),
         ("KernelId", d.kernel_id().map(str::to_string)),
         ("EnclaveOptions", d.enclave_options().filter(|e| e.enabled() == Some(true)).map(|e| format!("{e:?}"))),
-        ("HibernationOptions", d.hibernation_options().filter(|h| h.configured() == Some(true)).map(|h| format!("{h:?}"))),
+        (
+            "HibernationOptions",
+            d.hibernation_options().filter(|h| h.configured() == Some(true)).map(|h| format!("{h:?}")),
+        ),
     ];
     for (field, v) in flags {
         if let Some(v) = v {
@@ -264,7 +282,16 @@ pub fn from_data(
     let launched: Vec<String> = d
         .tag_specifications()
         .iter()
-        .flat_map(|s| s.tags().iter().map(move |t| format!("{}:{}={}", s.resource_type().map_or("", |r| r.as_str()), t.key().unwrap_or_default(), t.value().unwrap_or_default())))
+        .flat_map(|s| {
+            s.tags().iter().map(move |t| {
+                format!(
+                    "{}:{}={}",
+                    s.resource_type().map_or("", |r| r.as_str()),
+                    t.key().unwrap_or_default(),
+                    t.value().unwrap_or_default()
+                )
+            })
+        })
         .filter(|t| !t.contains(tags::STACK))
         .collect();
     if !launched.is_empty() {

@@ -148,9 +148,9 @@ fn item_value(item: &toml_edit::Item) -> Value {
     match item {
         toml_edit::Item::Value(v) => toml_value(v),
         toml_edit::Item::Table(t) => Value::Table(t.iter().map(|(k, v)| (k.to_string(), item_value(v))).collect()),
-        toml_edit::Item::ArrayOfTables(a) => {
-            Value::List(a.iter().map(|t| Value::Table(t.iter().map(|(k, v)| (k.to_string(), item_value(v))).collect())).collect())
-        }
+        toml_edit::Item::ArrayOfTables(a) => Value::List(
+            a.iter().map(|t| Value::Table(t.iter().map(|(k, v)| (k.to_string(), item_value(v))).collect())).collect(),
+        ),
         toml_edit::Item::None => Value::Unknown,
     }
 }
@@ -249,7 +249,8 @@ fn parse_mime(text: &str, boundary: &str) -> Parsed {
             configs += 1;
             if configs > 1 {
                 // nodeadm merges several NodeConfigs; the language holds one.
-                out.unexpressed.push(("user_data NodeConfig".into(), serde_yaml_ng::to_string(&json).unwrap_or_default()));
+                out.unexpressed
+                    .push(("user_data NodeConfig".into(), serde_yaml_ng::to_string(&json).unwrap_or_default()));
                 continue;
             }
             node_config(&json, &mut out);
@@ -447,7 +448,11 @@ mod tests {
     fn taints() -> Value {
         Value::List(vec![
             table(&[("key", Value::str("dedicated")), ("effect", Value::str("NO_EXECUTE"))]),
-            table(&[("key", Value::str("nvidia.com/gpu")), ("value", Value::str("true")), ("effect", Value::str("NO_SCHEDULE"))]),
+            table(&[
+                ("key", Value::str("nvidia.com/gpu")),
+                ("value", Value::str("true")),
+                ("effect", Value::str("NO_SCHEDULE")),
+            ]),
         ])
     }
 
@@ -461,7 +466,10 @@ mod tests {
             attrs(&[("gpu_sharing", table(&[("strategy", Value::str("mps")), ("replicas", Value::Int(8))]))]),
             attrs(&[(
                 "gpu_sharing",
-                table(&[("strategy", Value::str("mig")), ("mig_profile", table(&[("h100.80gb", Value::str("1g.10gb"))]))]),
+                table(&[
+                    ("strategy", Value::str("mig")),
+                    ("mig_profile", table(&[("h100.80gb", Value::str("1g.10gb"))])),
+                ]),
             )]),
             attrs(&[("gpu_sharing", table(&[("strategy", Value::str("mig"))]))]),
             attrs(&[
@@ -473,7 +481,10 @@ mod tests {
                     table(&[
                         ("kernel", table(&[("lockdown", Value::str("integrity"))])),
                         ("kubernetes", table(&[("max-pods", Value::Int(110))])),
-                        ("kubelet-device-plugins", table(&[("nvidia", table(&[("pass-device-specs", Value::Bool(true))]))])),
+                        (
+                            "kubelet-device-plugins",
+                            table(&[("nvidia", table(&[("pass-device-specs", Value::Bool(true))]))]),
+                        ),
                     ]),
                 ),
             ]),
@@ -513,7 +524,10 @@ mod tests {
                     (
                         "kubelet",
                         table(&[
-                            ("config", table(&[("maxPods", Value::Int(110)), ("cpuManagerPolicy", Value::str("static"))])),
+                            (
+                                "config",
+                                table(&[("maxPods", Value::Int(110)), ("cpuManagerPolicy", Value::str("static"))]),
+                            ),
                             ("flags", Value::List(vec![Value::str("--v=2")])),
                         ]),
                     ),
@@ -559,7 +573,10 @@ mod tests {
         let fields: Vec<&str> = p.unexpressed.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(fields, ["NodeConfig.spec.cluster", "user_data part text/x-shellscript; charset=\"us-ascii\""]);
         assert!(p.unexpressed[1].1.contains("echo ready"));
-        assert!(!same_meaning(text, &nodeadm::render(&p.attrs, None).unwrap()), "what would be dropped is not the same");
+        assert!(
+            !same_meaning(text, &nodeadm::render(&p.attrs, None).unwrap()),
+            "what would be dropped is not the same"
+        );
     }
 
     /// terraform-aws-eks's AL2023 user data (`templates/al2023_user_data.tpl` inside the
@@ -601,10 +618,16 @@ mod tests {
                 ("effect", Value::str("PREFER_NO_SCHEDULE"))
             ])])
         );
-        assert_eq!(p.attrs["gpu_sharing"], table(&[("strategy", Value::str("time-slicing")), ("replicas", Value::Int(3))]));
+        assert_eq!(
+            p.attrs["gpu_sharing"],
+            table(&[("strategy", Value::str("time-slicing")), ("replicas", Value::Int(3))])
+        );
         let k8s = &p.attrs["bottlerocket_settings"].as_table().unwrap()["kubernetes"];
         assert_eq!(k8s.as_table().unwrap()["cluster-name"], Value::str("brown"));
-        assert_eq!(p.unexpressed, vec![("user_data.metadata".to_string(), table(&[("owner", Value::str("platform"))]).to_string())]);
+        assert_eq!(
+            p.unexpressed,
+            vec![("user_data.metadata".to_string(), table(&[("owner", Value::str("platform"))]).to_string())]
+        );
     }
 
     /// An AL2 bootstrap script is neither shape: all of it is unexpressed.
