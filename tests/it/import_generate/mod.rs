@@ -28,6 +28,25 @@ fn generate(env: &Env, cluster: &str, extra: &[&str]) -> String {
     std::fs::read_to_string(env.path("stack.toml")).unwrap()
 }
 
+/// `text` with `from` replaced by `to` on the line of `key` in `table`.
+fn edit(text: &str, table: &str, key: &str, from: &str, to: &str) -> String {
+    let mut inside = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with('[') {
+                inside = l == table;
+            }
+            if inside && l.split('=').next().is_some_and(|k| k.trim() == key) {
+                l.replace(from, to)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    lines.join("\n") + "\n"
+}
+
 /// Actions that change nothing: reads, and the tag calls an import's apply makes.
 fn read_or_tag(action: &str) -> bool {
     ["Describe", "List", "Get"].iter().any(|p| action.starts_with(p))
@@ -90,11 +109,9 @@ fn eksctl_cluster_round_trips_and_scales() {
     let import_table = text.split("\n[import]\n").nth(1).unwrap();
     assert!(!import_table.contains(built["cluster_sg"].as_str().unwrap()), "{import_table}");
 
-    // A first change: scale the GPU node group, and exactly that is planned.
-    let scaled = text.replace(
-        "scaling                 = { desired = 1, max = 2, min = 1 }",
-        "scaling                 = { desired = 2, max = 2, min = 1 }",
-    );
+    // A first change: let the GPU node group grow (the autoscaler owns `desired`; `max` is the
+    // file's), and exactly that is planned.
+    let scaled = edit(&text, "[node_group.gpu]", "scaling", "max = 2", "max = 4");
     assert_ne!(scaled, text, "the node group's scaling line is as expected:\n{text}");
     env.write("stack.toml", &scaled);
     let plan = env.run(&["plan", "stack.toml", "--detailed-exitcode", "--json"]);
@@ -111,7 +128,7 @@ fn eksctl_cluster_round_trips_and_scales() {
     env.ok(&["apply", "stack.toml", "--auto-approve"]);
     let eks = env.emu.eks();
     let ng = block_on(eks.describe_nodegroup().cluster_name("prod-gpu").nodegroup_name("gpu").send()).unwrap();
-    assert_eq!(ng.nodegroup.unwrap().scaling_config.unwrap().desired_size, Some(2));
+    assert_eq!(ng.nodegroup.unwrap().scaling_config.unwrap().max_size, Some(4));
 
     // Destroy, once protection is released: everything imported goes, the ODCR is cancelled,
     // the operator's role (never imported) stays.
