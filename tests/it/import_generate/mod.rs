@@ -68,6 +68,18 @@ fn imports(text: &str) -> BTreeSet<String> {
 /// clean. Returns the generated text.
 fn round_trip(env: &Env, cluster: &str, extra: &[&str]) -> String {
     let text = generate(env, cluster, extra);
+    // Generate only reads, with the actions its help and the README list or the kinds'
+    // `actions()` (which `gpustack policy` prints).
+    let documented: BTreeSet<String> = gpustack::generate::DISCOVERY_ACTIONS
+        .iter()
+        .map(|a| a.to_string())
+        .chain(gpustack::resources::KINDS.iter().flat_map(|k| k.actions().iter().map(|a| a.to_string())))
+        .collect();
+    for (service, action) in env.emu.requests() {
+        let read = ["Describe", "List", "Get"].iter().any(|p| action.starts_with(p));
+        assert!(read, "generate only reads, but called {service}:{action}");
+        assert!(documented.contains(&format!("{service}:{action}")), "{service}:{action} is not documented");
+    }
     env.ok(&["validate", "stack.toml"]);
     let plan = env.run(&["plan", "stack.toml", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "a generated file plans no change:\n{text}\n{plan:?}");
@@ -84,6 +96,7 @@ fn round_trip(env: &Env, cluster: &str, extra: &[&str]) -> String {
 fn eksctl_cluster_round_trips_and_scales() {
     let env = Env::new();
     let built = brownfield(&env, "eksctl", "prod-gpu");
+    env.emu.reset_requests();
     let text = round_trip(&env, "prod-gpu", &[]);
     let imported = imports(&text);
     for want in [
@@ -143,6 +156,7 @@ fn eksctl_cluster_round_trips_and_scales() {
 fn terraform_cluster_with_a_capacity_block_round_trips_and_keeps_the_block() {
     let env = Env::new();
     let built = brownfield(&env, "terraform", "tf-gpu");
+    env.emu.reset_requests();
     let text = round_trip(&env, "tf-gpu", &["--no-prevent-destroy"]);
     let imported = imports(&text);
     assert!(imported.iter().any(|a| a.starts_with("capacity_block.")), "{imported:?}\n{text}");
