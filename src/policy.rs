@@ -401,6 +401,21 @@ pub fn document(stack: &Stack) -> Json {
             } })),
         );
     }
+    // `[import]` (issue 20): an object the stack takes over carries no `gpustack:stack` tag
+    // yet, so the statements conditioned on it refuse tagging it. Allowed: exactly the two
+    // gpustack tags (`aws:TagKeys`), with this stack's name (`aws:RequestTag`), on exactly the
+    // imported objects (their ARNs), so no other object can be tagged into the stack.
+    for (i, (action, arns)) in crate::resources::import::tag_targets(stack).into_iter().enumerate() {
+        push(
+            &format!("TagImported{i}"),
+            vec![action],
+            json!(arns),
+            Some(json!({
+                "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name },
+                "ForAllValues:StringEquals": { "aws:TagKeys": [tags::STACK, tags::ADDRESS] },
+            })),
+        );
+    }
     let eks_any = json!(format!("arn:aws:eks:{region}:*:*"));
     // gpustack tags every EKS object on creation with `gpustack:stack`; creates must carry it,
     // and tags change only on objects that already carry it (so no foreign cluster can be

@@ -207,6 +207,13 @@ fn show_plan(g: &Global, p: &Prepared, verb: &str) -> std::io::Result<()> {
 /// Money needs its own, explicit yes: `--approve-purchases`, or the total typed back on a
 /// terminal. `--auto-approve` (and a saved plan) alone never buys.
 fn purchases_approved(g: &Global, plan: &plan::Plan, flag: bool) -> Result<bool> {
+    if let Some(c) = plan.changes.iter().find(|c| c.action == Action::Import && c.adopt.is_none()) {
+        bail!(
+            "`{}` would import {}, but this plan did not read it (--refresh=false); nothing is imported unread\n  help: apply with refresh (the default), so the object and what differs from the file are shown before you approve",
+            c.address,
+            c.id.as_deref().unwrap_or("an object")
+        );
+    }
     if let Some(c) =
         plan.changes.iter().find(|c| matches!(c.action, Action::Purchase(_)) && c.action.purchase().is_none())
     {

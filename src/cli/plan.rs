@@ -220,8 +220,10 @@ async fn live_reads(ctx: &Ctx, stack: &Stack, state: Option<&State>, skip_quota:
         );
         anyhow::Ok((pf, quotas))
     };
-    // A block the state already holds is not bought again: no search for it.
-    let known = |address: &str| state.is_some_and(|s| s.resources.contains_key(address));
+    // A block the state already holds is not bought again: no search for it; nor for one
+    // the stack imports (an import never buys: `diff::import_change`).
+    let known =
+        |address: &str| state.is_some_and(|s| s.resources.contains_key(address)) || stack.import_of(address).is_some();
     let offers = async {
         crate::plan::purchase::prefetch_offers(ctx, stack, &known).await.context("searching offerings to buy")
     };
@@ -430,7 +432,7 @@ pub async fn run(g: &Global, a: PlanArgs) -> Result<i32> {
             outln!("\nSaved the plan to {}. Apply exactly it with: gpustack apply {}", out.display(), out.display())?;
         }
     }
-    Ok(if a.detailed_exitcode && p.plan.has_changes() { 2 } else { 0 })
+    Ok(if a.detailed_exitcode && p.plan.changes_anything() { 2 } else { 0 })
 }
 
 /// A variable's value as `--var` would give it.

@@ -29,9 +29,13 @@ use progress::Progress;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OpKind {
-    Create { replacing: bool },
+    Create {
+        replacing: bool,
+    },
     Update,
     Delete,
+    /// `[import]`: tag, record, then update what the plan lists.
+    Import,
 }
 
 struct Op {
@@ -73,8 +77,13 @@ pub async fn execute(
     progress: Arc<Progress>,
     mut cancel: watch::Receiver<bool>,
 ) -> anyhow::Result<Outcome> {
-    let adoptions: Vec<(String, ResourceState)> =
-        plan.changes.iter().filter_map(|c| c.adopt.clone().map(|e| (c.address.clone(), e))).collect();
+    // An import is recorded by its own operation, after its tags are on the object.
+    let adoptions: Vec<(String, ResourceState)> = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::Import)
+        .filter_map(|c| c.adopt.clone().map(|e| (c.address.clone(), e)))
+        .collect();
     // Adopted objects exist in AWS already: like results, they need not be stored before acting.
     // Objects the stack reads but does not own (`existing`) leave state without an AWS call.
     let forgotten: Vec<String> =
@@ -236,6 +245,10 @@ fn build_ops(stack: &Stack, changes: &[Change]) -> Vec<Op> {
                 let k = push(&mut ops, &mut dbc, ci, OpKind::Update, false);
                 forward.insert(a, k);
             }
+            Action::Import => {
+                let k = push(&mut ops, &mut dbc, ci, OpKind::Import, false);
+                forward.insert(a, k);
+            }
             Action::DeleteThenCreate => {
                 let d = push(&mut ops, &mut dbc, ci, OpKind::Delete, true);
                 let k = push(&mut ops, &mut dbc, ci, OpKind::Create { replacing: false }, false);
@@ -355,6 +368,8 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), Failure> {
             ("forgetting", "forgotten (remove it from the cluster yourself if it was applied there)")
         }
         OpKind::Create { .. } => ("creating", "created"),
+        OpKind::Import if c.fields.is_empty() => ("importing", "imported (tagged and recorded)"),
+        OpKind::Import => ("importing", "imported and updated"),
         OpKind::Update => ("updating", "updated"),
         OpKind::Delete => ("deleting", "deleted"),
     };
@@ -366,6 +381,7 @@ async fn run_op(env: &Env, ci: usize, op: OpKind) -> Result<(), Failure> {
                 OpKind::Create { replacing } => create(env, c, replacing, &report).await,
                 OpKind::Update => update(env, c).await,
                 OpKind::Delete => delete(env, c).await,
+                OpKind::Import => import(env, c).await,
             }
         };
         tokio::pin!(work);
@@ -494,6 +510,42 @@ async fn update(env: &Env, c: &Change) -> Result<String, Failure> {
         .await
         .map_err(|e| Failure::from(e.to_string()))?;
     Ok(String::new())
+}
+
+/// `[import]`: tags the object (`gpustack:stack`, `gpustack:address`), then records it in
+/// state, then updates the fields the plan listed. The tagging is journaled as a pending
+/// update of the object: a crash after the tags landed and before the record leaves an
+/// object the next refresh finds by its tags (`Kind::read_all`) and adopts for its address.
+async fn import(env: &Env, c: &Change) -> Result<String, Failure> {
+    let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
+    let Some(mut entry) = c.adopt.clone() else {
+        return Err(Failure::from(format!(
+            "{} was not read (planned with --refresh=false); apply with refresh so the import is read and shown first",
+            c.id.as_deref().unwrap_or("the object")
+        )));
+    };
+    let id = entry.id.clone();
+    let token = uuid::Uuid::new_v4().to_string();
+    env.journal
+        .commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone()))))
+        .await
+        .map_err(|e| Failure::from(e.to_string()))?;
+    kind.tag_imported(&env.ctx, &c.address, &id, &c.old_outputs).await?;
+    if let Some(&idx) = env.stack.by_address.get(&c.address) {
+        entry.prevent_destroy = env.stack.resources[idx].prevent_destroy;
+    }
+    env.journal
+        .record(|s| {
+            s.pending.retain(|p| p.token != token);
+            s.resources.insert(c.address.clone(), entry);
+        })
+        .await
+        .map_err(|e| Failure::from(e.to_string()))?;
+    if c.fields.is_empty() {
+        return Ok(id);
+    }
+    update(env, c).await?;
+    Ok(id)
 }
 
 /// Last guard: an object read with `existing` is not the stack's; nothing deletes it,

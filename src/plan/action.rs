@@ -19,6 +19,10 @@ pub enum Action {
     Retain,
     /// Record in state an object found by its tags, or a state-only change; AWS untouched.
     Adopt,
+    /// Take over an object the stack did not make (`[import]`): tag it with
+    /// `gpustack:stack` and `gpustack:address`, record it in state, then update the fields
+    /// the plan lists (none: only the tags and the record). `=` like an adoption.
+    Import,
     /// Read an object the stack names but does not own (`existing = ...`): its outputs are
     /// recorded in state for the resources that refer to it; AWS is untouched (Terraform's
     /// data sources, `<=`).
@@ -59,7 +63,7 @@ impl Action {
             Action::CreateThenDelete => "+/-",
             Action::DeleteThenCreate => "-/+",
             Action::Delete | Action::Retain => "-",
-            Action::Adopt => "=",
+            Action::Adopt | Action::Import => "=",
             Action::Read => "<=",
             Action::Forget => ".",
             Action::Render(_) => "»",
@@ -76,6 +80,7 @@ impl Action {
             Action::Delete => "delete",
             Action::Retain => "retain",
             Action::Adopt => "adopt",
+            Action::Import => "import",
             Action::Read => "read",
             Action::Forget => "forget",
             Action::Render(_) => "render",
@@ -120,6 +125,7 @@ mod tests {
             (Action::Delete, "-", "delete"),
             (Action::Retain, "-", "retain"),
             (Action::Adopt, "=", "adopt"),
+            (Action::Import, "=", "import"),
             (Action::Read, "<=", "read"),
             (Action::Forget, ".", "forget"),
             (Action::Render(Box::new(Rendering { file: "f".into(), old: None, new: "n".into() })), "»", "render"),

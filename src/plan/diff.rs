@@ -164,6 +164,36 @@ fn resource_change(
     if kind.rendered() {
         return rendered_change(kind, r, recorded, desired, planned);
     }
+    if let Some(decl) = stack.import_of(&r.address) {
+        match recorded.or(adopted) {
+            None => return import_change(stack, idx, decl, refreshed, &desired, planned, errors),
+            // In state already: the entry is a no-op (Terraform's), unless it names another object.
+            Some(e) => {
+                let other = match refreshed.imports.get(&r.address) {
+                    Some(Some(imp)) if imp.observed.id != e.id => Some(imp.observed.id.clone()),
+                    Some(None) => Some(decl.id.clone()),
+                    _ => None,
+                };
+                if let Some(other) = other {
+                    errors.push(
+                        Diagnostic::error(
+                            format!(
+                                "`[import]` names {} for `{}`, but the state already holds another object there: {}",
+                                decl.id, r.address, e.id
+                            ),
+                            decl.span.clone(),
+                        )
+                        .help(format!(
+                            "an [import] entry of a resource already in state does nothing: remove it, or write the id the state holds (\"{}\"); to swap objects, first `gpustack state rm {}`{}",
+                            e.id,
+                            r.address,
+                            if other == decl.id { String::new() } else { format!(" (then {other} is imported)") }
+                        )),
+                    );
+                }
+            }
+        }
+    }
     let Some(entry) = recorded.or(adopted) else {
         planned.insert(r.address.clone(), None);
         let action = if kind.buys() { Action::Purchase(Offer::NotSearched) } else { Action::Create };
@@ -238,6 +268,144 @@ fn resource_change(
         return change.adopt.is_some().then_some(change);
     }
     Some(change)
+}
+
+/// An `[import]` of an address the state lacks: `Import` with the fields the apply will
+/// update after tagging and recording it. The object's current inputs are
+/// `current(recorded = {}, observed)`, settled against the file. Refused: an id that names
+/// nothing, any change to something bought, and a replacement unless the file spells out
+/// `prevent_destroy = false` (a replacement deletes the object the user asked to take over).
+fn import_change(
+    stack: &Stack,
+    idx: usize,
+    decl: &crate::stack::ImportDecl,
+    refreshed: &Refreshed,
+    desired: &Attrs,
+    planned: &mut PlannedOutputs,
+    errors: &mut Vec<Diagnostic>,
+) -> Option<Change> {
+    let r = &stack.resources[idx];
+    let kind = resources::of(r);
+    let mut c = new_change(r.address.clone(), kind.name(), Action::Import, None);
+    if refreshed.skipped {
+        // Offline nothing is read: the plan cannot say what the object looks like, and its
+        // outputs are unknown to the resources that refer to it.
+        planned.insert(r.address.clone(), None);
+        c.id = Some(decl.id.clone());
+        c.note = Some(format!(
+            "{} not read (--refresh=false): a refreshing plan reads it and lists what differs from the file",
+            decl.id
+        ));
+        return Some(c);
+    }
+    let Some(imp) = refreshed.imports.get(&r.address).and_then(Option::as_ref) else {
+        planned.insert(r.address.clone(), None);
+        let form = kind.import_id().unwrap_or("its id");
+        errors.push(
+            Diagnostic::error(
+                format!(
+                    "`[import]` `{}`: no {} \"{}\" exists in {} (account of the credentials used)",
+                    r.address,
+                    kind.name(),
+                    decl.id,
+                    stack.region
+                ),
+                decl.span.clone(),
+            )
+            .help(format!(
+                "check the id (a {} is imported as {form}) and [stack].region; remove the entry to have gpustack create the resource instead",
+                kind.name()
+            )),
+        );
+        return None;
+    };
+    let mut current = kind.current(&Attrs::new(), &imp.observed.attrs);
+    kind.settle(&mut current, desired);
+    c.fields = field_diffs(kind, &current, desired);
+    c.id = Some(imp.observed.id.clone());
+    c.old_inputs = current.clone();
+    c.old_outputs = imp.observed.outputs.clone();
+    c.adopt = Some(ResourceState {
+        kind: kind.name().to_string(),
+        id: imp.observed.id.clone(),
+        inputs: attrs_to_json(&current),
+        outputs: attrs_to_json(&imp.observed.outputs),
+        deps: r.deps.iter().map(|&d| stack.resources[d].address.clone()).collect(),
+        prevent_destroy: r.prevent_destroy,
+    });
+    if !imp.unexpressed.is_empty() {
+        let kept: Vec<String> = imp.unexpressed.iter().map(|(f, v)| format!("{f} = {v}")).collect();
+        c.note = Some(format!("kept as AWS has it (the stack language cannot say it): {}", kept.join("; ")));
+    }
+    if kind.buys() {
+        // A bought Capacity Block or training plan cannot be modified (EC2 UG "Capacity
+        // Blocks": a block cannot be modified or cancelled; SageMaker DG
+        // `reserve-capacity-with-training-plans`: a plan "cannot be modified once
+        // purchased"): any difference but its tags is refused, never planned as a change.
+        let bought: Vec<FieldDiff> = c
+            .fields
+            .iter()
+            .filter(|f| !f.path.starts_with("tags"))
+            .cloned()
+            .map(|mut f| {
+                f.forces_replace = true;
+                f
+            })
+            .collect();
+        if !bought.is_empty() {
+            errors.push(bought_cannot_change(r, &imp.observed.id, &bought));
+            planned.insert(r.address.clone(), None);
+            return None;
+        }
+    }
+    if c.fields.iter().any(|f| f.forces_replace) {
+        planned.insert(r.address.clone(), None);
+        if deletion_protected(&current) {
+            errors.push(protected_refusal(stack, &r.address, "replace"));
+        }
+        if r.prevent_destroy {
+            errors.push(refusal(stack, &r.address, "replace"));
+        } else if !r.prevent_destroy_written {
+            let forcing: Vec<&str> = c.fields.iter().filter(|f| f.forces_replace).map(|f| f.path.as_str()).collect();
+            errors.push(
+                Diagnostic::error(
+                    format!(
+                        "importing `{}` ({}) would replace it: {} differ from the file and cannot change in place, so the object you import would be deleted",
+                        r.address,
+                        imp.observed.id,
+                        forcing.join(", ")
+                    ),
+                    r.span.clone(),
+                )
+                .help(format!(
+                    "write the values AWS shows (the plan lists them) so the import changes nothing, or write prevent_destroy = false under [{}] to allow the replacement",
+                    r.address
+                )),
+            );
+        }
+        // Consented: recorded first (the executor's first write), then replaced like any object.
+        c.action = match kind.replace_order() {
+            ReplaceOrder::CreateBeforeDestroy => Action::CreateThenDelete,
+            ReplaceOrder::DeleteBeforeCreate => Action::DeleteThenCreate,
+        };
+        c.note = Some(format!("imports {}, then replaces it", imp.observed.id));
+        return Some(c);
+    }
+    let mut outputs = imp.observed.outputs.clone();
+    if !c.fields.is_empty() {
+        if let Some(n) = kind.update_note(&current, desired, &c.changed_attrs()) {
+            c.note = Some(n);
+        }
+        for (attr, msg, help) in kind.check_update(&current, desired) {
+            let span = r.attrs.get(attr).and_then(|e| e.span.clone()).or(r.span.clone());
+            errors.push(Diagnostic::error(format!("`{}`: {msg}", r.address), span).help(help));
+        }
+        for o in kind.outputs_changed_by_update() {
+            outputs.insert(o.to_string(), Value::Unknown);
+        }
+    }
+    planned.insert(r.address.clone(), Some(outputs));
+    Some(c)
 }
 
 /// A resource that names an object the stack does not own (`existing`): `Read` when what
@@ -862,5 +1030,121 @@ max_upfront_usd = 8000
 
         let errors = plan(&s, None, false, &["subnet.b".to_string()]).err().unwrap();
         assert_eq!(errors[0].help.as_deref(), Some("did you mean subnet.a?"));
+    }
+
+    const PG: &str = "[stack]\nname = \"t\"\nregion = \"us-west-2\"\n[placement_group.train]\nstrategy = \"cluster\"\nname = \"train-pg\"\nPD\n[import]\n\"placement_group.train\" = \"train-pg\"\n";
+
+    fn pg_stack(pd: &str) -> Stack {
+        load(&PG.replace("PD", pd))
+    }
+
+    /// What `Kind::import` returns for the group: `strategy` and user `tags` as AWS shows them.
+    fn pg_read(strategy: &str, tags: &[(&str, &str)]) -> Refreshed {
+        let tags = Value::Table(tags.iter().map(|(k, v)| (k.to_string(), Value::str(*v))).collect());
+        let observed = resources::Observed {
+            address: None,
+            id: "pg-0123".into(),
+            attrs: Attrs::from([
+                ("strategy".to_string(), Value::str(strategy)),
+                ("name".to_string(), Value::str("train-pg")),
+                ("tags".to_string(), tags),
+            ]),
+            outputs: Attrs::from([
+                ("id".to_string(), Value::str("pg-0123")),
+                ("name".to_string(), Value::str("train-pg")),
+            ]),
+            retained: false,
+        };
+        let imported = resources::Imported { observed, unexpressed: vec![] };
+        Refreshed {
+            imports: HashMap::from([("placement_group.train".to_string(), Some(imported))]),
+            ..Default::default()
+        }
+    }
+
+    fn plan_with(s: &Stack, st: Option<&State>, r: &Refreshed) -> Result<Plan, Vec<Diagnostic>> {
+        diff(s, st, r, &Options { destroy: false, targets: &[] })
+    }
+
+    #[test]
+    fn an_import_that_matches_the_file_is_recorded_and_tagged_but_changes_nothing() {
+        let s = pg_stack("");
+        let p = plan_with(&s, None, &pg_read("cluster", &[])).unwrap();
+        assert_eq!(actions(&p), vec![("placement_group.train".to_string(), "import")]);
+        let c = &p.changes[0];
+        assert!(c.fields.is_empty(), "{:?}", c.fields);
+        assert_eq!(c.id.as_deref(), Some("pg-0123"));
+        let entry = c.adopt.as_ref().expect("recorded by the apply");
+        assert_eq!((entry.id.as_str(), entry.outputs.get("id")), ("pg-0123", Some(&serde_json::json!("pg-0123"))));
+        assert!(p.has_changes() && !p.changes_anything(), "a clean import is no change for --detailed-exitcode");
+    }
+
+    #[test]
+    fn an_imported_field_that_differs_is_the_update_the_apply_makes() {
+        let s = load(&PG.replace("PD", "tags = { team = \"ml\" }"));
+        let p = plan_with(&s, None, &pg_read("cluster", &[("team", "infra")])).unwrap();
+        let c = &p.changes[0];
+        assert_eq!(c.action, Action::Import);
+        let got: Vec<(&str, &Option<Value>, &Option<Value>)> =
+            c.fields.iter().map(|f| (f.path.as_str(), &f.old, &f.new)).collect();
+        assert_eq!(got, vec![("tags.team", &Some(Value::str("infra")), &Some(Value::str("ml")))]);
+        assert!(p.changes_anything());
+    }
+
+    #[test]
+    fn an_import_that_would_replace_needs_prevent_destroy_false_spelled_out() {
+        let errors = plan_with(&pg_stack(""), None, &pg_read("spread", &[])).err().expect("refused");
+        assert!(
+            errors[0].message.contains("importing `placement_group.train` (pg-0123) would replace it: strategy"),
+            "{}",
+            errors[0].message
+        );
+        let errors = plan_with(&pg_stack("prevent_destroy = true"), None, &pg_read("spread", &[])).err().unwrap();
+        assert!(errors[0].message.contains("prevent_destroy = true"), "{}", errors[0].message);
+        let p = plan_with(&pg_stack("prevent_destroy = false"), None, &pg_read("spread", &[])).unwrap();
+        assert_eq!(p.changes[0].action, Action::DeleteThenCreate);
+        assert_eq!(p.changes[0].adopt.as_ref().map(|e| e.id.as_str()), Some("pg-0123"));
+    }
+
+    #[test]
+    fn an_import_id_that_names_nothing_is_an_error_naming_it() {
+        let s = pg_stack("");
+        let r =
+            Refreshed { imports: HashMap::from([("placement_group.train".to_string(), None)]), ..Default::default() };
+        let errors = plan_with(&s, None, &r).err().expect("refused");
+        assert!(
+            errors[0]
+                .message
+                .contains("`[import]` `placement_group.train`: no placement_group \"train-pg\" exists in us-west-2"),
+            "{}",
+            errors[0].message
+        );
+        assert_eq!(s.source.location(&errors[0].span), "t.toml:9:27");
+    }
+
+    #[test]
+    fn an_offline_plan_does_not_pretend_to_know_an_import() {
+        let p = plan_with(&pg_stack(""), None, &Refreshed::skipped()).unwrap();
+        let c = &p.changes[0];
+        assert_eq!((c.action.name(), c.adopt.is_none()), ("import", true));
+        assert!(c.note.as_deref().unwrap_or_default().contains("not read (--refresh=false)"));
+        assert!(p.changes_anything(), "an unread import may differ: it counts as a change");
+    }
+
+    #[test]
+    fn an_import_of_an_address_in_state_is_a_no_op_unless_it_names_another_object() {
+        let s = pg_stack("");
+        let mut st = applied(&s);
+        st.resources.get_mut("placement_group.train").unwrap().id = "pg-0123".into();
+        // Same object (the plan did not need to read it): nothing to do.
+        let p = plan_with(&s, Some(&st), &Refreshed::default()).unwrap();
+        assert!(!p.has_changes(), "{:?}", actions(&p));
+        st.resources.get_mut("placement_group.train").unwrap().id = "pg-other".into();
+        let errors = plan_with(&s, Some(&st), &pg_read("cluster", &[])).err().expect("refused");
+        assert!(
+            errors[0].message.contains("the state already holds another object there: pg-other"),
+            "{}",
+            errors[0].message
+        );
     }
 }

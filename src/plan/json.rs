@@ -49,6 +49,13 @@ pub fn to_json(plan: &Plan) -> Json {
                 Action::Purchase(Offer::NotSearched) => {
                     m.insert("purchase".into(), json!({"offering_id": null, "looked_up": false}));
                 }
+                Action::Import => {
+                    let tags = json!({
+                        crate::aws::tags::STACK: plan.stack,
+                        crate::aws::tags::ADDRESS: c.address,
+                    });
+                    m.insert("import".into(), json!({"read": c.adopt.is_some(), "adds_tags": tags}));
+                }
                 _ => {}
             }
             m.insert("fields".into(), fields.into());
@@ -57,10 +64,14 @@ pub fn to_json(plan: &Plan) -> Json {
         .collect();
     // One count per action name, every name present (0 when absent), in a fixed order.
     let mut summary = Map::new();
-    for name in ["create", "purchase", "update", "replace", "delete", "retain", "adopt", "read", "forget", "render"] {
+    for name in
+        ["create", "purchase", "update", "replace", "delete", "retain", "adopt", "import", "read", "forget", "render"]
+    {
         summary.insert(name.into(), plan.changes.iter().filter(|c| c.action.name() == name).count().into());
     }
     summary.insert("unchanged".into(), plan.unchanged.into());
+    // `plan --detailed-exitcode`'s answer: false for a plan of clean imports only.
+    summary.insert("changes_anything".into(), plan.changes_anything().into());
     json!({
         "stack": plan.stack,
         "region": plan.region,

@@ -79,6 +79,14 @@ impl Plan {
         !self.changes.is_empty()
     }
 
+    /// Whether applying changes anything AWS or a user would call a change: an import whose
+    /// object already matches the file (only the state record and the two `gpustack:` tags)
+    /// is not one, so `plan --detailed-exitcode` exits 0 for a clean import (issue 20's
+    /// round trip). An import not read (`--refresh=false`) is one: the plan cannot tell.
+    pub fn changes_anything(&self) -> bool {
+        self.changes.iter().any(|c| !(c.action == Action::Import && c.fields.is_empty() && c.adopt.is_some()))
+    }
+
     /// How many changes have an action `of` accepts.
     pub fn count(&self, of: impl Fn(&Action) -> bool) -> usize {
         self.changes.iter().filter(|c| of(&c.action)).count()

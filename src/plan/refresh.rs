@@ -33,6 +33,10 @@ pub struct Refreshed {
     /// Addresses whose pending create found nothing tagged for them: the call may still be
     /// landing (AWS shows new objects after a moment), so look again before creating anew.
     pub unconfirmed: Vec<String>,
+    /// `[import]` entries read with [`Kind::import`]: for an address the state (and the tags)
+    /// do not hold yet, and for one it holds under another id (to compare the two objects).
+    /// `None`: nothing has that id. An entry whose object the state already holds is not read.
+    pub imports: HashMap<String, Option<resources::Imported>>,
 }
 
 impl Refreshed {
@@ -86,7 +90,44 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
     }
     found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     let mut out = merge(stack, state, found);
-    out.existing = read_existing(ctx, stack, out.state.as_ref()).await?;
+    let (existing, imports) =
+        tokio::try_join!(read_existing(ctx, stack, out.state.as_ref()), read_imports(ctx, stack, &out))?;
+    out.existing = existing;
+    out.imports = imports;
+    Ok(out)
+}
+
+/// Reads the objects `[import]` names, concurrently (each kind's read takes its service's
+/// permit, like every other read), read-only: an entry whose object the state or its tags
+/// already hold under the same id is a no-op and not read (Terraform's behaviour).
+async fn read_imports(
+    ctx: &Ctx,
+    stack: &Stack,
+    merged: &Refreshed,
+) -> Result<HashMap<String, Option<resources::Imported>>> {
+    let held = |address: &str| -> Option<String> {
+        let st = merged.state.as_ref().and_then(|s| s.resources.get(address)).map(|e| e.id.clone());
+        st.or_else(|| merged.adopted.get(address).map(|e| e.id.clone()))
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for decl in &stack.imports {
+        if held(&decl.address).as_deref() == Some(decl.id.as_str()) {
+            continue;
+        }
+        let Some(r) = stack.get(&decl.address) else { continue };
+        let kind = resources::of(r);
+        let (ctx, address, id) = (ctx.clone(), decl.address.clone(), decl.id.clone());
+        tasks.spawn(async move {
+            let found = kind.import(&ctx, &id).await;
+            (address, id, found)
+        });
+    }
+    let mut out = HashMap::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (address, id, found) = joined.context("an import read failed")?;
+        let found = found.with_context(|| format!("reading {id} to import it as {address}"))?;
+        out.insert(address, found);
+    }
     Ok(out)
 }
 

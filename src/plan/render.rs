@@ -24,7 +24,7 @@ fn color_of(a: &Action) -> &'static str {
         Action::Update => "33",
         Action::DeleteThenCreate | Action::CreateThenDelete => "35",
         Action::Delete | Action::Retain => "31",
-        Action::Adopt | Action::Render(_) | Action::Read | Action::Forget => "36",
+        Action::Adopt | Action::Import | Action::Render(_) | Action::Read | Action::Forget => "36",
     }
 }
 
@@ -41,7 +41,7 @@ pub fn render(plan: &Plan, header: &str, style: &Style) -> String {
         return out;
     }
     for c in &plan.changes {
-        render_change(&mut out, c, style);
+        render_change(&mut out, c, &plan.stack, style);
     }
     out.push('\n');
     let _ = writeln!(out, "{}", summary(plan));
@@ -62,6 +62,10 @@ pub fn summary(plan: &Plan) -> String {
     let adopt = plan.count(|a| *a == Action::Adopt);
     if adopt > 0 {
         let _ = write!(s, ", {adopt} to adopt");
+    }
+    let import = plan.count(|a| *a == Action::Import);
+    if import > 0 {
+        let _ = write!(s, ", {import} to import");
     }
     let read = plan.count(|a| *a == Action::Read);
     if read > 0 {
@@ -122,7 +126,7 @@ pub fn purchases(plan: &Plan, which: impl Fn(&Action) -> bool) -> String {
     parts.join(" and ")
 }
 
-fn render_change(out: &mut String, c: &Change, style: &Style) {
+fn render_change(out: &mut String, c: &Change, stack: &str, style: &Style) {
     let sym = c.action.symbol();
     let what = match &c.action {
         Action::Purchase(_) => "purchase (non-refundable)".into(),
@@ -149,6 +153,11 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
             None => "delete".into(),
         },
         Action::Adopt => "record in state (no change to AWS)".into(),
+        Action::Import => {
+            let id = c.id.as_deref().unwrap_or_default();
+            let then = if c.fields.is_empty() { "" } else { "; then update in place" };
+            format!("import {id} (record in state, add tags {}{then})", import_tags(stack, &c.address))
+        }
         Action::Read => match &c.id {
             Some(id) => format!("read {id} (existing, not managed: no change to AWS)"),
             None => "read (existing, not managed: no change to AWS)".into(),
@@ -234,13 +243,23 @@ fn render_change(out: &mut String, c: &Change, style: &Style) {
                 }
             }
         }
-        Action::Update | Action::DeleteThenCreate | Action::CreateThenDelete | Action::Adopt | Action::Read => {
+        Action::Update
+        | Action::DeleteThenCreate
+        | Action::CreateThenDelete
+        | Action::Adopt
+        | Action::Import
+        | Action::Read => {
             for f in &c.fields {
                 render_field(out, f);
             }
         }
         Action::Delete | Action::Retain | Action::Forget => {}
     }
+}
+
+/// The tags an import adds, as the plan shows them.
+pub fn import_tags(stack: &str, address: &str) -> String {
+    format!("{} = \"{stack}\", {} = \"{address}\"", crate::aws::tags::STACK, crate::aws::tags::ADDRESS)
 }
 
 fn show(v: &Option<Value>) -> String {

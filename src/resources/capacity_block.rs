@@ -20,7 +20,7 @@ use aws_sdk_ec2::types::{
 
 use super::capacity_reservation::{from_sdk_time, is_type, parse_time, read_by_id, read_reservations, to_sdk_time};
 use super::offering::{Purchase, bought_current, fee, normalize_window, validate_window};
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -131,9 +131,76 @@ impl Kind for CapacityBlock {
         normalize_window(inputs);
     }
 
-    /// A bought block's spec cannot drift; only its tags are read back.
+    /// A bought block's spec cannot drift; only its tags are read back. An imported block
+    /// (nothing recorded) is what `import` read.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        if recorded.is_empty() {
+            return observed.clone();
+        }
         bought_current(recorded, observed)
+    }
+
+    /// An imported block: the file's search window cannot be read back, only where the block
+    /// starts (`IMPORTED_START`). A start inside the file's window is the file's window; one
+    /// outside shows as both bounds at the block's start, so the plan names the difference.
+    /// The price guard guards a purchase that will not happen; a zone the file leaves open
+    /// is the block's.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        let Some(Value::Str(start)) = current.remove(IMPORTED_START) else { return };
+        let at = |k: &str| desired.get(k).and_then(Value::as_str).and_then(|t| parse_time(t).ok());
+        let started = parse_time(&start).ok();
+        let inside = match (at("start_after"), at("start_before"), started) {
+            (Some(a), Some(b), Some(s)) => a <= s && s <= b,
+            _ => false,
+        };
+        for k in ["start_after", "start_before"] {
+            let v = if inside { desired.get(k).cloned() } else { Some(Value::str(start.clone())) };
+            if let Some(v) = v {
+                current.insert(k.into(), v);
+            }
+        }
+        if let Some(v) = desired.get("max_upfront_usd") {
+            current.insert("max_upfront_usd".into(), v.clone());
+        }
+        if !desired.contains_key("availability_zone") {
+            current.remove("availability_zone");
+        }
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("cr-… (a reservation of type capacity-block)")
+    }
+
+    /// `DescribeCapacityReservations` by id; the reservation must be a Capacity Block
+    /// (`ReservationType` `capacity-block`, EC2 API reference `CapacityReservation`). Never
+    /// searches offerings, never buys: the plan shows an `import`, not a purchase.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some(r) = super::capacity_reservation::read_for_import(ctx, id).await? else { return Ok(None) };
+        if !is_type(&r, "capacity-block") {
+            return Err(super::capacity_reservation::import_refusal(
+                id,
+                "is an On-Demand Capacity Reservation, not a Capacity Block: import it as a capacity_reservation",
+            ));
+        }
+        let mut observed = observe(&r);
+        observed.address = None;
+        observed.attrs.insert("availability_zone".into(), Value::str(r.availability_zone().unwrap_or_default()));
+        if let (Some(start), Some(end)) = (r.start_date(), r.end_date()) {
+            // Blocks end at 11:30 UTC on their last day (EC2 UG `capacity-blocks`): the length
+            // in whole hours, rounded, is the duration bought.
+            let hours = ((end.secs() - start.secs()) as f64 / 3600.0).round() as i64;
+            observed.attrs.insert("duration_hours".into(), Value::Int(hours));
+            observed.attrs.insert(IMPORTED_START.into(), Value::str(from_sdk_time(start)));
+        }
+        let mut unexpressed = vec![];
+        if let Some(e) = r.end_date() {
+            unexpressed.push(("end_date (runs until, cannot be cancelled)".to_string(), from_sdk_time(e)));
+        }
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        super::import::tag_ec2(ctx, id, address).await
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
@@ -235,6 +302,9 @@ impl Kind for CapacityBlock {
         Ok(())
     }
 }
+
+/// Where an imported block starts, read by `import` and consumed by `settle` (not an attribute).
+const IMPORTED_START: &str = "imported_start";
 
 fn refusal(detail: &str) -> AwsError {
     AwsError { operation: "PurchaseCapacityBlock", code: Some("NotPurchased".into()), detail: detail.to_string() }

@@ -11,7 +11,7 @@ use aws_sdk_ec2::types::{
     EndDateType, InstanceMatchCriteria, ResourceType,
 };
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -202,29 +202,30 @@ impl Kind for CapacityReservationKind {
     }
 
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
-        Ok(read_reservations(ctx, "default")
-            .await?
-            .iter()
-            .map(|r| {
-                let all = tags::ec2_map(r.tags());
-                let mut attrs = Attrs::from([
-                    ("instance_type".into(), Value::str(r.instance_type().unwrap_or_default())),
-                    ("availability_zone".into(), Value::str(r.availability_zone().unwrap_or_default())),
-                    ("instance_count".into(), Value::Int(r.total_instance_count().unwrap_or(0).into())),
-                    ("match".into(), Value::str(r.instance_match_criteria().map(|m| m.as_str()).unwrap_or_default())),
-                    ("platform".into(), Value::str(r.instance_platform().map(|p| p.as_str()).unwrap_or_default())),
-                    ("tenancy".into(), Value::str(r.tenancy().map(|t| t.as_str()).unwrap_or_default())),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                if r.end_date_type() == Some(&EndDateType::Limited)
-                    && let Some(e) = r.end_date()
-                {
-                    attrs.insert("end_date".into(), Value::str(from_sdk_time(e)));
-                }
-                let rec = recorded(Some(r));
-                Observed::tagged(&all, rec, attrs)
-            })
-            .collect())
+        Ok(read_reservations(ctx, "default").await?.iter().map(observe).collect())
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("cr-… (an On-Demand Capacity Reservation)")
+    }
+
+    /// `DescribeCapacityReservations` by id. A Capacity Block's id is refused (it is a
+    /// `capacity_block`), and so is a reservation that holds no capacity any more.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some(r) = read_for_import(ctx, id).await? else { return Ok(None) };
+        if !is_type(&r, "default") {
+            return Err(import_refusal(
+                id,
+                "is a Capacity Block, not an On-Demand Capacity Reservation: import it as a capacity_block",
+            ));
+        }
+        let mut observed = observe(&r);
+        observed.address = None;
+        Ok(Some(Imported { observed, unexpressed: unexpressed(&r) }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        super::import::tag_ec2(ctx, id, address).await
     }
 
     async fn update(
@@ -288,6 +289,77 @@ fn end(inp: &Attrs) -> Result<Option<DateTime>> {
             detail,
         }),
     }
+}
+
+/// An ODCR as refresh and import see it.
+fn observe(r: &CapacityReservation) -> Observed {
+    let all = tags::ec2_map(r.tags());
+    let mut attrs = Attrs::from([
+        ("instance_type".into(), Value::str(r.instance_type().unwrap_or_default())),
+        ("availability_zone".into(), Value::str(r.availability_zone().unwrap_or_default())),
+        ("instance_count".into(), Value::Int(r.total_instance_count().unwrap_or(0).into())),
+        ("match".into(), Value::str(r.instance_match_criteria().map(|m| m.as_str()).unwrap_or_default())),
+        ("platform".into(), Value::str(r.instance_platform().map(|p| p.as_str()).unwrap_or_default())),
+        ("tenancy".into(), Value::str(r.tenancy().map(|t| t.as_str()).unwrap_or_default())),
+        ("tags".into(), tags::observed(&all)),
+    ]);
+    if r.end_date_type() == Some(&EndDateType::Limited)
+        && let Some(e) = r.end_date()
+    {
+        attrs.insert("end_date".into(), Value::str(from_sdk_time(e)));
+    }
+    Observed::tagged(&all, recorded(Some(r)), attrs)
+}
+
+/// What a reservation has that `capacity_reservation` cannot say (EC2 API reference,
+/// `CapacityReservation`): kept as it is by every later update (ModifyCapacityReservation
+/// sends only the count, end date and match criteria).
+fn unexpressed(r: &CapacityReservation) -> Vec<(String, String)> {
+    let mut out = vec![];
+    let mut add = |k: &str, v: Option<String>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            out.push((k.to_string(), v));
+        }
+    };
+    add("EbsOptimized", r.ebs_optimized().filter(|b| *b).map(|b| b.to_string()));
+    add("EphemeralStorage", r.ephemeral_storage().filter(|b| *b).map(|b| b.to_string()));
+    add("PlacementGroupArn", r.placement_group_arn().map(str::to_string));
+    add("OutpostArn", r.outpost_arn().map(str::to_string));
+    add("CapacityReservationFleetId", r.capacity_reservation_fleet_id().map(str::to_string));
+    add("OwnerId", r.owner_id().map(str::to_string));
+    out
+}
+
+/// One reservation by id for `[import]`: `None` when EC2 says no such id
+/// (`InvalidCapacityReservationId.NotFound`; a malformed id is `…Malformed`, also none);
+/// an error naming the state when it no longer holds capacity.
+pub async fn read_for_import(ctx: &Ctx, id: &str) -> Result<Option<CapacityReservation>> {
+    let request = ctx.ec2.describe_capacity_reservations().capacity_reservation_ids(id);
+    let out = match ctx.call(Service::Ec2, "DescribeCapacityReservations", request.send()).await {
+        Ok(o) => o,
+        Err(e) if e.code.as_deref().is_some_and(|c| c.contains("NotFound") || c.contains("Malformed")) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(r) = out.capacity_reservations().iter().find(|r| r.capacity_reservation_id() == Some(id)).cloned() else {
+        return Ok(None);
+    };
+    if let Some(state) = r.state().filter(|s| !usable(s)) {
+        return Err(import_refusal(
+            id,
+            &format!(
+                "is {}: it holds no capacity, so there is nothing to manage (remove the [import] entry)",
+                state.as_str()
+            ),
+        ));
+    }
+    Ok(Some(r))
+}
+
+/// An import that found the object but cannot take it, said as an error of the read.
+pub fn import_refusal(id: &str, why: &str) -> AwsError {
+    AwsError { operation: "DescribeCapacityReservations", code: None, detail: format!("{id} {why}") }
 }
 
 /// This stack's reservations of `reservation_type` ("default" for ODCRs, "capacity-block"),

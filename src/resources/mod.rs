@@ -16,6 +16,7 @@ pub mod gpu_operator;
 pub mod hyperpod_cluster;
 mod iam_role;
 mod image_cache;
+pub mod import;
 mod import_ec2;
 pub mod karpenter_controller;
 pub mod karpenter_pool;
@@ -192,6 +193,7 @@ pub fn check_stack(stack: &crate::stack::Stack, diags: &mut Vec<Diagnostic>) {
         }
     }
     cidr::check(resources, &stack.by_address, diags);
+    import::check(stack, diags);
 }
 /// Edges the stack does not write but AWS needs: a node group waits for its cluster's
 /// `vpc-cni` add-on, so the first nodes start with the CNI configuration the stack declares

@@ -5,7 +5,9 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{PlacementStrategy, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, i32_of, int_attr, str_attr,
+};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
@@ -89,24 +91,35 @@ impl Kind for PlacementGroup {
         // DescribePlacementGroups is not paginated: one call returns every match.
         let request = ctx.ec2.describe_placement_groups().filters(tags::stack_filter(ctx));
         let out = ctx.call(Service::Ec2, "DescribePlacementGroups", request.send()).await?;
-        Ok(out
-            .placement_groups()
-            .iter()
-            .map(|g| {
-                let all = tags::ec2_map(g.tags());
-                let id = g.group_id().unwrap_or_default().to_string();
-                let name = g.group_name().unwrap_or_default().to_string();
-                let mut attrs = Attrs::from([
-                    ("strategy".into(), Value::str(g.strategy().map(|x| x.as_str()).unwrap_or_default())),
-                    ("name".into(), Value::str(name.clone())),
-                    ("tags".into(), tags::observed(&all)),
-                ]);
-                if let Some(n) = g.partition_count().filter(|n| *n > 0) {
-                    attrs.insert("partition_count".into(), Value::Int(n.into()));
-                }
-                Observed::tagged(&all, recorded(id, name), attrs)
-            })
-            .collect())
+        Ok(out.placement_groups().iter().map(observe).collect())
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("group name")
+    }
+
+    /// `DescribePlacementGroups` by `GroupNames`: an unknown name is the error
+    /// `InvalidPlacementGroup.Unknown` (EC2 API reference, error codes), read as nothing found.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let request = ctx.ec2.describe_placement_groups().group_names(id);
+        let Some(out) = ctx.call(Service::Ec2, "DescribePlacementGroups", request.send()).await.absent_ok()? else {
+            return Ok(None);
+        };
+        let Some(g) = out.placement_groups().iter().find(|g| g.group_name() == Some(id)) else { return Ok(None) };
+        let mut observed = observe(g);
+        observed.address = None;
+        let mut unexpressed = vec![];
+        // A spread group's level (rack or host, for Outposts) has no attribute: kept as it is.
+        if let Some(level) = g.spread_level().filter(|l| l.as_str() != "rack") {
+            unexpressed.push(("spread_level".to_string(), level.as_str().to_string()));
+        }
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, _id: &str, outputs: &Attrs) -> Result<()> {
+        // CreateTags takes the group's id (pg-…), not its name (EC2 API reference `CreateTags`:
+        // "Resources: The IDs of the resources").
+        super::import::tag_ec2(ctx, str_attr(outputs, "id"), address).await
     }
 
     async fn update(
@@ -127,6 +140,22 @@ impl Kind for PlacementGroup {
         ctx.call(Service::Ec2, "DeletePlacementGroup", request.send()).await.absent_ok()?;
         Ok(())
     }
+}
+
+/// A placement group as refresh and import see it.
+fn observe(g: &aws_sdk_ec2::types::PlacementGroup) -> Observed {
+    let all = tags::ec2_map(g.tags());
+    let id = g.group_id().unwrap_or_default().to_string();
+    let name = g.group_name().unwrap_or_default().to_string();
+    let mut attrs = Attrs::from([
+        ("strategy".into(), Value::str(g.strategy().map(|x| x.as_str()).unwrap_or_default())),
+        ("name".into(), Value::str(name.clone())),
+        ("tags".into(), tags::observed(&all)),
+    ]);
+    if let Some(n) = g.partition_count().filter(|n| *n > 0) {
+        attrs.insert("partition_count".into(), Value::Int(n.into()));
+    }
+    Observed::tagged(&all, recorded(id, name), attrs)
 }
 
 fn recorded(id: String, name: String) -> Recorded {

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use super::capacity_block::RETAINED;
 use super::capacity_reservation::{from_sdk_time, parse_time, to_sdk_time};
 use super::offering::{Block, Purchase, bought_current, fee, normalize_window, validate_window};
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, i32_of, int_attr, str_attr};
 use crate::aws::wait::{Status, until_status};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -207,6 +207,10 @@ impl Kind for TrainingPlan {
     /// is: its guard shows as awaiting payment, so the plan updates it in place and apply
     /// waits for `Scheduled` or `Active` ([`paid`]) before recording it.
     fn current(&self, recorded: &Attrs, observed: &Attrs) -> Attrs {
+        // Imported (nothing recorded): what `import` read, settled against the file.
+        if recorded.is_empty() && observed.contains_key(IMPORTED_START) {
+            return observed.clone();
+        }
         let mut cur = bought_current(recorded, observed);
         // Plans bought before `allow_split` existed were bought without it.
         cur.entry("allow_split".into()).or_insert(Value::Bool(false));
@@ -214,6 +218,94 @@ impl Kind for TrainingPlan {
             cur.insert("max_upfront_usd".into(), Value::str(UNPAID));
         }
         cur
+    }
+
+    /// An imported plan: the search window cannot be read back, only the plan's start
+    /// (`IMPORTED_START`): a start inside the file's window is the file's window, one outside
+    /// shows as both bounds at the start. The guards (`max_upfront_usd`, `allow_split`,
+    /// `purchase_attempt`) guard a purchase that will not happen; a zone the file leaves
+    /// open is the plan's.
+    fn settle(&self, current: &mut Attrs, desired: &Attrs) {
+        let Some(Value::Str(start)) = current.remove(IMPORTED_START) else { return };
+        let at = |k: &str| desired.get(k).and_then(Value::as_str).and_then(|t| parse_time(t).ok());
+        let inside = match (at("start_after"), at("start_before"), parse_time(&start).ok()) {
+            (Some(a), Some(b), Some(s)) => a <= s && s <= b,
+            _ => false,
+        };
+        for k in ["start_after", "start_before"] {
+            let v = if inside { desired.get(k).cloned() } else { Some(Value::str(start.clone())) };
+            if let Some(v) = v {
+                current.insert(k.into(), v);
+            }
+        }
+        for k in ["max_upfront_usd", "allow_split", "purchase_attempt"] {
+            match desired.get(k) {
+                Some(v) => current.insert(k.into(), v.clone()),
+                None => current.remove(k),
+            };
+        }
+        if !desired.contains_key("availability_zone") {
+            current.remove("availability_zone");
+        }
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("plan name")
+    }
+
+    /// `DescribeTrainingPlan` by name (`ResourceNotFound` when there is none: botocore
+    /// `sagemaker` model). Never searches offerings, never buys. A `Failed` plan holds no
+    /// capacity and is refused.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let Some(d) = describe(ctx, id).await? else { return Ok(None) };
+        if d.status().is_some_and(|s| s.as_str() == "Failed") {
+            return Err(AwsError {
+                operation: "DescribeTrainingPlan",
+                code: None,
+                detail: format!("training plan {id} is Failed: it holds no capacity (remove the [import] entry)"),
+            });
+        }
+        let all = tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?;
+        let mut attrs = observed_attrs(&d, &all);
+        attrs.remove("state");
+        let block = d.reserved_capacity_summaries().first();
+        if let Some(t) = block.and_then(|b| b.instance_type()) {
+            attrs.insert("instance_type".into(), Value::str(t.as_str()));
+        }
+        if let Some(z) = block.and_then(|b| b.availability_zone()) {
+            attrs.insert("availability_zone".into(), Value::str(z));
+        }
+        // DurationHours and DurationMinutes (DescribeTrainingPlan): the length in whole hours.
+        let hours = d.duration_hours().unwrap_or(0) + (d.duration_minutes().unwrap_or(0) + 30) / 60;
+        attrs.insert("duration_hours".into(), Value::Int(hours));
+        let targets: Vec<&str> = d.target_resources().iter().map(|t| t.as_str()).collect();
+        if let Some(t) = targets.first() {
+            attrs.insert("target".into(), Value::str(*t));
+        }
+        if let Some(start) = d.start_time() {
+            attrs.insert(IMPORTED_START.into(), Value::str(from_sdk_time(start)));
+        }
+        let mut unexpressed = vec![];
+        if targets.len() > 1 {
+            unexpressed.push(("TargetResources".to_string(), targets.join(", ")));
+        }
+        if d.reserved_capacity_summaries().len() > 1 {
+            unexpressed.push((
+                "ReservedCapacitySummaries".to_string(),
+                format!("{} blocks (split offering)", d.reserved_capacity_summaries().len()),
+            ));
+        }
+        if let Some(e) = d.end_time() {
+            unexpressed.push(("end_date (runs until, cannot be cancelled)".to_string(), from_sdk_time(e)));
+        }
+        let rec = recorded_with(&d, &all);
+        let observed = Observed { address: None, id: rec.id, attrs, outputs: rec.outputs, retained: false };
+        Ok(Some(Imported { observed, unexpressed }))
+    }
+
+    /// `sagemaker:AddTags` on the plan's ARN (the id a plan is recorded by).
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        super::import::tag_sagemaker(ctx, id, address).await
     }
 
     fn update_note(&self, old: &Attrs, _new: &Attrs, _changed: &[String]) -> Option<String> {
@@ -320,9 +412,25 @@ impl Kind for TrainingPlan {
     async fn read_all(&self, ctx: &Ctx) -> Result<Vec<Observed>> {
         let prefix = format!("{}-", name_part(&ctx.stack));
         let mut out = vec![];
-        for (p, live) in plans(ctx).await?.into_iter().filter(|(p, _)| p.starts_with(&prefix)) {
+        for (p, arn, live) in plans(ctx).await? {
+            // Plans this stack bought carry its name prefix; an imported plan keeps its own
+            // name and is this stack's by its tags (ListTags, one call per other plan).
+            let all = if p.starts_with(&prefix) {
+                None
+            } else {
+                let all = tags::sagemaker_map(ctx, &arn).await?;
+                let ours = all.get(tags::STACK) == Some(&ctx.stack)
+                    || all.get(RETAINED).is_some_and(|v| v.starts_with(&format!("{} ", ctx.stack)));
+                if !ours {
+                    continue;
+                }
+                Some(all)
+            };
             let Some(d) = describe(ctx, &p).await? else { continue };
-            let all = tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?;
+            let all = match all {
+                Some(all) => all,
+                None => tags::sagemaker_map(ctx, d.training_plan_arn().unwrap_or_default()).await?,
+            };
             // An ended plan stays this address's (in state, as Expired), so it is not bought
             // again on its own; a retained one is taken back only while it runs.
             if let Some(o) = observe(ctx, &d, &all).filter(|o| live || !o.retained) {
@@ -362,6 +470,9 @@ impl Kind for TrainingPlan {
         Ok(())
     }
 }
+
+/// Where an imported plan starts, read by `import` and consumed by `settle` (not an attribute).
+const IMPORTED_START: &str = "imported_start";
 
 /// What `max_upfront_usd` reads as while a found plan is `Pending` (see `current`).
 const UNPAID: &str = "(awaiting payment)";
@@ -550,9 +661,9 @@ async fn describe(ctx: &Ctx, name_or_arn: &str) -> Result<Option<DescribeTrainin
     ctx.call(Service::SageMaker, "DescribeTrainingPlan", call.send()).await.absent_ok()
 }
 
-/// Every plan in the account and region that did not fail: its name, and whether it has
-/// not ended yet.
-async fn plans(ctx: &Ctx) -> Result<Vec<(String, bool)>> {
+/// Every plan in the account and region that did not fail: its name, ARN, and whether it
+/// has not ended yet.
+async fn plans(ctx: &Ctx) -> Result<Vec<(String, String, bool)>> {
     let pages = ctx.sagemaker.list_training_plans().into_paginator().send();
     let all = ctx
         .all_pages(Service::SageMaker, "ListTrainingPlans", pages, |p| p.training_plan_summaries.unwrap_or_default())
@@ -562,7 +673,7 @@ async fn plans(ctx: &Ctx) -> Result<Vec<(String, bool)>> {
         .filter(|p| p.status().is_some_and(|s| s.as_str() != "Failed"))
         .filter_map(|p| {
             let live = p.status().is_some_and(|s| LIVE.contains(&s.as_str()));
-            Some((p.training_plan_name?, live))
+            Some((p.training_plan_name?, p.training_plan_arn.unwrap_or_default(), live))
         })
         .collect())
 }

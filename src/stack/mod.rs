@@ -37,6 +37,23 @@ pub struct Stack {
     pub vars: BTreeMap<String, crate::value::Value>,
     /// Warnings of the load step, shown by the commands.
     pub warnings: Vec<Diagnostic>,
+    /// `[import]`: existing objects the stack takes over, in the order written.
+    pub imports: Vec<ImportDecl>,
+}
+
+/// One `[import]` entry: `"kind.name" = "ID"`. The address is a resource of the stack (the
+/// parser checks); whether its kind can be imported and the id's form are the load step's
+/// checks, which know the kinds.
+#[derive(Clone, Debug)]
+pub struct ImportDecl {
+    pub address: String,
+    /// The id, variables substituted (`${var.x}`); references to resources are refused,
+    /// since an import is read before anything is created.
+    pub id: String,
+    /// Where the address (the key) is written.
+    pub key_span: Span,
+    /// Where the id (the value) is written.
+    pub span: Span,
 }
 
 pub struct Resource {
@@ -170,6 +187,11 @@ impl Stack {
 
     pub fn get(&self, address: &str) -> Option<&Resource> {
         self.by_address.get(address).map(|&i| &self.resources[i])
+    }
+
+    /// The `[import]` id written for `address`, if any.
+    pub fn import_of(&self, address: &str) -> Option<&ImportDecl> {
+        self.imports.iter().find(|i| i.address == address)
     }
 
     /// The physical name a resource gets unless `name = ...` overrides it.

@@ -9,7 +9,7 @@ use toml_edit::{Item, Table};
 use super::diag::{Diagnostic, Diagnostics, Source, closest};
 use super::expr::{Expr, ExprKind, OutputRef, Part, RawPart, RawRef, Span, parse_template};
 use super::schema::{self, Schema, Ty};
-use super::{OutputDecl, Resource, Stack, VarSources};
+use super::{ImportDecl, OutputDecl, Resource, Stack, VarSources};
 use crate::value::Value;
 
 const STACK_KEYS: &[&str] = &["name", "region", "tags", "backend"];
@@ -97,15 +97,17 @@ pub fn parse(
     // resources
     let mut resources: Vec<Resource> = vec![];
     let mut outputs = vec![];
+    let mut import_item = None;
     for (key, item) in root.iter() {
         let key_span = root.key(key).and_then(|k| k.span());
         match key {
             "stack" | "vars" => {}
             "output" => outputs = p.outputs(item),
+            "import" => import_item = Some(item),
             _ => match kinds.iter().copied().find(|k| k.name() == key) {
                 Some(kind) => p.kind_table(kind, item, key_span, &mut resources),
                 None => {
-                    let known = kinds.iter().map(|k| k.name()).chain(["stack", "vars", "output"]);
+                    let known = kinds.iter().map(|k| k.name()).chain(["stack", "vars", "output", "import"]);
                     let d = Diagnostic::error(format!("unknown resource kind `{key}`"), key_span);
                     p.diags.push(match closest(key, known.clone()) {
                         Some(c) => d.help(format!("did you mean `{c}`?")),
@@ -123,6 +125,7 @@ pub fn parse(
         resources.iter().enumerate().map(|(i, r)| (r.address.clone(), i)).collect();
     p.check_references(&mut resources, &by_address, &outputs);
     p.check_physical_names(&resources, &name);
+    let imports = import_item.map(|item| p.imports(item, &resources, &by_address)).unwrap_or_default();
 
     let declared: Vec<String> = match root.get("vars") {
         Some(Item::Table(t)) => t.iter().map(|(k, _)| k.to_string()).collect(),
@@ -151,6 +154,7 @@ pub fn parse(
         outputs,
         vars,
         warnings: vec![],
+        imports,
     };
     Ok((stack, diags))
 }
@@ -329,6 +333,79 @@ impl Parser<'_> {
             self.diags.extend(schema_diags);
             out.push(res);
         }
+    }
+
+    /// `[import]`: a table of `"kind.name" = "ID"`. Each address must be a resource of this
+    /// file; each id a string, variables allowed, references not (an import is read before
+    /// anything is created, so its id must be known when planning). Every problem reported.
+    fn imports(&mut self, item: &Item, resources: &[Resource], by_address: &HashMap<String, usize>) -> Vec<ImportDecl> {
+        let Some(t) = item.as_table_like() else {
+            self.diags.push(
+                Diagnostic::error("`import` must be a table: [import]", item.span())
+                    .help("write [import] on its own line, then one \"kind.name\" = \"ID\" per object to take over"),
+            );
+            return vec![];
+        };
+        let mut out = vec![];
+        for (key, v) in t.iter() {
+            let key_span = t.key(key).and_then(|k| k.span());
+            let expr = self.item_expr(v, key_span.clone());
+            let span = expr.span.clone().or(key_span.clone());
+            let known = by_address.contains_key(key);
+            if !known {
+                let d = if resources.iter().any(|r| r.kind.name() == key) || !key.contains('.') {
+                    Diagnostic::error(format!("`[import]` key `{key}` is not a resource address"), key_span.clone())
+                        .help("write the address of a resource of this file in quotes: \"node_group.gpu\" = \"my-cluster:gpu-ng\"")
+                } else {
+                    let d = Diagnostic::error(
+                        format!("`[import]` names `{key}`, which is not a resource of this stack"),
+                        key_span.clone(),
+                    );
+                    match closest(key, by_address.keys().map(String::as_str)) {
+                        Some(c) => d.help(format!("did you mean `{c}`?")),
+                        None => d.help(format!(
+                            "declare the resource as [{key}] with the attributes it has, then import it here"
+                        )),
+                    }
+                };
+                self.diags.push(d);
+                // `node_group.gpu = "…"` unquoted is a table `node_group`: one mistake, one error.
+                if matches!(expr.kind, ExprKind::Table(_)) {
+                    continue;
+                }
+            }
+            let id = match (&expr.kind, expr.as_literal()) {
+                (_, Some(Value::Str(s))) if !s.trim().is_empty() => Some(s.clone()),
+                (_, Some(Value::Str(_))) => {
+                    self.diags.push(
+                        Diagnostic::error(format!("`[import]` `{key}`: the id is empty"), span.clone())
+                            .help("write the id of the existing object (each kind's reference page gives its form)"),
+                    );
+                    None
+                }
+                (ExprKind::Template(_), _) => {
+                    self.diags.push(
+                        Diagnostic::error(
+                            format!("`[import]` `{key}`: an import id cannot refer to another resource"),
+                            span.clone(),
+                        )
+                        .help("imports are read before anything is created: write the id itself (variables, ${var.NAME}, are allowed)"),
+                    );
+                    None
+                }
+                _ => {
+                    self.diags.push(
+                        Diagnostic::error(format!("`[import]` `{key}`: the id must be a string"), span.clone())
+                            .help(format!("write \"{key}\" = \"ID\" (each kind's reference page gives its id form)")),
+                    );
+                    None
+                }
+            };
+            if let Some(id) = id.filter(|_| known) {
+                out.push(ImportDecl { address: key.to_string(), id, key_span, span });
+            }
+        }
+        out
     }
 
     fn outputs(&mut self, item: &Item) -> Vec<OutputDecl> {

@@ -14,6 +14,7 @@ mod faults;
 mod gpu_rules;
 mod hyperpod;
 mod image_cache;
+mod import;
 mod import_generate;
 mod karpenter;
 mod karpenter_aws;
