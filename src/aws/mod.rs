@@ -104,6 +104,10 @@ pub struct Ctx {
     /// or state give a `log_retention_days` (set by refresh). Others are never asked about, so
     /// a stack without the attribute needs no CloudWatch Logs permission.
     pub owned_log_groups: Arc<std::sync::RwLock<std::collections::BTreeSet<String>>>,
+    /// The ids the state records, by kind (set by refresh): a kind whose batched read cannot
+    /// find every object of the stack by its tags reads these directly (an `iam_role`
+    /// imported from outside gpustack's path, which ListRoles' path prefix does not reach).
+    pub recorded_ids: Arc<std::sync::RwLock<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>>,
     limits: Arc<[(Service, Semaphore); 10]>,
 }
 
@@ -136,6 +140,7 @@ impl Ctx {
             catalog: Arc::default(),
             clusters: Arc::default(),
             owned_log_groups: Arc::default(),
+            recorded_ids: Arc::default(),
             limits: Arc::new([
                 limit(Service::Ec2),
                 limit(Service::Iam),

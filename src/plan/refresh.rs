@@ -74,6 +74,7 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         kinds.extend(st.pending.iter().filter_map(|p| resources::kind(&p.kind)).map(|k| k.name()));
     }
     note_owned_log_groups(ctx, stack, state);
+    note_recorded_ids(ctx, state);
     let mut tasks = tokio::task::JoinSet::new();
     for name in kinds {
         // Rendered kinds live in Kubernetes YAML, not in AWS: state is their record.
@@ -199,6 +200,19 @@ fn note_owned_log_groups(ctx: &Ctx, stack: &Stack, state: Option<&State>) {
     }
     if let Ok(mut owned) = ctx.owned_log_groups.write() {
         *owned = names;
+    }
+}
+
+/// Tells the kinds which ids the state records ([`Ctx::recorded_ids`]).
+fn note_recorded_ids(ctx: &Ctx, state: Option<&State>) {
+    let mut ids: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    if let Some(st) = state {
+        for e in st.resources.values().chain(st.deposed.iter().map(|d| &d.resource)) {
+            ids.entry(e.kind.clone()).or_default().insert(e.id.clone());
+        }
+    }
+    if let Ok(mut recorded) = ctx.recorded_ids.write() {
+        *recorded = ids;
     }
 }
 

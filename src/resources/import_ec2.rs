@@ -3,12 +3,14 @@
 //! gateway and public route table, a subnet's own route table, a NAT gateway's Elastic IP)
 //! findable by refresh, and the `Imported` value the kinds return.
 //!
-//! `CreateTags` takes up to 1000 resource ids of any EC2 type in one call and only adds or
-//! overwrites the tags given (EC2 API reference, `CreateTags`: "Adds or overwrites only the
-//! specified tags for the specified Amazon EC2 resource or resources"), so tagging never
-//! touches the object's own tags or configuration.
+//! `CreateTags` takes several resource ids of any EC2 type in one call and only adds or
+//! overwrites the tags given ("Adds or overwrites only the specified tags for the specified
+//! Amazon EC2 resource or resources", botocore ec2 2016-11-15 `CreateTags`), so tagging never
+//! touches the object's own tags or configuration. "Each resource can have a maximum of 50
+//! tags" (same): an object with 49 user tags or more cannot take gpustack's two, and the
+//! apply of its import fails with AWS's message.
 
-use aws_sdk_ec2::types::Tag;
+use aws_sdk_ec2::types::{Filter, RouteTable, Tag};
 
 use super::{Imported, Observed, Recorded, Result};
 use crate::aws::{Ctx, Service, tags};
@@ -42,4 +44,68 @@ pub fn imported(rec: Recorded, attrs: Attrs, unexpressed: Vec<(String, String)>)
 /// A (field, value) pair for `Imported::unexpressed`.
 pub fn note(field: &str, value: impl Into<String>) -> (String, String) {
     (field.to_string(), value.into())
+}
+
+/// Every route table of `vpc` (DescribeRouteTables, `vpc-id` filter, paged).
+pub async fn vpc_route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<RouteTable>> {
+    let pages = ctx
+        .ec2
+        .describe_route_tables()
+        .filters(Filter::builder().name("vpc-id").values(vpc).build())
+        .into_paginator()
+        .send();
+    ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await
+}
+
+/// The VPC's main route table: the one whose association says `main` (EC2 API
+/// `RouteTableAssociation.Main`).
+pub fn is_main(rt: &RouteTable) -> bool {
+    rt.associations().iter().any(|a| a.main() == Some(true))
+}
+
+/// The subnets explicitly associated with `rt`.
+pub fn subnets_of(rt: &RouteTable) -> Vec<String> {
+    rt.associations().iter().filter_map(|a| a.subnet_id().map(str::to_string)).collect()
+}
+
+/// Where the route goes, for messages: the gateway, NAT gateway, transit gateway, peering,
+/// endpoint, interface or instance id it names.
+pub fn target(r: &aws_sdk_ec2::types::Route) -> String {
+    r.gateway_id()
+        .or(r.nat_gateway_id())
+        .or(r.transit_gateway_id())
+        .or(r.vpc_peering_connection_id())
+        .or(r.network_interface_id())
+        .or(r.instance_id())
+        .or(r.egress_only_internet_gateway_id())
+        .or(r.carrier_gateway_id())
+        .or(r.local_gateway_id())
+        .or(r.core_network_arn())
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// The destination of a route, for messages.
+pub fn destination(r: &aws_sdk_ec2::types::Route) -> String {
+    r.destination_cidr_block()
+        .or(r.destination_ipv6_cidr_block())
+        .or(r.destination_prefix_list_id())
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// The routes of `rt` beyond the VPC's own `local` ones and those in `except` (destinations
+/// gpustack manages, such as 0.0.0.0/0), as "destination via target".
+pub fn extra_routes(rt: &RouteTable, except: &[&str]) -> Vec<String> {
+    rt.routes()
+        .iter()
+        .filter(|r| r.gateway_id() != Some("local"))
+        .filter(|r| !except.contains(&destination(r).as_str()))
+        .map(|r| format!("{} via {}", destination(r), target(r)))
+        .collect()
+}
+
+/// The 0.0.0.0/0 route of `rt`, if any.
+pub fn default_route(rt: &RouteTable) -> Option<&aws_sdk_ec2::types::Route> {
+    rt.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
 }

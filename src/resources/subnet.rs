@@ -7,7 +7,10 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, ResourceType};
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, existing, str_attr};
+use super::import_ec2::{default_route, extra_routes, imported, is_main, note, subnets_of, tag, vpc_route_tables};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, existing, str_attr,
+};
 use crate::aws::{Absent, AwsError, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -134,6 +137,55 @@ impl Kind for Subnet {
             Ok(found.iter().map(recorded_of).collect())
         })
         .await
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("subnet-…")
+    }
+
+    /// The subnet's inputs as refresh reads them (`public` is MapPublicIpOnLaunch), and its
+    /// route table mapped onto gpustack's model ([`Routing`]): a table of its own (no other
+    /// subnet associated) whose 0.0.0.0/0 goes to a NAT gateway is `nat_gateway`, and
+    /// `tag_imported` marks it `gpustack:routes-for` so that a later `nat_gateway` change
+    /// replaces the route in that very table and deleting the subnet removes it. Any other
+    /// layout (a table shared with other subnets, the main table, a default route to a transit
+    /// gateway, extra routes, IPv6) is reported in `unexpressed` and left alone: no
+    /// `nat_gateway` is observed, gpustack never deletes a table it did not mark, and a later
+    /// `nat_gateway` on such a subnet is refused with a message instead of moving it off its
+    /// table ([`route_through_nat`]).
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let request = ctx.ec2.describe_subnets().filters(Filter::builder().name("subnet-id").values(id).build());
+        let out = ctx.call(Service::Ec2, "DescribeSubnets", request.send()).await?;
+        let Some(sn) = out.subnets().iter().find(|s| s.subnet_id() == Some(id)).cloned() else { return Ok(None) };
+        let all = tags::ec2_map(sn.tags());
+        let public = sn.map_public_ip_on_launch().unwrap_or(false);
+        let mut attrs = Attrs::from([
+            ("vpc".into(), Value::str(sn.vpc_id().unwrap_or_default())),
+            ("cidr_block".into(), Value::str(sn.cidr_block().unwrap_or_default())),
+            ("availability_zone".into(), Value::str(sn.availability_zone().unwrap_or_default())),
+            ("public".into(), Value::Bool(public)),
+            ("tags".into(), tags::observed(&all)),
+        ]);
+        let routing = Routing::read(ctx, sn.vpc_id().unwrap_or_default(), id, public).await?;
+        if let Some(nat) = &routing.nat {
+            attrs.insert("nat_gateway".into(), Value::str(nat));
+        }
+        let mut unexpressed = routing.unexpressed;
+        for b in sn.ipv6_cidr_block_association_set() {
+            unexpressed.push(note("ipv6_cidr_block", b.ipv6_cidr_block().unwrap_or_default()));
+        }
+        Ok(Some(imported(recorded_of(&sn), attrs, unexpressed)))
+    }
+
+    /// Tags the subnet, and its own NAT route table (with `gpustack:routes-for`) when
+    /// [`Subnet::import`] found one.
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        tag(ctx, &[id.to_string()], address, &[]).await?;
+        let routing = Routing::read(ctx, str_attr(outputs, "vpc_id"), id, false).await?;
+        if let (Some(table), Some(_)) = (&routing.table, &routing.nat) {
+            tag(ctx, std::slice::from_ref(table), address, &[(ROUTES_FOR, id)]).await?;
+        }
+        Ok(())
     }
 
     fn validate(&self, r: &crate::stack::Resource, diags: &mut Vec<crate::stack::Diagnostic>) {
@@ -283,6 +335,66 @@ async fn routes_of(ctx: &Ctx, subnet: &str) -> Result<Vec<OwnRoutes>> {
     Ok(tables.iter().filter_map(own_routes).collect())
 }
 
+/// A subnet's route table as `[import]` maps it onto the language.
+struct Routing {
+    /// The table explicitly associated with the subnet (none: it uses the VPC's main table).
+    table: Option<String>,
+    /// The NAT gateway of a table of the subnet's own (no other subnet on it).
+    nat: Option<String>,
+    unexpressed: Vec<(String, String)>,
+}
+
+impl Routing {
+    async fn read(ctx: &Ctx, vpc: &str, subnet: &str, public: bool) -> Result<Routing> {
+        let tables = vpc_route_tables(ctx, vpc).await?;
+        let own = tables.iter().find(|rt| subnets_of(rt).iter().any(|s| s == subnet));
+        let Some(rt) = own else {
+            let main = tables.iter().find(|rt| is_main(rt));
+            let routes = main.map(|m| extra_routes(m, &[])).unwrap_or_default();
+            let mut unexpressed = vec![];
+            if !routes.is_empty() {
+                let rid = main.and_then(|m| m.route_table_id()).unwrap_or_default();
+                unexpressed.push(note("route_table", format!("the VPC's main table {rid}: {}", routes.join(", "))));
+            }
+            return Ok(Routing { table: None, nat: None, unexpressed });
+        };
+        let rid = rt.route_table_id().unwrap_or_default().to_string();
+        let others: Vec<String> = subnets_of(rt).into_iter().filter(|s| s != subnet).collect();
+        let default = default_route(rt);
+        let nat = default.and_then(|r| r.nat_gateway_id()).map(str::to_string);
+        let to_internet = default.and_then(|r| r.gateway_id()).is_some_and(|g| g.starts_with("igw-"));
+        let mut unexpressed = vec![];
+        let mut own_nat = None;
+        match (&nat, others.is_empty()) {
+            (Some(n), true) => {
+                own_nat = Some(n.clone());
+                let extra = extra_routes(rt, &["0.0.0.0/0"]);
+                if !extra.is_empty() {
+                    unexpressed.push(note("route_table", format!("{rid} also routes {} (kept)", extra.join(", "))));
+                }
+            }
+            (Some(n), false) => unexpressed.push(note(
+                "route_table",
+                format!("{rid}: 0.0.0.0/0 via {n}, shared with {}", others.join(", ")),
+            )),
+            // The VPC's public table: `public` and `vpc.internet_gateway` say it.
+            (None, _) if to_internet => {
+                if !public {
+                    unexpressed.push(note(
+                        "route_table",
+                        format!("{rid}: 0.0.0.0/0 via the internet gateway, while the subnet does not map public IPs"),
+                    ));
+                }
+            }
+            (None, _) => {
+                let routes = extra_routes(rt, &[]);
+                unexpressed.push(note("route_table", format!("{rid}: {}", if routes.is_empty() { "local routes only".to_string() } else { routes.join(", ") })));
+            }
+        }
+        Ok(Routing { table: Some(rid), nat: own_nat, unexpressed })
+    }
+}
+
 /// Gives the subnet its own route table with 0.0.0.0/0 through `nat`, or points the one it
 /// has at `nat`. Idempotent: a table left by an interrupted run is found by its tag.
 async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, nat: &str, inputs: &Attrs) -> Result<()> {
@@ -290,6 +402,24 @@ async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, na
     let own = match existing {
         Some(own) => own,
         None => {
+            // A subnet imported on a table gpustack does not own (shared with other subnets,
+            // or carrying routes the language cannot say) keeps it: moving it to a new table
+            // would drop those routes for it.
+            let associated = ctx
+                .ec2
+                .describe_route_tables()
+                .filters(Filter::builder().name("association.subnet-id").values(subnet).build());
+            let found = ctx.call(Service::Ec2, "DescribeRouteTables", associated.send()).await?;
+            if let Some(rt) = found.route_tables().first() {
+                return Err(AwsError {
+                    operation: "CreateRoute",
+                    code: None,
+                    detail: format!(
+                        "subnet {subnet} uses route table {}, which gpustack did not make for it (imported, or shared with other subnets); route it through {nat} in that table yourself, or disassociate it (aws ec2 disassociate-route-table) so gpustack gives the subnet a table of its own",
+                        rt.route_table_id().unwrap_or_default()
+                    ),
+                });
+            }
             let mut spec = tags::ec2_spec(ctx, ResourceType::RouteTable, address, inputs);
             spec.tags
                 .get_or_insert_with(Vec::new)

@@ -5,7 +5,8 @@
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, InternetGateway, ResourceType, RouteTable, VpcAttributeName};
 
-use super::{Create, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, existing, str_attr, strings_attr};
+use super::import_ec2::{extra_routes, imported, is_main, note, subnets_of, tag, vpc_route_tables};
+use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, existing, str_attr, strings_attr};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -61,6 +62,8 @@ impl Kind for Vpc {
             "ec2:DisassociateRouteTable",
             "ec2:AssociateVpcCidrBlock",
             "ec2:DisassociateVpcCidrBlock",
+            // `[import]`: custom network ACLs are reported as what the language cannot say.
+            "ec2:DescribeNetworkAcls",
         ]
     }
     fn normalize(&self, inputs: &mut Attrs) {
@@ -97,6 +100,67 @@ impl Kind for Vpc {
                 .collect())
         })
         .await
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("vpc-…")
+    }
+
+    /// The VPC as the language says it: its primary and associated secondary IPv4 blocks,
+    /// DNS (both attributes on, as refresh reads them), and `internet_gateway` when an
+    /// attached gateway is the 0.0.0.0/0 target of a route table other than the main one —
+    /// that table becomes the VPC's public route table (`tag_imported` marks it
+    /// `gpustack:public-routes`, so public subnets and later updates find it instead of making
+    /// another, and the VPC's delete removes it with the gateway, as for one gpustack made).
+    /// Several such tables (one is chosen: the one most subnets use), extra routes on it, a
+    /// gateway routed only from the main table (never deleted by gpustack: "You can't delete
+    /// the main route table", VPC UG "Route tables"), IPv6 blocks, dedicated tenancy and
+    /// custom network ACLs go to `unexpressed`.
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let request = ctx.ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(id).build());
+        let out = ctx.call(Service::Ec2, "DescribeVpcs", request.send()).await?;
+        let Some(v) = out.vpcs().iter().find(|v| v.vpc_id() == Some(id)).cloned() else { return Ok(None) };
+        let layout = Layout::read(ctx, id).await?;
+        let all = tags::ec2_map(v.tags());
+        let secondary = secondary_blocks(&v).into_iter().map(|(cidr, _)| Value::str(cidr)).collect();
+        let mut attrs = Attrs::from([
+            ("cidr_block".into(), Value::str(v.cidr_block().unwrap_or_default())),
+            ("secondary_cidr_blocks".into(), Value::List(secondary)),
+            ("dns".into(), Value::Bool(dns_enabled(ctx, id).await?)),
+            ("internet_gateway".into(), Value::Bool(layout.public.is_some())),
+            ("tags".into(), tags::observed(&all)),
+        ]);
+        self.normalize(&mut attrs);
+        let mut unexpressed = layout.unexpressed;
+        for b in v.ipv6_cidr_block_association_set() {
+            unexpressed.push(note("ipv6_cidr_block", b.ipv6_cidr_block().unwrap_or_default()));
+        }
+        if let Some(t) = v.instance_tenancy().filter(|t| t.as_str() != "default") {
+            unexpressed.push(note("instance_tenancy", t.as_str()));
+        }
+        let request = ctx.ec2.describe_network_acls().filters(Filter::builder().name("vpc-id").values(id).build());
+        let acls = ctx.call(Service::Ec2, "DescribeNetworkAcls", request.send()).await?;
+        for acl in acls.network_acls().iter().filter(|a| a.is_default() != Some(true)) {
+            let subnets: Vec<&str> = acl.associations().iter().filter_map(|a| a.subnet_id()).collect();
+            let acl_id = acl.network_acl_id().unwrap_or_default();
+            unexpressed.push(note("network_acl", format!("{acl_id} (subnets: {})", subnets.join(", "))));
+        }
+        let rec = recorded(id.to_string(), v.cidr_block().unwrap_or_default());
+        Ok(Some(imported(rec, attrs, unexpressed)))
+    }
+
+    /// Tags the VPC, its attached internet gateway and the route table [`Vpc::import`] took as
+    /// the public one (with the `gpustack:public-routes` marker): refresh then sees the VPC's
+    /// gateway as complete, and delete removes gateway and table before the VPC.
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
+        let layout = Layout::read(ctx, id).await?;
+        let mut ids = vec![id.to_string()];
+        ids.extend(layout.gateway.clone());
+        tag(ctx, &ids, address, &[]).await?;
+        if let Some(rt) = &layout.public {
+            tag(ctx, std::slice::from_ref(rt), address, &[(PUBLIC_ROUTES, "true")]).await?;
+        }
+        Ok(())
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
@@ -379,6 +443,60 @@ fn default_route(rt: &RouteTable) -> Option<&str> {
 
 fn address_filter(address: &str) -> Filter {
     Filter::builder().name(format!("tag:{}", tags::ADDRESS)).values(address).build()
+}
+
+/// How a VPC found by `[import]` reaches the internet, in gpustack's terms.
+struct Layout {
+    /// The attached internet gateway.
+    gateway: Option<String>,
+    /// The route table that is the VPC's public one: not the main table, 0.0.0.0/0 to the gateway.
+    public: Option<String>,
+    unexpressed: Vec<(String, String)>,
+}
+
+impl Layout {
+    async fn read(ctx: &Ctx, vpc: &str) -> Result<Layout> {
+        let attached = gateways(ctx, vec![Filter::builder().name("attachment.vpc-id").values(vpc).build()]).await?;
+        let gateway = attached.first().and_then(|g| g.internet_gateway_id()).map(str::to_string);
+        let tables = vpc_route_tables(ctx, vpc).await?;
+        let mut unexpressed = vec![];
+        let to_gateway = |rt: &&RouteTable| gateway.is_some() && default_route(rt) == gateway.as_deref();
+        // The public table: most subnets first, then the lowest id (a stable choice).
+        let mut public: Vec<&RouteTable> = tables.iter().filter(|rt| !is_main(rt)).filter(to_gateway).collect();
+        public.sort_by_key(|rt| (std::cmp::Reverse(subnets_of(rt).len()), rt.route_table_id().map(str::to_string)));
+        for rt in public.iter().skip(1) {
+            let rid = rt.route_table_id().unwrap_or_default();
+            unexpressed.push(note(
+                "route_table",
+                format!("{rid}: a second public route table (0.0.0.0/0 via the internet gateway) for {}", subnets_of(rt).join(", ")),
+            ));
+        }
+        if let Some(rt) = public.first() {
+            let extra = extra_routes(rt, &["0.0.0.0/0"]);
+            if !extra.is_empty() {
+                let rid = rt.route_table_id().unwrap_or_default();
+                unexpressed.push(note("route_table", format!("{rid} (public) also routes {}", extra.join(", "))));
+            }
+        }
+        if let Some(main) = tables.iter().find(|rt| is_main(rt)) {
+            let extra = extra_routes(main, &[]);
+            if !extra.is_empty() {
+                let rid = main.route_table_id().unwrap_or_default();
+                unexpressed.push(note("main_route_table", format!("{rid} routes {}", extra.join(", "))));
+            }
+        }
+        if gateway.is_some() && public.is_empty() {
+            unexpressed.push(note(
+                "internet_gateway",
+                format!("{} is attached but no route table other than the main one routes 0.0.0.0/0 to it", gateway.clone().unwrap_or_default()),
+            ));
+        }
+        for g in attached.iter().skip(1) {
+            unexpressed.push(note("internet_gateway", g.internet_gateway_id().unwrap_or_default()));
+        }
+        let public = public.first().and_then(|rt| rt.route_table_id()).map(str::to_string);
+        Ok(Layout { gateway, public, unexpressed })
+    }
 }
 
 /// The internet gateways that match every filter.

@@ -12,7 +12,7 @@ mod trust;
 use async_trait::async_trait;
 use aws_sdk_iam::types::Tag;
 
-use super::{Create, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
+use super::{Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, str_attr};
 use crate::aws::{Absent, Ctx, Service, iam, tags};
 use crate::stack::expr::ExprKind;
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
@@ -71,6 +71,7 @@ impl Kind for IamRole {
             "iam:DetachRolePolicy",
             "iam:ListAttachedRolePolicies",
             "iam:PutRolePolicy",
+            "iam:GetRolePolicy",
             "iam:DeleteRolePolicy",
             "iam:ListRolePolicies",
             "iam:CreateInstanceProfile",
@@ -182,7 +183,132 @@ impl Kind for IamRole {
             let outputs = Attrs::from([("arn".into(), Value::str(r.arn())), ("name".into(), Value::str(name.clone()))]);
             found.push(Observed { address, id: name, attrs, outputs, retained: false });
         }
+        // Roles the state records that the path listing does not reach (imported from another
+        // path): read by name, and the stack's if they carry its tag.
+        let recorded: Vec<String> = ctx
+            .recorded_ids
+            .read()
+            .map(|r| r.get("iam_role").cloned().unwrap_or_default())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|id| !found.iter().any(|o| &o.id == id))
+            .collect();
+        for name in recorded {
+            let request = ctx.iam.get_role().role_name(&name);
+            let Some(role) = ctx.call(Service::Iam, "GetRole", request.send()).await.absent_ok()?.and_then(|o| o.role)
+            else {
+                continue;
+            };
+            let all: std::collections::BTreeMap<String, String> =
+                role.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+            if all.get(tags::STACK) != Some(&ctx.stack) {
+                continue;
+            }
+            let mut attrs = Attrs::new();
+            if let Some(t) = role.assume_role_policy_document().and_then(Trust::read) {
+                attrs.extend(t.attrs());
+            }
+            attrs.insert("name".into(), Value::str(name.clone()));
+            let outputs = Attrs::from([("arn".into(), Value::str(role.arn())), ("name".into(), Value::str(name.clone()))]);
+            found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: name, attrs, outputs, retained: false });
+        }
         Ok(found)
+    }
+
+    fn import_id(&self) -> Option<&'static str> {
+        Some("role name")
+    }
+
+    /// GetRole, the attached and inline policies and the instance profiles holding the role,
+    /// mapped onto the inputs. A trust policy is expressed when reading it into `service`,
+    /// `pod_identity` and `service_accounts` and writing those back gives the same statements
+    /// ([`trust_expressed`]); otherwise it goes to `unexpressed` whole, and a later trust change is
+    /// refused rather than rewrite it (`update`). Also unexpressed: a path other than
+    /// gpustack's, a maximum session other than IAM's default hour, a permissions boundary, a
+    /// description, and instance profiles not named after the role (the role leaves them when
+    /// deleted; they are not deleted). Service-linked roles (path `/aws-service-role/`) belong
+    /// to their service and are refused (IAM UG `using-service-linked-roles`).
+    async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
+        let request = ctx.iam.get_role().role_name(id);
+        let Some(role) = ctx.call(Service::Iam, "GetRole", request.send()).await.absent_ok()?.and_then(|o| o.role) else {
+            return Ok(None);
+        };
+        if role.path().starts_with("/aws-service-role/") {
+            return Err(crate::aws::AwsError {
+                operation: "GetRole",
+                code: None,
+                detail: format!("{id} is a service-linked role: its service makes and deletes it; leave it out of the stack"),
+            });
+        }
+        let note = |f: &str, v: String| (f.to_string(), v);
+        let mut unexpressed = vec![];
+        let doc = role.assume_role_policy_document().map(percent_decode).unwrap_or_default();
+        let trust = Trust::read(&doc).unwrap_or_default();
+        if !trust_expressed(&doc) {
+            unexpressed.push(note("assume_role_policy", doc.clone()));
+        }
+        let mut attrs = trust.attrs();
+        attrs.insert("name".into(), Value::str(id));
+        let pages = ctx.iam.list_attached_role_policies().role_name(id).into_paginator().send();
+        let attached = ctx
+            .all_pages(Service::Iam, "ListAttachedRolePolicies", pages, |p| p.attached_policies.unwrap_or_default())
+            .await?;
+        let managed = attached.iter().filter_map(|p| p.policy_arn()).map(Value::str).collect();
+        attrs.insert("managed_policies".into(), Value::List(managed));
+        let pages = ctx.iam.list_role_policies().role_name(id).into_paginator().send();
+        let mut inline = std::collections::BTreeMap::new();
+        for name in ctx.all_pages(Service::Iam, "ListRolePolicies", pages, |p| p.policy_names).await? {
+            let request = ctx.iam.get_role_policy().role_name(id).policy_name(&name);
+            let out = ctx.call(Service::Iam, "GetRolePolicy", request.send()).await?;
+            inline.insert(name, Value::str(percent_decode(out.policy_document())));
+        }
+        attrs.insert("inline_policies".into(), Value::Table(inline));
+        let pages = ctx.iam.list_instance_profiles_for_role().role_name(id).into_paginator().send();
+        let profiles = ctx.all_pages(Service::Iam, "ListInstanceProfilesForRole", pages, |p| p.instance_profiles).await?;
+        let own = profiles.iter().any(|p| p.instance_profile_name() == id);
+        attrs.insert("instance_profile".into(), Value::Bool(own));
+        for p in profiles.iter().filter(|p| p.instance_profile_name() != id) {
+            unexpressed.push(note("instance_profile", p.instance_profile_name().to_string()));
+        }
+        let all: std::collections::BTreeMap<String, String> =
+            role.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
+        attrs.insert("tags".into(), tags::observed(&all));
+        if role.path() != path(ctx) {
+            unexpressed.push(note("path", role.path().to_string()));
+        }
+        if let Some(d) = role.max_session_duration().filter(|d| *d != DEFAULT_SESSION) {
+            unexpressed.push(note("max_session_duration", d.to_string()));
+        }
+        if let Some(b) = role.permissions_boundary().and_then(|b| b.permissions_boundary_arn()) {
+            unexpressed.push(note("permissions_boundary", b.to_string()));
+        }
+        if let Some(d) = role.description().filter(|d| !d.is_empty()) {
+            unexpressed.push(note("description", d.to_string()));
+        }
+        self.normalize(&mut attrs);
+        let rec = recorded(id, role.arn(), own);
+        Ok(Some(Imported {
+            observed: Observed { address: None, id: rec.id, attrs, outputs: rec.outputs, retained: false },
+            unexpressed,
+        }))
+    }
+
+    /// TagRole (and TagInstanceProfile on the profile named after the role, which the role's
+    /// `instance_profile` owns): adds or overwrites only the tags given (IAM API reference).
+    async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
+        let ours = || {
+            [(tags::STACK, ctx.stack.as_str()), (tags::ADDRESS, address)]
+                .into_iter()
+                .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
+                .collect::<Vec<_>>()
+        };
+        let request = ctx.iam.tag_role().role_name(id).set_tags(Some(ours()));
+        ctx.call(Service::Iam, "TagRole", request.send()).await?;
+        if str_attr(outputs, "instance_profile") == id {
+            let request = ctx.iam.tag_instance_profile().instance_profile_name(id).set_tags(Some(ours()));
+            ctx.call(Service::Iam, "TagInstanceProfile", request.send()).await.absent_ok()?;
+        }
+        Ok(())
     }
 
     async fn update(
@@ -196,6 +322,19 @@ impl Kind for IamRole {
     ) -> Result<Recorded> {
         let has = |f: &str| changed.iter().any(|c| c == f);
         if TRUST.iter().any(|f| has(f)) {
+            // A trust policy the inputs cannot say (an imported role's conditions, several
+            // services, other principals) is not rewritten from them: that would drop the rest.
+            let role = ctx.call(Service::Iam, "GetRole", ctx.iam.get_role().role_name(id).send()).await?;
+            let doc = role.role().and_then(|r| r.assume_role_policy_document()).map(percent_decode).unwrap_or_default();
+            if !trust_expressed(&doc) {
+                return Err(crate::aws::AwsError {
+                    operation: "UpdateAssumeRolePolicy",
+                    code: None,
+                    detail: format!(
+                        "role {id}'s trust policy says more than service, pod_identity and service_accounts can ({doc}); change it with aws iam update-assume-role-policy, or make it one of those forms first"
+                    ),
+                });
+            }
             let request = ctx.iam.update_assume_role_policy().role_name(id).policy_document(Trust::of(new).document());
             propagation::retrying(propagation::principal_not_visible, || {
                 ctx.call(Service::Iam, "UpdateAssumeRolePolicy", request.clone().send())
@@ -289,6 +428,48 @@ fn trust_sources(r: &Resource, diags: &mut Vec<Diagnostic>) {
             }
         }
     }
+}
+
+/// IAM's default maximum session: one hour ("If you do not specify a value for this setting,
+/// the default value of one hour is applied", botocore iam `CreateRoleRequest.MaxSessionDuration`).
+const DEFAULT_SESSION: i32 = 3600;
+
+/// A trust policy's statements in a form that compares by meaning: `Sid`s dropped, a
+/// one-element list read as its element and lists as sets (IAM UG
+/// `reference_policies_elements`: an element may be a string or an array of strings).
+fn statements(doc: &str) -> Option<Vec<serde_json::Value>> {
+    fn canon(v: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value as J;
+        match v {
+            J::Array(items) if items.len() == 1 => canon(&items[0]),
+            J::Array(items) => {
+                let mut c: Vec<J> = items.iter().map(canon).collect();
+                c.sort_by_key(|x| x.to_string());
+                c.dedup();
+                J::Array(c)
+            }
+            J::Object(m) => {
+                J::Object(m.iter().filter(|(k, _)| k.as_str() != "Sid").map(|(k, x)| (k.clone(), canon(x))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let j: serde_json::Value = serde_json::from_str(doc).ok()?;
+    match &j["Statement"] {
+        serde_json::Value::Array(a) => Some(a.iter().map(canon).collect()),
+        s @ serde_json::Value::Object(_) => Some(vec![canon(s)]),
+        _ => None,
+    }
+}
+
+/// True when `service`, `pod_identity` and `service_accounts` say the whole trust policy
+/// `doc` (decoded JSON): every statement is one that reading it into the inputs and writing
+/// them back gives again. A Pod Identity statement without `sts:TagSession` counts as said:
+/// refresh shows it as drift the inputs repair.
+fn trust_expressed(doc: &str) -> bool {
+    let (Some(have), Some(trust)) = (statements(doc), Trust::read(doc)) else { return false };
+    let written = statements(&trust.document()).unwrap_or_default();
+    have.iter().all(|s| written.contains(s) || s["Principal"]["Service"] == trust::POD_IDENTITY_PRINCIPAL)
 }
 
 /// IAM's answer when a name is taken.
