@@ -373,10 +373,8 @@ impl Routing {
                     unexpressed.push(note("route_table", format!("{rid} also routes {} (kept)", extra.join(", "))));
                 }
             }
-            (Some(n), false) => unexpressed.push(note(
-                "route_table",
-                format!("{rid}: 0.0.0.0/0 via {n}, shared with {}", others.join(", ")),
-            )),
+            (Some(n), false) => unexpressed
+                .push(note("route_table", format!("{rid}: 0.0.0.0/0 via {n}, shared with {}", others.join(", ")))),
             // The VPC's public table: `public` and `vpc.internet_gateway` say it.
             (None, _) if to_internet => {
                 if !public {
@@ -388,7 +386,13 @@ impl Routing {
             }
             (None, _) => {
                 let routes = extra_routes(rt, &[]);
-                unexpressed.push(note("route_table", format!("{rid}: {}", if routes.is_empty() { "local routes only".to_string() } else { routes.join(", ") })));
+                unexpressed.push(note(
+                    "route_table",
+                    format!(
+                        "{rid}: {}",
+                        if routes.is_empty() { "local routes only".to_string() } else { routes.join(", ") }
+                    ),
+                ));
             }
         }
         Ok(Routing { table: Some(rid), nat: own_nat, unexpressed })

@@ -6,7 +6,9 @@ use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, Filter, InternetGateway, ResourceType, RouteTable, VpcAttributeName};
 
 use super::import_ec2::{extra_routes, imported, is_main, note, subnets_of, tag, vpc_route_tables};
-use super::{Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, existing, str_attr, strings_attr};
+use super::{
+    Create, Imported, Kind, Observed, Recorded, Result, Schema, TAGS, bool_attr, existing, str_attr, strings_attr,
+};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::value::{Attrs, Value};
@@ -468,7 +470,10 @@ impl Layout {
             let rid = rt.route_table_id().unwrap_or_default();
             unexpressed.push(note(
                 "route_table",
-                format!("{rid}: a second public route table (0.0.0.0/0 via the internet gateway) for {}", subnets_of(rt).join(", ")),
+                format!(
+                    "{rid}: a second public route table (0.0.0.0/0 via the internet gateway) for {}",
+                    subnets_of(rt).join(", ")
+                ),
             ));
         }
         if let Some(rt) = public.first() {
@@ -488,7 +493,10 @@ impl Layout {
         if gateway.is_some() && public.is_empty() {
             unexpressed.push(note(
                 "internet_gateway",
-                format!("{} is attached but no route table other than the main one routes 0.0.0.0/0 to it", gateway.clone().unwrap_or_default()),
+                format!(
+                    "{} is attached but no route table other than the main one routes 0.0.0.0/0 to it",
+                    gateway.clone().unwrap_or_default()
+                ),
             ));
         }
         for g in attached.iter().skip(1) {

@@ -209,8 +209,15 @@ impl Kind for IamRole {
                 attrs.extend(t.attrs());
             }
             attrs.insert("name".into(), Value::str(name.clone()));
-            let outputs = Attrs::from([("arn".into(), Value::str(role.arn())), ("name".into(), Value::str(name.clone()))]);
-            found.push(Observed { address: all.get(tags::ADDRESS).cloned(), id: name, attrs, outputs, retained: false });
+            let outputs =
+                Attrs::from([("arn".into(), Value::str(role.arn())), ("name".into(), Value::str(name.clone()))]);
+            found.push(Observed {
+                address: all.get(tags::ADDRESS).cloned(),
+                id: name,
+                attrs,
+                outputs,
+                retained: false,
+            });
         }
         Ok(found)
     }
@@ -230,14 +237,17 @@ impl Kind for IamRole {
     /// to their service and are refused (IAM UG `using-service-linked-roles`).
     async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
         let request = ctx.iam.get_role().role_name(id);
-        let Some(role) = ctx.call(Service::Iam, "GetRole", request.send()).await.absent_ok()?.and_then(|o| o.role) else {
+        let Some(role) = ctx.call(Service::Iam, "GetRole", request.send()).await.absent_ok()?.and_then(|o| o.role)
+        else {
             return Ok(None);
         };
         if role.path().starts_with("/aws-service-role/") {
             return Err(crate::aws::AwsError {
                 operation: "GetRole",
                 code: None,
-                detail: format!("{id} is a service-linked role: its service makes and deletes it; leave it out of the stack"),
+                detail: format!(
+                    "{id} is a service-linked role: its service makes and deletes it; leave it out of the stack"
+                ),
             });
         }
         let note = |f: &str, v: String| (f.to_string(), v);
@@ -264,7 +274,8 @@ impl Kind for IamRole {
         }
         attrs.insert("inline_policies".into(), Value::Table(inline));
         let pages = ctx.iam.list_instance_profiles_for_role().role_name(id).into_paginator().send();
-        let profiles = ctx.all_pages(Service::Iam, "ListInstanceProfilesForRole", pages, |p| p.instance_profiles).await?;
+        let profiles =
+            ctx.all_pages(Service::Iam, "ListInstanceProfilesForRole", pages, |p| p.instance_profiles).await?;
         let own = profiles.iter().any(|p| p.instance_profile_name() == id);
         attrs.insert("instance_profile".into(), Value::Bool(own));
         for p in profiles.iter().filter(|p| p.instance_profile_name() != id) {
