@@ -99,20 +99,28 @@ pub fn tag_targets(stack: &Stack) -> Vec<(&'static str, Vec<String>)> {
     let mut out: Vec<(&'static str, Vec<String>)> = vec![];
     for i in &stack.imports {
         let Some(r) = stack.get(&i.address) else { continue };
-        let Some((action, arn)) = tag_target(r.kind.name(), &i.id, region) else { continue };
-        match out.iter_mut().find(|(a, _)| *a == action) {
-            Some((_, arns)) if !arns.contains(&arn) => arns.push(arn),
-            Some(_) => {}
-            None => out.push((action, vec![arn])),
+        let Some((action, arns)) = tag_target(r.kind.name(), &i.id, region) else { continue };
+        let at = match out.iter().position(|(a, _)| *a == action) {
+            Some(at) => at,
+            None => {
+                out.push((action, vec![]));
+                out.len() - 1
+            }
+        };
+        for arn in arns {
+            if !out[at].1.contains(&arn) {
+                out[at].1.push(arn);
+            }
         }
     }
     out
 }
 
-fn tag_target(kind: &str, id: &str, region: &str) -> Option<(&'static str, String)> {
-    let ec2 = |t: &str| Some(("ec2:CreateTags", format!("arn:aws:ec2:{region}:*:{t}/{id}")));
+fn tag_target(kind: &str, id: &str, region: &str) -> Option<(&'static str, Vec<String>)> {
+    let one = |action: &'static str, arn: String| Some((action, vec![arn]));
+    let ec2 = |t: &str| one("ec2:CreateTags", format!("arn:aws:ec2:{region}:*:{t}/{id}"));
     let (cluster, rest) = id.split_once(':').unwrap_or((id, ""));
-    let eks = |t: &str| Some(("eks:TagResource", format!("arn:aws:eks:{region}:*:{t}")));
+    let eks = |t: String| one("eks:TagResource", format!("arn:aws:eks:{region}:*:{t}"));
     match kind {
         "vpc" => ec2("vpc"),
         "subnet" => ec2("subnet"),
@@ -123,15 +131,17 @@ fn tag_target(kind: &str, id: &str, region: &str) -> Option<(&'static str, Strin
         "capacity_reservation" | "capacity_block" => ec2("capacity-reservation"),
         "launch_template" => ec2("launch-template"),
         "placement_group" => ec2("placement-group"),
-        "training_plan" => Some(("sagemaker:AddTags", format!("arn:aws:sagemaker:{region}:*:training-plan/{id}"))),
-        // A role's ARN holds its path (`role/PATH/NAME`).
-        "iam_role" => Some(("iam:TagRole", format!("arn:aws:iam::*:role/*{id}"))),
-        "oidc_provider" => Some(("iam:TagOpenIDConnectProvider", id.to_string())),
-        "eks_cluster" => eks(&format!("cluster/{id}")),
-        "node_group" => eks(&format!("nodegroup/{cluster}/{rest}/*")),
-        "eks_addon" => eks(&format!("addon/{cluster}/{rest}/*")),
-        "eks_access_entry" => eks(&format!("access-entry/{cluster}/*")),
-        "pod_identity_association" => eks(&format!("podidentityassociation/{cluster}/{rest}")),
+        "training_plan" => one("sagemaker:AddTags", format!("arn:aws:sagemaker:{region}:*:training-plan/{id}")),
+        // A role's ARN holds its path (`role/NAME` or `role/PATH/NAME`).
+        "iam_role" => {
+            Some(("iam:TagRole", vec![format!("arn:aws:iam::*:role/{id}"), format!("arn:aws:iam::*:role/*/{id}")]))
+        }
+        "oidc_provider" => one("iam:TagOpenIDConnectProvider", id.to_string()),
+        "eks_cluster" => eks(format!("cluster/{id}")),
+        "node_group" => eks(format!("nodegroup/{cluster}/{rest}/*")),
+        "eks_addon" => eks(format!("addon/{cluster}/{rest}/*")),
+        "eks_access_entry" => eks(format!("access-entry/{cluster}/*")),
+        "pod_identity_association" => eks(format!("podidentityassociation/{cluster}/{rest}")),
         _ => None,
     }
 }
@@ -221,6 +231,38 @@ mod tests {
         assert!(
             has("`placement_group.spread` and `placement_group.train` both import placement_group \"pg\""),
             "{got:#?}"
+        );
+    }
+
+    /// `gpustack policy` lets the principal add the two gpustack tags to exactly the objects
+    /// the stack imports, nothing else (the stack-tag statements refuse untagged objects).
+    #[test]
+    fn the_policy_tags_exactly_the_imported_objects() {
+        let text = format!(
+            "{HEAD}[capacity_reservation.odcr]\ninstance_type = \"p5.48xlarge\"\ninstance_count = 1\navailability_zone = \"us-west-2a\"\nend_date = \"2026-12-31T00:00:00Z\"\n[import]\n\"capacity_reservation.odcr\" = \"cr-0abc\"\n\"placement_group.train\" = \"train-pg\"\n"
+        );
+        let none = |_: &str| None;
+        let s = crate::load::check(Source::new("i.toml", text), &VarSources { cli: &[], env: &none }).unwrap();
+        let doc = crate::policy::document(&s);
+        let st: Vec<&serde_json::Value> = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["Sid"].as_str().is_some_and(|s| s.starts_with("TagImported")))
+            .collect();
+        assert_eq!(st.len(), 1, "{doc:#}");
+        assert_eq!(st[0]["Action"], serde_json::json!(["ec2:CreateTags"]));
+        assert_eq!(
+            st[0]["Resource"],
+            serde_json::json!([
+                "arn:aws:ec2:us-west-2:*:capacity-reservation/cr-0abc",
+                "arn:aws:ec2:us-west-2:*:placement-group/train-pg"
+            ])
+        );
+        assert_eq!(st[0]["Condition"]["StringEquals"]["aws:RequestTag/gpustack:stack"], "t");
+        assert_eq!(
+            st[0]["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"],
+            serde_json::json!(["gpustack:stack", "gpustack:address"])
         );
     }
 

@@ -4,6 +4,8 @@
 //! file; apply tags, records, then updates; a clean import is no change for
 //! `--detailed-exitcode`; a purchase imported is never bought.
 
+mod purchases;
+
 use crate::harness::{Env, block_on};
 
 /// EC2/SageMaker/EKS/IAM calls that change something: everything but reads.
