@@ -121,21 +121,26 @@ impl Ctx {
             .retry_config(RetryConfig::adaptive().with_max_attempts(attempts.unwrap_or(8)))
             .load()
             .await;
+        Ctx::from_conf(stack, &conf)
+    }
+
+    /// A context on an SDK configuration built elsewhere (tests point one at the emulator).
+    pub fn from_conf(stack: &str, conf: &aws_config::SdkConfig) -> Ctx {
         let limit = |s: Service| {
             let n = crate::settings::get().parallelism(s.name()).unwrap_or(s.default_limit());
             (s, Semaphore::new(n))
         };
         Ctx {
-            ec2: aws_sdk_ec2::Client::new(&conf),
-            iam: aws_sdk_iam::Client::new(&conf),
-            eks: aws_sdk_eks::Client::new(&conf),
-            ssm: aws_sdk_ssm::Client::new(&conf),
-            quotas: aws_sdk_servicequotas::Client::new(&conf),
-            sqs: aws_sdk_sqs::Client::new(&conf),
-            events: aws_sdk_eventbridge::Client::new(&conf),
-            sagemaker: aws_sdk_sagemaker::Client::new(&conf),
-            logs: aws_sdk_cloudwatchlogs::Client::new(&conf),
-            autoscaling: aws_sdk_autoscaling::Client::new(&conf),
+            ec2: aws_sdk_ec2::Client::new(conf),
+            iam: aws_sdk_iam::Client::new(conf),
+            eks: aws_sdk_eks::Client::new(conf),
+            ssm: aws_sdk_ssm::Client::new(conf),
+            quotas: aws_sdk_servicequotas::Client::new(conf),
+            sqs: aws_sdk_sqs::Client::new(conf),
+            events: aws_sdk_eventbridge::Client::new(conf),
+            sagemaker: aws_sdk_sagemaker::Client::new(conf),
+            logs: aws_sdk_cloudwatchlogs::Client::new(conf),
+            autoscaling: aws_sdk_autoscaling::Client::new(conf),
             stack: stack.to_string(),
             catalog: Arc::default(),
             clusters: Arc::default(),
