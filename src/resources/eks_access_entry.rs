@@ -569,4 +569,18 @@ mod tests {
         assert_eq!(scope_of(&Value::List(vec![])), None);
         assert_eq!(scope_of(&Value::List(vec![Value::Int(1)])), None);
     }
+
+    /// The username EKS made up is no change while the file leaves it out; one the file sets
+    /// is compared (an import reads it, a refresh only when the stack chose it).
+    #[test]
+    fn an_imported_username_counts_only_when_the_file_sets_one() {
+        let observed = Attrs::from([("username".into(), Value::str("arn:aws:sts::1:assumed-role/ops/{{SessionName}}"))]);
+        let mut cur = EksAccessEntry.current(&Attrs::new(), &observed);
+        EksAccessEntry.settle(&mut cur, &Attrs::new());
+        assert!(!cur.contains_key("username"));
+        let wants = Attrs::from([("username".into(), Value::str("ops"))]);
+        let mut cur = EksAccessEntry.current(&Attrs::new(), &observed);
+        EksAccessEntry.settle(&mut cur, &wants);
+        assert_ne!(cur.get("username"), wants.get("username"), "a different username is the update");
+    }
 }

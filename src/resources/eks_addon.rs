@@ -525,4 +525,23 @@ mod tests {
         let cur = EksAddon.current(&recorded, &observed);
         assert_eq!((cur["version"].clone(), cur["preserve"].clone()), (Value::str("latest"), Value::Bool(true)));
     }
+
+    /// An import cannot read the conflict mode or `preserve`: the file's values are no change;
+    /// an installed version is compared as it is.
+    #[test]
+    fn an_import_takes_the_files_unreadable_settings() {
+        let observed = Attrs::from([
+            ("version".into(), Value::str("v1.19.5-eksbuild.1")),
+            ("resolve_conflicts".into(), Value::Unknown),
+            ("preserve".into(), Value::Unknown),
+        ]);
+        let wants = Attrs::from([
+            ("version".into(), Value::str("v1.19.5-eksbuild.1")),
+            ("resolve_conflicts".into(), Value::str("OVERWRITE")),
+            ("preserve".into(), Value::Bool(true)),
+        ]);
+        let mut cur = EksAddon.current(&Attrs::new(), &observed);
+        EksAddon.settle(&mut cur, &wants);
+        assert_eq!(cur, wants);
+    }
 }

@@ -129,7 +129,7 @@ impl Kind for EksCluster {
         ]
     }
     fn import_id(&self) -> Option<&'static str> {
-        Some("CLUSTER_NAME")
+        Some("cluster name")
     }
 
     /// DescribeCluster by name, and the retention of its control-plane log group (the group
@@ -855,5 +855,45 @@ mod tests {
             &["support_type".to_string()],
         );
         assert!(note.unwrap().contains("EXTENDED → STANDARD"));
+    }
+
+    /// An import (nothing recorded): the group's retention is the cluster's, the creator's admin
+    /// flag (unreadable) is the file's, and unset EKS picks stay no change.
+    #[test]
+    fn an_import_reads_retention_and_takes_the_files_admin_flag() {
+        let observed = attrs(&[
+            ("version", Value::str("1.33")),
+            ("log_retention_days", Value::Int(90)),
+            ("bootstrap_cluster_creator_admin", Value::Unknown),
+        ]);
+        let mut cur = EksCluster.current(&Attrs::new(), &observed);
+        assert_eq!(cur.get("log_retention_days"), Some(&Value::Int(90)));
+        let wants = attrs(&[
+            ("version", Value::str("1.33")),
+            ("log_retention_days", Value::Int(90)),
+            ("bootstrap_cluster_creator_admin", Value::Bool(false)),
+        ]);
+        EksCluster.settle(&mut cur, &wants);
+        assert_eq!(cur, wants);
+        let mut cur = EksCluster.current(&Attrs::new(), &observed);
+        EksCluster.settle(&mut cur, &attrs(&[("version", Value::str("1.33"))]));
+        assert!(!cur.contains_key("bootstrap_cluster_creator_admin"), "left to the default");
+        assert_eq!(cur.get("log_retention_days"), Some(&Value::Int(90)), "a retention the file drops is a change");
+    }
+
+    /// Auto Mode and the control-plane tier are reported, not dropped.
+    #[test]
+    fn what_the_language_lacks_is_unexpressed() {
+        use aws_sdk_eks::types::{ComputeConfigResponse, ControlPlaneScalingConfig, ProvisionedControlPlaneTier};
+        let c = Cluster::builder()
+            .name("brown")
+            .compute_config(ComputeConfigResponse::builder().enabled(true).node_pools("general-purpose").build())
+            .control_plane_scaling_config(
+                ControlPlaneScalingConfig::builder().tier(ProvisionedControlPlaneTier::from("tier-xl")).build(),
+            )
+            .build();
+        let fields: Vec<String> = unexpressed_of(&c).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, ["computeConfig", "controlPlaneScalingConfig.tier"]);
+        assert!(unexpressed_of(&Cluster::builder().name("plain").build()).is_empty());
     }
 }

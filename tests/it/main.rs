@@ -15,6 +15,7 @@ mod gpu_rules;
 mod hyperpod;
 mod image_cache;
 mod import;
+mod import_eks;
 mod import_generate;
 mod import_net;
 mod karpenter;

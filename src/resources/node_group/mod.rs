@@ -697,3 +697,105 @@ fn al2023_sharing(r: &Resource, diags: &mut Vec<Diagnostic>) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_eks::types::{LaunchTemplateSpecification, RemoteAccessConfig};
+
+    fn described() -> Nodegroup {
+        Nodegroup::builder()
+            .nodegroup_name("gpu")
+            .cluster_name("brown")
+            .nodegroup_arn("arn:aws:eks:us-west-2:123456789012:nodegroup/brown/gpu/x")
+            .node_role("arn:aws:iam::123456789012:role/node")
+            .subnets("subnet-b")
+            .subnets("subnet-a")
+            .ami_type(AmiTypes::Al2023X8664Nvidia)
+            .release_version("1.33.0-20250101")
+            .capacity_type(CapacityTypes::OnDemand)
+            .scaling_config(NodegroupScalingConfig::builder().min_size(0).desired_size(3).max_size(4).build())
+            .labels("role", "gpu")
+            .taints(Taint::builder().key("nvidia.com/gpu").value("true").effect(TaintEffect::NoSchedule).build())
+            .update_config(
+                NodegroupUpdateConfig::builder().max_unavailable(1).update_strategy(NodegroupUpdateStrategies::Minimal).build(),
+            )
+            .launch_template(LaunchTemplateSpecification::builder().id("lt-1").version("3").build())
+            .build()
+    }
+
+    /// What a file that says the same as the described group resolves to (defaults filled).
+    fn file(max: i64) -> Attrs {
+        let mut a = Attrs::from([
+            ("cluster".into(), Value::str("brown")),
+            ("node_role".into(), Value::str("arn:aws:iam::123456789012:role/node")),
+            ("subnets".into(), Value::List(vec![Value::str("subnet-a"), Value::str("subnet-b")])),
+            ("launch_template".into(), Value::str("lt-1")),
+            ("launch_template_version".into(), Value::Int(3)),
+            ("ami_type".into(), Value::str("auto")),
+            ("release_version".into(), Value::str("latest")),
+            ("capacity_type".into(), Value::str("ON_DEMAND")),
+            ("instance_types".into(), Value::List(vec![])),
+            (
+                "scaling".into(),
+                Value::Table(BTreeMap::from([("min".into(), Value::Int(0)), ("max".into(), Value::Int(max))])),
+            ),
+            ("labels".into(), Value::Table(BTreeMap::from([("role".into(), Value::str("gpu"))]))),
+            (
+                "taints".into(),
+                Value::List(vec![Value::Table(BTreeMap::from([
+                    ("key".into(), Value::str("nvidia.com/gpu")),
+                    ("value".into(), Value::str("true")),
+                    ("effect".into(), Value::str("NO_SCHEDULE")),
+                ]))]),
+            ),
+            ("update_strategy".into(), Value::str("auto")),
+            ("name".into(), Value::str("gpu")),
+            ("tags".into(), Value::Table(BTreeMap::new())),
+        ]);
+        NodeGroup.normalize(&mut a);
+        a
+    }
+
+    fn imported(n: &Nodegroup) -> (Attrs, Vec<(String, String)>) {
+        let mut o = observe(n, &BTreeMap::new());
+        let un = unexpressed_of(n, &mut o.attrs);
+        o.attrs.insert(IMPORTED.into(), Value::Bool(true));
+        (NodeGroup.current(&Attrs::new(), &o.attrs), un)
+    }
+
+    /// An imported group: what gpustack resolves once (auto, latest) and the autoscaler's
+    /// desired (3 running, the file's 0) are no change; max is.
+    #[test]
+    fn an_imported_group_settles_what_gpustack_pins_and_shows_the_rest() {
+        let (mut cur, un) = imported(&described());
+        assert!(un.is_empty(), "{un:?}");
+        NodeGroup.settle(&mut cur, &file(4));
+        assert!(!cur.contains_key(IMPORTED));
+        assert_eq!(cur, file(4));
+        let (mut cur, _) = imported(&described());
+        NodeGroup.settle(&mut cur, &file(6));
+        let want = file(6);
+        let differing: Vec<&String> = want.keys().filter(|k| cur.get(*k) != want.get(*k)).collect();
+        assert_eq!(differing, ["scaling"]);
+        // A refresh (something recorded) never takes the import's shortcuts.
+        let mut recorded = file(4);
+        recorded.insert("release_version".into(), Value::str("1.32.0-1"));
+        let mut cur = NodeGroup.current(&recorded, &observe(&described(), &BTreeMap::new()).attrs);
+        NodeGroup.settle(&mut cur, &recorded);
+        assert_eq!(cur["release_version"], Value::str("1.33.0-20250101"), "drift from a recorded release shows");
+    }
+
+    /// SSH access, a percentage and a custom AMI are unexpressed, never dropped silently.
+    #[test]
+    fn what_the_language_lacks_is_unexpressed() {
+        let mut n = described();
+        n.remote_access = Some(RemoteAccessConfig::builder().ec2_ssh_key("ops").build());
+        n.ami_type = Some(AmiTypes::Custom);
+        n.update_config = Some(NodegroupUpdateConfig::builder().max_unavailable_percentage(25).build());
+        let (cur, un) = imported(&n);
+        let fields: Vec<&str> = un.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["remoteAccess", "updateConfig.maxUnavailablePercentage", "amiType"]);
+        assert!(!cur.contains_key("release_version") || cur["release_version"] == Value::str(""));
+    }
+}
