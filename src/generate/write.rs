@@ -262,6 +262,7 @@ fn reaches(edges: &BTreeSet<(usize, usize)>, from: usize, to: usize) -> bool {
 /// the stack: `<stack>-<name>` and the address).
 fn written_attrs(kind: &dyn Kind, attrs: &BTreeMap<String, Value>) -> Vec<(&'static Attr, Value)> {
     let mut out = vec![];
+    let attrs = &with_unreadable(kind, attrs);
     for a in kind.attrs() {
         if a.computed || a.name == "existing" {
             continue;
@@ -283,6 +284,38 @@ fn written_attrs(kind: &dyn Kind, attrs: &BTreeMap<String, Value>) -> Vec<(&'sta
 pub fn addresses(found: &[Found], cluster: &str) -> Vec<(String, String)> {
     let (order, names) = assign_names(found, cluster);
     order.iter().map(|&i| (format!("{}.{}", found[i].kind.name(), names[i]), found[i].import_id.clone())).collect()
+}
+
+/// Required attributes AWS cannot show, filled so the file validates and plans no change:
+/// a Capacity Block's search window and price guard describe a purchase, and an imported block
+/// was bought elsewhere. Its window is written as the hour from its start (what its `import`
+/// reads as `imported_start`), which `CapacityBlock::settle` takes as the file agreeing; the
+/// guard as $1, which no offering meets, so nothing could ever be bought for this resource
+/// (a change to a bought block is refused, never planned).
+fn with_unreadable(kind: &dyn Kind, attrs: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+    let mut attrs = attrs.clone();
+    if kind.name() == "capacity_block" {
+        let start = attrs.get("imported_start").and_then(Value::as_str).and_then(|s| s.parse::<jiff::Timestamp>().ok());
+        if let Some(start) = start {
+            // The language wants start_before later than start_after: the hour after the start.
+            let before = start.checked_add(jiff::SignedDuration::from_hours(1)).unwrap_or(start);
+            attrs.entry("start_after".into()).or_insert_with(|| Value::str(start.to_string()));
+            attrs.entry("start_before".into()).or_insert_with(|| Value::str(before.to_string()));
+        }
+        attrs.entry("max_upfront_usd".into()).or_insert(Value::Int(1));
+    }
+    attrs
+}
+
+/// Comments the writer adds under a table for what it filled in ([`with_unreadable`]).
+fn filled_notes(kind: &dyn Kind) -> &'static [&'static str] {
+    match kind.name() {
+        "capacity_block" => &[
+            "# start_after/start_before: the hour the block starts (an imported block is never searched for);",
+            "# max_upfront_usd = 1 refuses any purchase: an imported block is never bought or changed.",
+        ],
+        _ => &[],
+    }
 }
 
 /// Writes the stack file.
@@ -344,6 +377,9 @@ pub fn render(found: &[Found], opts: &Options) -> String {
         let width = rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
         for (k, v) in &rows {
             let _ = writeln!(s, "{k:<width$} = {v}");
+        }
+        for note in filled_notes(f.kind) {
+            let _ = writeln!(s, "{note}");
         }
         for (field, value) in &f.imported.unexpressed {
             let _ = writeln!(s, "# not expressible: {} = {}", one_line(field), one_line(value));
@@ -611,14 +647,13 @@ mod tests {
         assert!(text.contains("[eks_addon.vpc-cni]") && text.contains("[eks_addon.vpc-cni_2]"), "{text}");
     }
 
-    /// Without an [import]-aware parser the file's own language must still read it: every
-    /// table but `[import]` parses as a stack with references resolved to the right kinds.
+    /// The file reads back through the load step (language, [import] checks, rules) with
+    /// every reference resolved to the right kind and every import entry accepted.
     #[test]
     fn the_written_file_parses() {
         let text = render(&sample(), &opts());
-        let without_import = text.split("\n[import]\n").next().unwrap().to_string();
         let sources = crate::stack::VarSources { env: &|_| None, cli: &[] };
-        match crate::load::from_bytes(std::path::Path::new("gen.toml"), without_import.into_bytes(), &sources) {
+        match crate::load::from_bytes(std::path::Path::new("gen.toml"), text.clone().into_bytes(), &sources) {
             Ok(stack) => assert_eq!(stack.resources.len(), 6),
             Err(d) => panic!("{}\n{text}", d.render(false)),
         }
@@ -671,5 +706,33 @@ mod tests {
         );
         let text = render(&[lt2, ng(2)], &opts());
         assert!(text.contains("launch_template_version = 2"), "an older version stays pinned: {text}");
+    }
+
+    /// A Capacity Block's window and price guard cannot be read back: the file gets the hour
+    /// the block starts and a guard no offering meets, and still validates.
+    #[test]
+    fn an_imported_capacity_block_gets_a_window_and_a_guard_that_buys_nothing() {
+        let mut cb = obj(
+            "capacity_block",
+            "cr-0123456789abcdef0",
+            "p5",
+            &[
+                ("instance_type", s("p5.48xlarge")),
+                ("instance_count", Value::Int(1)),
+                ("duration_hours", Value::Int(24)),
+                ("availability_zone", s("us-west-2a")),
+            ],
+            &[("id", "cr-0123456789abcdef0")],
+        );
+        cb.imported.observed.attrs.insert("imported_start".into(), s("2026-12-01T11:30:00Z"));
+        let text = render(&[cb], &opts());
+        assert!(text.contains("start_after       = \"2026-12-01T11:30:00Z\""), "{text}");
+        assert!(text.contains("start_before      = \"2026-12-01T12:30:00Z\""), "{text}");
+        assert!(text.contains("max_upfront_usd   = 1\n"), "{text}");
+        assert!(!text.contains("imported_start"), "{text}");
+        let sources = crate::stack::VarSources { env: &|_| None, cli: &[] };
+        if let Err(d) = crate::load::from_bytes(std::path::Path::new("cb.toml"), text.clone().into_bytes(), &sources) {
+            panic!("{}\n{text}", d.render(false));
+        }
     }
 }

@@ -574,7 +574,8 @@ mod tests {
     /// is compared (an import reads it, a refresh only when the stack chose it).
     #[test]
     fn an_imported_username_counts_only_when_the_file_sets_one() {
-        let observed = Attrs::from([("username".into(), Value::str("arn:aws:sts::1:assumed-role/ops/{{SessionName}}"))]);
+        let observed =
+            Attrs::from([("username".into(), Value::str("arn:aws:sts::1:assumed-role/ops/{{SessionName}}"))]);
         let mut cur = EksAccessEntry.current(&Attrs::new(), &observed);
         EksAccessEntry.settle(&mut cur, &Attrs::new());
         assert!(!cur.contains_key("username"));

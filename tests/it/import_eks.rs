@@ -41,14 +41,25 @@ struct Brown {
 
 /// Builds the cluster with the SDK, as eksctl or a console user would.
 fn build(env: &Env) -> Brown {
-    env.emu.control("POST", "/_gpustack/eks?cluster_create_ms=0&nodegroup_create_ms=0&addon_create_ms=0&delete_ms=0&update_ms=0");
+    env.emu.control(
+        "POST",
+        "/_gpustack/eks?cluster_create_ms=0&nodegroup_create_ms=0&addon_create_ms=0&delete_ms=0&update_ms=0",
+    );
     let (ec2, iam, eks) = (env.emu.ec2(), env.emu.iam(), env.emu.eks());
     block_on(async move {
         let vpc = ec2.create_vpc().cidr_block("10.9.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
-        let igw = ec2.create_internet_gateway().send().await.unwrap().internet_gateway.unwrap().internet_gateway_id.unwrap();
+        let igw =
+            ec2.create_internet_gateway().send().await.unwrap().internet_gateway.unwrap().internet_gateway_id.unwrap();
         ec2.attach_internet_gateway().vpc_id(&vpc).internet_gateway_id(&igw).send().await.unwrap();
-        let rt = ec2.create_route_table().vpc_id(&vpc).send().await.unwrap().route_table.unwrap().route_table_id.unwrap();
-        ec2.create_route().route_table_id(&rt).destination_cidr_block("0.0.0.0/0").gateway_id(&igw).send().await.unwrap();
+        let rt =
+            ec2.create_route_table().vpc_id(&vpc).send().await.unwrap().route_table.unwrap().route_table_id.unwrap();
+        ec2.create_route()
+            .route_table_id(&rt)
+            .destination_cidr_block("0.0.0.0/0")
+            .gateway_id(&igw)
+            .send()
+            .await
+            .unwrap();
         let mut subnets = vec![];
         for (cidr, zone) in [("10.9.0.0/20", "us-west-2a"), ("10.9.16.0/20", "us-west-2b")] {
             let s = ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone(zone).send().await.unwrap();
@@ -72,7 +83,15 @@ fn build(env: &Env) -> Brown {
                 let trust = format!(
                     r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":{{"Service":"{principal}"}},"Action":["sts:AssumeRole","sts:TagSession"]}}]}}"#
                 );
-                iam.create_role().role_name(name).assume_role_policy_document(trust).send().await.unwrap().role.unwrap().arn
+                iam.create_role()
+                    .role_name(name)
+                    .assume_role_policy_document(trust)
+                    .send()
+                    .await
+                    .unwrap()
+                    .role
+                    .unwrap()
+                    .arn
             }
         };
         let cluster_role = role("brown-cluster", "eks.amazonaws.com").await;
@@ -90,7 +109,9 @@ fn build(env: &Env) -> Brown {
             .upgrade_policy(UpgradePolicyRequest::builder().support_type(SupportType::Standard).build())
             .logging(
                 Logging::builder()
-                    .cluster_logging(LogSetup::builder().types(LogType::Api).types(LogType::Audit).enabled(true).build())
+                    .cluster_logging(
+                        LogSetup::builder().types(LogType::Api).types(LogType::Audit).enabled(true).build(),
+                    )
                     .build(),
             )
             .tags("team", "ml")
@@ -131,9 +152,10 @@ fn build(env: &Env) -> Brown {
         };
         let lt_eksctl = template("eksctl-brown-nodegroup-gpu", EKSCTL_USER_DATA, 2).await;
         let lt_gpustack = template("brown-infer", GPUSTACK_USER_DATA, 1).await;
-        for (name, lt, ami) in
-            [("gpu", &lt_eksctl, AmiTypes::Al2023X8664Nvidia), ("infer", &lt_gpustack, AmiTypes::BottlerocketX8664Nvidia)]
-        {
+        for (name, lt, ami) in [
+            ("gpu", &lt_eksctl, AmiTypes::Al2023X8664Nvidia),
+            ("infer", &lt_gpustack, AmiTypes::BottlerocketX8664Nvidia),
+        ] {
             eks.create_nodegroup()
                 .cluster_name("brown")
                 .nodegroup_name(name)
@@ -149,7 +171,9 @@ fn build(env: &Env) -> Brown {
                 .unwrap();
         }
         let mut versions = vec![];
-        for (addon, config) in [("vpc-cni", Some(r#"{"env":{"ENABLE_PREFIX_DELEGATION":"true"}}"#)), ("eks-pod-identity-agent", None)] {
+        for (addon, config) in
+            [("vpc-cni", Some(r#"{"env":{"ENABLE_PREFIX_DELEGATION":"true"}}"#)), ("eks-pod-identity-agent", None)]
+        {
             let out = eks
                 .create_addon()
                 .cluster_name("brown")
@@ -333,7 +357,11 @@ fn changes(plan: &serde_json::Value) -> Vec<(String, String, Vec<String>)> {
                 .iter()
                 .filter_map(|f| f["path"].as_str().map(str::to_string))
                 .collect();
-            (c["address"].as_str().unwrap_or_default().to_string(), c["action"].as_str().unwrap_or_default().to_string(), fields)
+            (
+                c["address"].as_str().unwrap_or_default().to_string(),
+                c["action"].as_str().unwrap_or_default().to_string(),
+                fields,
+            )
         })
         .collect()
 }
@@ -399,13 +427,58 @@ fn a_field_that_differs_from_aws_is_exactly_the_update() {
     // fields follow from it: a template's new version is the node group's next version).
     let scaling = "scaling         = { min = 0, max = 4 }";
     let cases: Vec<(&str, String, &str, Vec<&str>, Option<&str>)> = vec![
-        ("node group scaling", text.replacen(scaling, "scaling         = { min = 0, max = 6 }", 1), "node_group.gpu", vec!["scaling"], None),
-        ("cluster logging", text.replace("logging                 = [\"api\", \"audit\"]", "logging                 = [\"api\"]"), "eks_cluster.main", vec!["logging"], None),
-        ("add-on configuration", text.replace("ENABLE_PREFIX_DELEGATION = \"true\"", "ENABLE_PREFIX_DELEGATION = \"false\""), "eks_addon.cni", vec!["configuration"], None),
-        ("access entry groups", text.replace("[\"ml-admins\"]", "[\"ml-admins\", \"viewers\"]"), "eks_access_entry.ops", vec!["kubernetes_groups"], None),
-        ("pod identity role", text.replace(&format!("role            = \"{}\"", b.pod_role), &format!("role            = \"{}\"", b.node_role)), "pod_identity_association.trainer", vec!["role"], None),
-        ("template labels", text.replace("\"gpustack.io/pool\" = \"inference\"", "\"gpustack.io/pool\" = \"batch\""), "launch_template.infer", vec!["node_labels", "user_data"], Some("node_group.infer")),
-        ("template gpu sharing", text.replace("replicas = 4", "replicas = 8"), "launch_template.infer", vec!["gpu_sharing", "user_data"], Some("node_group.infer")),
+        (
+            "node group scaling",
+            text.replacen(scaling, "scaling         = { min = 0, max = 6 }", 1),
+            "node_group.gpu",
+            vec!["scaling"],
+            None,
+        ),
+        (
+            "cluster logging",
+            text.replace("logging                 = [\"api\", \"audit\"]", "logging                 = [\"api\"]"),
+            "eks_cluster.main",
+            vec!["logging"],
+            None,
+        ),
+        (
+            "add-on configuration",
+            text.replace("ENABLE_PREFIX_DELEGATION = \"true\"", "ENABLE_PREFIX_DELEGATION = \"false\""),
+            "eks_addon.cni",
+            vec!["configuration"],
+            None,
+        ),
+        (
+            "access entry groups",
+            text.replace("[\"ml-admins\"]", "[\"ml-admins\", \"viewers\"]"),
+            "eks_access_entry.ops",
+            vec!["kubernetes_groups"],
+            None,
+        ),
+        (
+            "pod identity role",
+            text.replace(
+                &format!("role            = \"{}\"", b.pod_role),
+                &format!("role            = \"{}\"", b.node_role),
+            ),
+            "pod_identity_association.trainer",
+            vec!["role"],
+            None,
+        ),
+        (
+            "template labels",
+            text.replace("\"gpustack.io/pool\" = \"inference\"", "\"gpustack.io/pool\" = \"batch\""),
+            "launch_template.infer",
+            vec!["node_labels", "user_data"],
+            Some("node_group.infer"),
+        ),
+        (
+            "template gpu sharing",
+            text.replace("replicas = 4", "replicas = 8"),
+            "launch_template.infer",
+            vec!["gpu_sharing", "user_data"],
+            Some("node_group.infer"),
+        ),
     ];
     for (what, file_text, address, want, follows) in cases {
         assert_ne!(file_text, text, "{what}: the edit applied");

@@ -718,7 +718,10 @@ mod tests {
             .labels("role", "gpu")
             .taints(Taint::builder().key("nvidia.com/gpu").value("true").effect(TaintEffect::NoSchedule).build())
             .update_config(
-                NodegroupUpdateConfig::builder().max_unavailable(1).update_strategy(NodegroupUpdateStrategies::Minimal).build(),
+                NodegroupUpdateConfig::builder()
+                    .max_unavailable(1)
+                    .update_strategy(NodegroupUpdateStrategies::Minimal)
+                    .build(),
             )
             .launch_template(LaunchTemplateSpecification::builder().id("lt-1").version("3").build())
             .build()
