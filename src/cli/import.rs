@@ -34,7 +34,7 @@ Read permissions: each kind's describe calls (`gpustack policy FILE` on the writ
 them) plus eks:DescribeCluster, eks:ListAddons, eks:ListAccessEntries,
 eks:ListPodIdentityAssociations, eks:ListNodegroups, eks:DescribeNodegroup,
 ec2:DescribeSubnets, ec2:DescribeNatGateways, ec2:DescribeVpcEndpoints,
-ec2:DescribeCapacityReservations and iam:ListOpenIDConnectProviders.")]
+ec2:DescribeCapacityReservations, iam:ListOpenIDConnectProviders and logs:DescribeLogGroups.")]
 pub struct GenerateArgs {
     /// The EKS cluster's name
     #[arg(long)]

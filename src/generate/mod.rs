@@ -55,6 +55,9 @@ pub const DISCOVERY_ACTIONS: &[&str] = &[
     "ec2:DescribeVpcEndpoints",
     "ec2:DescribeCapacityReservations",
     "iam:ListOpenIDConnectProviders",
+    // The eks_cluster import reads its control-plane log group's retention (`log_retention_days`);
+    // without this permission it reports the retention as not readable instead.
+    "logs:DescribeLogGroups",
 ];
 
 /// What to read and how to write it.
