@@ -20,6 +20,9 @@
 //! [outputs]
 //! id = "..."
 //! ```
+//!
+//! An importable kind (`Kind::import_id`) also has `import = "..."`: how to find the id and
+//! what an import reads (the page's "Import" section shows the id form with it).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -35,6 +38,8 @@ pub struct DocSource {
     /// Attribute path (`scaling.min`) → description.
     pub attrs: BTreeMap<String, String>,
     pub outputs: BTreeMap<String, String>,
+    /// For an importable kind: how to find the `[import]` id and what the import reads.
+    pub import: String,
 }
 
 impl DocSource {
@@ -53,8 +58,8 @@ impl DocSource {
                 .collect()
         };
         for (k, _) in doc.iter() {
-            if !matches!(k, "summary" | "example" | "attrs" | "outputs") {
-                return Err(format!("unknown key `{k}` (summary, example, attrs, outputs)"));
+            if !matches!(k, "summary" | "example" | "attrs" | "outputs" | "import") {
+                return Err(format!("unknown key `{k}` (summary, example, attrs, outputs, import)"));
             }
         }
         Ok(DocSource {
@@ -62,6 +67,7 @@ impl DocSource {
             example: string("example").unwrap_or_default(),
             attrs: table("attrs")?,
             outputs: table("outputs")?,
+            import: string("import").unwrap_or_default(),
         })
     }
 }
@@ -166,7 +172,25 @@ pub fn page(kind: &dyn Schema, src: &DocSource) -> String {
             let _ = writeln!(out, "| `{o}` | {} | {} |", cell(&type_name(ty)), cell(desc.trim()));
         }
     }
+    let _ = writeln!(out, "\n## Import\n");
+    match import_id(name) {
+        Some(form) => {
+            let _ = writeln!(
+                out,
+                "Import id: `{form}`. To take over an object made outside gpustack, declare it and name it under `[import]`:\n\n```toml\n[import]\n\"{name}.NAME\" = \"ID\"\n```\n\n{}",
+                src.import.trim()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "A `{name}` cannot be imported (`[import]`).");
+        }
+    }
     out
+}
+
+/// The kind's `[import]` id form, when it can be imported.
+fn import_id(name: &str) -> Option<&'static str> {
+    crate::resources::kind(name).and_then(|k| k.import_id())
 }
 
 /// What is wrong with one kind's doc source: descriptions missing or naming nothing, an
@@ -176,6 +200,11 @@ pub fn problems(kind: &dyn Schema, src: &DocSource) -> Vec<String> {
     let mut out = vec![];
     if src.summary.trim().is_empty() {
         out.push(format!("{name}: no `summary`"));
+    }
+    match (import_id(name).is_some(), src.import.trim().is_empty()) {
+        (true, true) => out.push(format!("{name}: importable (import_id) but no `import` description")),
+        (false, false) => out.push(format!("{name}: an `import` description, but the kind cannot be imported")),
+        _ => {}
     }
     let paths = attr_paths(kind);
     for (p, _) in &paths {

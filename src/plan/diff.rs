@@ -184,10 +184,8 @@ fn resource_change(
                             decl.span.clone(),
                         )
                         .help(format!(
-                            "an [import] entry of a resource already in state does nothing: remove it, or write the id the state holds (\"{}\"); to swap objects, first `gpustack state rm {}`{}",
-                            e.id,
-                            r.address,
-                            if other == decl.id { String::new() } else { format!(" (then {other} is imported)") }
+                            "an [import] entry of a resource already in state does nothing: remove it, or write the id the state holds (\"{}\"); an address holds one object: to import {other}, declare it under another address",
+                            e.id
                         )),
                     );
                 }
@@ -394,7 +392,10 @@ fn import_change(
     let mut outputs = imp.observed.outputs.clone();
     if !c.fields.is_empty() {
         if let Some(n) = kind.update_note(&current, desired, &c.changed_attrs()) {
-            c.note = Some(n);
+            c.note = Some(match c.note.take() {
+                Some(kept) => format!("{n}; {kept}"),
+                None => n,
+            });
         }
         for (attr, msg, help) in kind.check_update(&current, desired) {
             let span = r.attrs.get(attr).and_then(|e| e.span.clone()).or(r.span.clone());
@@ -638,7 +639,10 @@ fn removals(
         for d in &st.deposed {
             deletes.push(delete_change(&d.address, &d.resource, true, Some("replaced object still to delete".into())));
         }
-        for (address, e) in &refreshed.strays {
+        // An object tagged for this stack but claimed by nothing is deleted, unless the stack
+        // imports it now (re-tagging it for its new address).
+        let imported = |id: &str| refreshed.imports.values().flatten().any(|i| i.observed.id == id);
+        for (address, e) in refreshed.strays.iter().filter(|(_, e)| !imported(&e.id)) {
             let note = "found by its tags, not in state: left by an interrupted run";
             deletes.push(delete_change(address, e, true, Some(note.into())));
         }
@@ -1146,5 +1150,24 @@ max_upfront_usd = 8000
             "{}",
             errors[0].message
         );
+    }
+
+    /// An object tagged for this stack that nothing claims is deleted as a stray, unless the
+    /// stack imports it now: then it is imported, not deleted.
+    #[test]
+    fn a_stray_the_stack_imports_is_not_deleted() {
+        let s = pg_stack("");
+        let mut r = pg_read("cluster", &[]);
+        let stray = ResourceState {
+            kind: "placement_group".into(),
+            id: "pg-0123".into(),
+            inputs: Default::default(),
+            outputs: Default::default(),
+            deps: vec![],
+            prevent_destroy: false,
+        };
+        r.strays = vec![("placement_group.old".into(), stray)];
+        let p = plan_with(&s, None, &r).unwrap();
+        assert_eq!(actions(&p), vec![("placement_group.train".to_string(), "import")]);
     }
 }

@@ -33,8 +33,8 @@ pub struct Refreshed {
     /// Addresses whose pending create found nothing tagged for them: the call may still be
     /// landing (AWS shows new objects after a moment), so look again before creating anew.
     pub unconfirmed: Vec<String>,
-    /// `[import]` entries read with [`Kind::import`]: for an address the state (and the tags)
-    /// do not hold yet, and for one it holds under another id (to compare the two objects).
+    /// `[import]` entries read with [`Kind::import`]: for an address the state does not hold
+    /// yet, and for one it holds under another id (to compare the two objects).
     /// `None`: nothing has that id. An entry whose object the state already holds is not read.
     pub imports: HashMap<String, Option<resources::Imported>>,
 }
@@ -82,34 +82,37 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         let ctx = ctx.clone();
         tasks.spawn(async move { (kind, kind.read_all(&ctx).await) });
     }
-    let mut found: Vec<(&'static dyn Kind, Vec<Observed>)> = vec![];
-    while let Some(joined) = tasks.join_next().await {
-        let (kind, res) = joined.context("a refresh task failed")?;
-        let mut observed = res.with_context(|| format!("refreshing {} objects of stack {}", kind.name(), ctx.stack))?;
-        observed.extend(pending_by_name(ctx, kind, state, &observed).await?);
-        found.push((kind, observed));
-    }
+    let reading = async {
+        let mut found: Vec<(&'static dyn Kind, Vec<Observed>)> = vec![];
+        while let Some(joined) = tasks.join_next().await {
+            let (kind, res) = joined.context("a refresh task failed")?;
+            let mut observed =
+                res.with_context(|| format!("refreshing {} objects of stack {}", kind.name(), ctx.stack))?;
+            observed.extend(pending_by_name(ctx, kind, state, &observed).await?);
+            found.push((kind, observed));
+        }
+        anyhow::Ok(found)
+    };
+    // The imports are read beside the kinds' reads, not after them.
+    let (mut found, imports) = tokio::try_join!(reading, read_imports(ctx, stack, state))?;
     found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     let mut out = merge(stack, state, found);
-    let (existing, imports) =
-        tokio::try_join!(read_existing(ctx, stack, out.state.as_ref()), read_imports(ctx, stack, &out))?;
-    out.existing = existing;
+    out.existing = read_existing(ctx, stack, out.state.as_ref()).await?;
     out.imports = imports;
     Ok(out)
 }
 
-/// Reads the objects `[import]` names, concurrently (each kind's read takes its service's
-/// permit, like every other read), read-only: an entry whose object the state or its tags
-/// already hold under the same id is a no-op and not read (Terraform's behaviour).
+/// Reads the objects `[import]` names, concurrently with each other and with the kinds' reads
+/// (each kind's read takes its service's permit, like every other read), read-only. An entry
+/// whose object the state already holds under the same id is a no-op and not read
+/// (Terraform's behaviour); one whose address the state holds under another id is read, so
+/// the plan can say which two objects disagree.
 async fn read_imports(
     ctx: &Ctx,
     stack: &Stack,
-    merged: &Refreshed,
+    state: Option<&State>,
 ) -> Result<HashMap<String, Option<resources::Imported>>> {
-    let held = |address: &str| -> Option<String> {
-        let st = merged.state.as_ref().and_then(|s| s.resources.get(address)).map(|e| e.id.clone());
-        st.or_else(|| merged.adopted.get(address).map(|e| e.id.clone()))
-    };
+    let held = |address: &str| -> Option<String> { state.and_then(|s| s.resources.get(address)).map(|e| e.id.clone()) };
     let mut tasks = tokio::task::JoinSet::new();
     for decl in &stack.imports {
         if held(&decl.address).as_deref() == Some(decl.id.as_str()) {

@@ -90,6 +90,23 @@ tags              = {{ team = "ml" }}
     assert_eq!(count, 3);
     let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{again:?}");
+
+    // An ODCR is not a Capacity Block: importing it as one says what it is.
+    let wrong = stack(3).replace("[capacity_reservation.gpu]", "[capacity_block.gpu]").replace(
+        "instance_count    = 3",
+        "instance_count = 3\nduration_hours = 24\nstart_after = \"2026-12-01T00:00:00Z\"\nstart_before = \"2026-12-02T00:00:00Z\"\nmax_upfront_usd = 1",
+    );
+    let wrong =
+        wrong.replace("end_date", "# end_date").replace("\"capacity_reservation.gpu\"", "\"capacity_block.gpu\"");
+    env.write("w.toml", &wrong.replace("name   = \"odcr\"", "name   = \"odcrw\""));
+    let refused = env.run(&["plan", "w.toml"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains(&format!(
+            "{id} is an On-Demand Capacity Reservation, not a Capacity Block: import it as a capacity_reservation"
+        )),
+        "{refused:?}"
+    );
 }
 
 /// A Capacity Block bought by hand: imported without a search or a purchase, a change to it is
