@@ -181,7 +181,10 @@ impl Kind for Subnet {
     /// [`Subnet::import`] found one.
     async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, outputs: &Attrs) -> Result<()> {
         tag(ctx, &[id.to_string()], address, &[]).await?;
-        let routing = Routing::read(ctx, str_attr(outputs, "vpc_id"), id, false).await?;
+        let request = ctx.ec2.describe_subnets().filters(Filter::builder().name("subnet-id").values(id).build());
+        let out = ctx.call(Service::Ec2, "DescribeSubnets", request.send()).await?;
+        let public = out.subnets().iter().any(|s| s.map_public_ip_on_launch() == Some(true));
+        let routing = Routing::read(ctx, str_attr(outputs, "vpc_id"), id, public).await?;
         if let (Some(table), Some(_)) = (&routing.table, &routing.nat) {
             tag(ctx, std::slice::from_ref(table), address, &[(ROUTES_FOR, id)]).await?;
         }
@@ -366,6 +369,12 @@ impl Routing {
         let mut unexpressed = vec![];
         let mut own_nat = None;
         match (&nat, others.is_empty()) {
+            // The language gives a subnet one way out (`validate`): a public one is routed by
+            // the VPC's public table.
+            (Some(n), _) if public => unexpressed.push(note(
+                "route_table",
+                format!("{rid}: 0.0.0.0/0 via {n}, while the subnet maps public IPs on launch"),
+            )),
             (Some(n), true) => {
                 own_nat = Some(n.clone());
                 let extra = extra_routes(rt, &["0.0.0.0/0"]);

@@ -14,7 +14,7 @@ use gpustack::aws::Ctx;
 use gpustack::resources::{Imported, Kind, kind};
 use gpustack::value::{Attrs, Value};
 
-use crate::harness::{Emulator, REGION, block_on};
+use crate::harness::{Emulator, Env, REGION, block_on};
 
 const STACK: &str = "brown";
 
@@ -88,6 +88,11 @@ struct Brownfield {
 /// subnets sharing one private table, as terraform-aws-modules/vpc's `single_nat_gateway`
 /// makes them.
 fn brownfield(emu: &Emulator) -> Brownfield {
+    brownfield_with(emu, true)
+}
+
+/// [`brownfield`], with or without the two subnets on a shared table.
+fn brownfield_with(emu: &Emulator, with_shared: bool) -> Brownfield {
     let ec2 = emu.ec2();
     block_on(async {
         let vpc = ec2
@@ -165,6 +170,9 @@ fn brownfield(emu: &Emulator) -> Brownfield {
             route.nat_gateway_id(&nat).send().await.unwrap();
             ec2.associate_route_table().route_table_id(&rt).subnet_id(&s).send().await.unwrap();
             private.push((s, rt));
+        }
+        if !with_shared {
+            return Brownfield { vpc, igw, public_rt, public, nat, eip, private, shared: (vec![], String::new()) };
         }
         let shared_rt = table("private-shared").await;
         let route = ec2.create_route().route_table_id(&shared_rt).destination_cidr_block("0.0.0.0/0");
@@ -519,4 +527,101 @@ fn an_imported_interface_endpoint_says_its_subnets_and_groups() {
     assert_eq!(changed(endpoint, &imported, &file_inputs(&file, "vpc_endpoint.ecr")), Vec::<String>::new());
     let none = file.replace(&format!("[\"{sg}\"]"), "[]");
     assert_eq!(changed(endpoint, &imported, &file_inputs(&none, "vpc_endpoint.ecr")), ["security_groups"]);
+}
+
+/// The round trip through the binary: an eksctl network and node role made with the SDK, a
+/// stack file that says the same with `[import]` entries, a plan that reads only and changes
+/// nothing, an apply that only tags, a clean plan after it (refresh finds everything by its
+/// tags, the role outside gpustack's path by the id state records), and a destroy that
+/// removes exactly what was imported, the VPC last.
+#[test]
+fn an_imported_eksctl_network_round_trips_through_plan_apply_and_destroy() {
+    let env = Env::new();
+    let b = brownfield_with(&env.emu, false);
+    let iam = env.emu.iam();
+    block_on(async {
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+        iam.create_role().role_name("eksctl-node").assume_role_policy_document(trust).send().await.unwrap();
+        let arn = "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy";
+        iam.attach_role_policy().role_name("eksctl-node").policy_arn(arn).send().await.unwrap();
+        iam.create_instance_profile().instance_profile_name("eksctl-node").send().await.unwrap();
+        let add = iam.add_role_to_instance_profile().instance_profile_name("eksctl-node").role_name("eksctl-node");
+        add.send().await.unwrap();
+    });
+    let subnet = |name: &str, id: &str, cidr: &str, zone: &str, extra: &str| {
+        format!(
+            "[subnet.{name}]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"{cidr}\"\navailability_zone = \"{zone}\"\ntags = {{ Name = \"{cidr}\" }}\n{extra}\n",
+        ) + &format!("# {id}\n")
+    };
+    let mut file = format!(
+        r#"[stack]
+name   = "brown"
+region = "us-west-2"
+
+[vpc.main]
+cidr_block       = "192.168.0.0/16"
+internet_gateway = true
+tags             = {{ Name = "eksctl-vpc" }}
+
+[nat_gateway.main]
+subnet = "${{subnet.public_a.id}}"
+tags   = {{ Name = "eksctl-nat" }}
+
+[iam_role.node]
+name             = "eksctl-node"
+service          = "ec2.amazonaws.com"
+managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"]
+instance_profile = true
+
+"#
+    );
+    file += &subnet("public_a", &b.public[0], "192.168.0.0/19", "us-west-2a", "public = true");
+    file += &subnet("public_b", &b.public[1], "192.168.32.0/19", "us-west-2b", "public = true");
+    file += &subnet(
+        "private_a",
+        &b.private[0].0,
+        "192.168.64.0/19",
+        "us-west-2a",
+        "nat_gateway = \"${nat_gateway.main.id}\"",
+    );
+    file += &subnet(
+        "private_b",
+        &b.private[1].0,
+        "192.168.96.0/19",
+        "us-west-2b",
+        "nat_gateway = \"${nat_gateway.main.id}\"",
+    );
+    file += &format!(
+        "[import]\n\"vpc.main\" = \"{}\"\n\"subnet.public_a\" = \"{}\"\n\"subnet.public_b\" = \"{}\"\n\"subnet.private_a\" = \"{}\"\n\"subnet.private_b\" = \"{}\"\n\"nat_gateway.main\" = \"{}\"\n\"iam_role.node\" = \"eksctl-node\"\n",
+        b.vpc, b.public[0], b.public[1], b.private[0].0, b.private[1].0, b.nat
+    );
+    env.write("s.toml", &file);
+    env.emu.reset_requests();
+    let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "a clean import is no change:\n{plan:?}");
+    assert!(plan.stdout.contains("7 to import"), "{plan:?}");
+    let during_plan = crate::import::mutating(&env.emu.requests());
+    assert!(during_plan.is_empty(), "plan changed something: {during_plan:?}");
+
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let mut calls = crate::import::mutating(&env.emu.requests());
+    calls.sort();
+    calls.dedup();
+    assert_eq!(calls, ["CreateTags", "TagInstanceProfile", "TagRole"], "an import applies only tags");
+
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "after the apply the stack owns them as they are:\n{again:?}");
+    assert!(again.stdout.contains("No changes."), "{again:?}");
+
+    env.ok(&["destroy", "s.toml", "--auto-approve"]);
+    let ec2 = env.emu.ec2();
+    let vpc = b.vpc.clone();
+    let left = block_on(async move {
+        let out = ec2.describe_vpcs().filters(Filter::builder().name("vpc-id").values(vpc).build()).send().await;
+        out.unwrap().vpcs().len()
+    });
+    assert_eq!(left, 0, "the imported VPC is gone, with its gateway, tables, subnets and NAT");
+    let role = block_on(iam.get_role().role_name("eksctl-node").send());
+    assert!(role.is_err(), "the imported role is deleted");
 }
