@@ -157,8 +157,15 @@ impl Kind for EksCluster {
                 .push(("log_retention_days".into(), format!("{} not readable: {}", log_group::name(id), e.detail))),
             Err(e) => return Err(e),
         }
-        // Not readable (DescribeCluster never returns it): `settle` takes the file's word.
-        observed.attrs.insert("bootstrap_cluster_creator_admin".into(), Value::Unknown);
+        // botocore eks `AccessConfigResponse.bootstrapClusterCreatorAdminPermissions` ("whether
+        // or not the cluster creator IAM principal was set as a cluster admin access entry during
+        // cluster creation time") is returned by newer EKS; when it is missing (older clusters,
+        // older API answers) `settle` takes the file's word.
+        let admin = c.access_config().and_then(|a| a.bootstrap_cluster_creator_admin_permissions());
+        let mut admin =
+            Attrs::from([("bootstrap_cluster_creator_admin".to_string(), admin.map_or(Value::Unknown, Value::Bool))]);
+        normalize_options(&mut admin);
+        observed.attrs.extend(admin);
         Ok(Some(Imported { observed, unexpressed }))
     }
 

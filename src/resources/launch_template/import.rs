@@ -17,6 +17,7 @@ use super::parse;
 use crate::aws::catalog::{InstanceInfo, InterfaceKind};
 use crate::aws::{Absent, Ctx, Service, tags};
 use crate::resources::{Imported, Observed, Result};
+use crate::stack::schema::Default;
 use crate::value::{Attrs, Value};
 
 /// Not an attribute: what an update of an imported template would drop (see the module doc).
@@ -308,6 +309,16 @@ pub fn from_data(
         keep(&mut un, &field, value);
     }
     a.insert("user_data".into(), Value::str(text));
+    // An empty list or table the data does not hold is the attribute's default, as the file
+    // resolves it (`security_groups = []`, `node_taints = []`, `bottlerocket_settings = {}`).
+    for attr in super::ATTRS {
+        if matches!(attr.default, Default::EmptyList | Default::EmptyMap)
+            && !a.contains_key(attr.name)
+            && let Some(v) = attr.default.value()
+        {
+            a.insert(attr.name.into(), v);
+        }
+    }
     (a, un, kept)
 }
 
