@@ -273,6 +273,8 @@ def terraform(ec2, iam, eks, name: str) -> dict:
             "InstanceMarketOptions": {"MarketType": "capacity-block"},
             "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": block}},
             "UserData": base64.b64encode(settings.encode()).decode(),
+            # terraform-aws-eks' eks-managed-node-group default metadata_options.
+            "MetadataOptions": {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 2},
         },
         TagSpecifications=tags("launch-template", Name=f"gpu-{name}"),
     )["LaunchTemplate"]["LaunchTemplateId"]

@@ -47,6 +47,11 @@ fn edit(text: &str, table: &str, key: &str, from: &str, to: &str) -> String {
     lines.join("\n") + "\n"
 }
 
+/// The lines of `table` (`[kind.name]`) in `text`.
+fn table_lines(text: &str, table: &str) -> Vec<String> {
+    text.lines().skip_while(|l| *l != table).skip(1).take_while(|l| !l.starts_with('[')).map(String::from).collect()
+}
+
 /// Actions that change nothing: reads, and the tag calls an import's apply makes.
 fn read_or_tag(action: &str) -> bool {
     ["Describe", "List", "Get"].iter().any(|p| action.starts_with(p))
@@ -117,7 +122,13 @@ fn eksctl_cluster_round_trips_and_scales() {
     assert_eq!(imported.iter().filter(|a| a.starts_with("iam_role.")).count(), 3, "{imported:?}");
     // The operator's role is only named by the access entry: it stays outside the stack.
     assert!(!text.contains("iam_role.ops"), "{text}");
-    assert!(text.contains("prevent_destroy = true"), "{text}");
+    let protected = |table: &str| {
+        table_lines(&text, table).iter().any(|l| l.starts_with("prevent_destroy") && l.ends_with("= true"))
+    };
+    assert!(protected("[eks_cluster.prod-gpu]"), "{text}");
+    let odcr = imported.iter().find(|a| a.starts_with("capacity_reservation.")).unwrap();
+    assert!(protected(&format!("[{odcr}]")), "{text}");
+    assert!(!protected("[node_group.gpu]"), "{text}");
     // The cluster's own security group is an output, not an import.
     let import_table = text.split("\n[import]\n").nth(1).unwrap();
     assert!(!import_table.contains(built["cluster_sg"].as_str().unwrap()), "{import_table}");
@@ -145,7 +156,8 @@ fn eksctl_cluster_round_trips_and_scales() {
 
     // Destroy, once protection is released: everything imported goes, the ODCR is cancelled,
     // the operator's role (never imported) stays.
-    env.write("stack.toml", &scaled.replace("prevent_destroy = true\n", ""));
+    let released: Vec<&str> = scaled.lines().filter(|l| !l.starts_with("prevent_destroy")).collect();
+    env.write("stack.toml", &(released.join("\n") + "\n"));
     env.ok(&["apply", "stack.toml", "--auto-approve"]);
     env.ok(&["destroy", "stack.toml", "--auto-approve"]);
     let remaining = leftovers(&env, &built);
