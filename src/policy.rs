@@ -26,6 +26,37 @@ use crate::aws::tags;
 use crate::stack::Stack;
 use crate::value::Value;
 
+/// The ARNs of the roles the stack imports (`[import]` ids of `iam_role`), with and without a
+/// path, and of the instance profiles of their names.
+fn imported_roles(stack: &Stack) -> Vec<String> {
+    let mut out = vec![];
+    for i in stack.imports.iter().filter(|i| stack.get(&i.address).is_some_and(|r| r.kind.name() == "iam_role")) {
+        for t in ["role", "instance-profile"] {
+            out.push(format!("arn:aws:iam::*:{t}/{}", i.id));
+            out.push(format!("arn:aws:iam::*:{t}/*/{}", i.id));
+        }
+    }
+    out
+}
+
+/// The EC2 resource types an import tags beside the imported object: a VPC's internet gateway
+/// and public route table, a subnet's own route table, a NAT gateway's Elastic IPs.
+fn imported_network_parts(stack: &Stack) -> Vec<&'static str> {
+    let kinds: BTreeSet<&str> =
+        stack.imports.iter().filter_map(|i| stack.get(&i.address)).map(|r| r.kind.name()).collect();
+    let mut parts = vec![];
+    if kinds.contains("vpc") {
+        parts.push("internet-gateway");
+    }
+    if kinds.contains("vpc") || kinds.contains("subnet") {
+        parts.push("route-table");
+    }
+    if kinds.contains("nat_gateway") {
+        parts.push("elastic-ip");
+    }
+    parts
+}
+
 /// EC2 actions that create something (tagged on creation, so `ec2:CreateTags` must be
 /// allowed for them through `ec2:CreateAction`).
 fn is_create(action: &str) -> bool {
@@ -416,6 +447,26 @@ pub fn document(stack: &Stack) -> Json {
             })),
         );
     }
+    // An imported VPC's internet gateway and public route table, a subnet's own NAT route
+    // table and a NAT gateway's Elastic IPs are tagged with the object that manages them, with
+    // gpustack's markers (`vpc::PUBLIC_ROUTES`, `subnet::ROUTES_FOR`), so later runs find them
+    // (docs/aws-facts-import-network.md). Their ids are read at apply time, not written in the
+    // file: the statement names their resource types in the region, and allows only the stack's
+    // own name and gpustack's four tag keys.
+    let parts = imported_network_parts(stack);
+    if !parts.is_empty() {
+        push(
+            "TagImportedNetworkParts",
+            vec!["ec2:CreateTags"],
+            json!(parts.iter().map(|t| format!("arn:aws:ec2:{region}:*:{t}/*")).collect::<Vec<_>>()),
+            Some(json!({
+                "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name },
+                "ForAllValues:StringEquals": { "aws:TagKeys": [
+                    tags::STACK, tags::ADDRESS, crate::resources::PUBLIC_ROUTES, crate::resources::ROUTES_FOR
+                ] },
+            })),
+        );
+    }
     let eks_any = json!(format!("arn:aws:eks:{region}:*:*"));
     // gpustack tags every EKS object on creation with `gpustack:stack`; creates must carry it,
     // and tags change only on objects that already carry it (so no foreign cluster can be
@@ -443,21 +494,43 @@ pub fn document(stack: &Stack) -> Json {
         eks_any,
         Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
     );
-    let roles = json!([
+    let mut roles = json!([
         format!("arn:aws:iam::*:role/gpustack/{}/*", stack.name),
         format!("arn:aws:iam::*:instance-profile/gpustack/{}/*", stack.name)
     ]);
-    push(
-        "IamStackRoles",
-        of(&|a| {
-            a.starts_with("iam:")
-                && !is_read(a)
-                && !matches!(a, "iam:PassRole" | "iam:CreateServiceLinkedRole" | "iam:AttachRolePolicy")
-                && !a.contains("OpenIDConnectProvider")
-        }),
-        roles.clone(),
-        None,
-    );
+    let role_changes = |a: &str| {
+        a.starts_with("iam:")
+            && !is_read(a)
+            && !matches!(a, "iam:PassRole" | "iam:CreateServiceLinkedRole" | "iam:AttachRolePolicy")
+            && !a.contains("OpenIDConnectProvider")
+    };
+    push("IamStackRoles", of(&role_changes), roles.clone(), None);
+    // An imported role keeps its path (IAM cannot move a role), so it is outside the stack's:
+    // its own ARN (with and without a path) and its instance profile's, changed only once the
+    // import has tagged it for this stack (`aws:ResourceTag`, which IAM roles and instance
+    // profiles support: Service Authorization Reference, IAM), and tagged with only the two
+    // gpustack tags.
+    let imported = imported_roles(stack);
+    if !imported.is_empty() {
+        push(
+            "IamImportedRoles",
+            of(&role_changes),
+            json!(imported),
+            Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
+        );
+        push(
+            "TagImportedInstanceProfiles",
+            vec!["iam:TagInstanceProfile"],
+            json!(imported.iter().filter(|a| a.contains(":instance-profile/")).collect::<Vec<_>>()),
+            Some(json!({
+                "StringEquals": { format!("aws:RequestTag/{}", tags::STACK): stack.name },
+                "ForAllValues:StringEquals": { "aws:TagKeys": [tags::STACK, tags::ADDRESS] },
+            })),
+        );
+        if let Some(list) = roles.as_array_mut() {
+            list.extend(imported.iter().filter(|a| a.contains(":role/")).map(|a| json!(a)));
+        }
+    }
     // `oidc_provider`: IAM OIDC providers have no path; their ARN names the issuer, which for
     // EKS is `oidc.eks.<region>.amazonaws.com/id/<id>` (EKS UG `enable-iam-roles-for-service-accounts`;
     // resource type `oidc-provider`, Service Authorization Reference, IAM).
@@ -499,8 +572,10 @@ pub fn document(stack: &Stack) -> Json {
             Some(json!({ "ArnEquals": { "iam:PolicyARN": managed } })),
         );
     }
-    // Roles the stack passes by literal ARN (made elsewhere) must be passable too.
+    // Roles the stack passes by literal ARN (made elsewhere) must be passable too, and so must
+    // the roles it imported (a node group refers to one by `${iam_role.NAME.arn}`).
     let mut passed = vec![format!("arn:aws:iam::*:role/gpustack/{}/*", stack.name)];
+    passed.extend(imported.iter().filter(|a| a.contains(":role/")).cloned());
     for r in &stack.resources {
         let mut literal: Vec<String> = ["role", "node_role", "execution_role"]
             .iter()
@@ -900,5 +975,37 @@ mod tests {
         );
         assert!(s.get("Condition").is_none(), "{s}");
         assert!(!s["Resource"].to_string().contains("vpc-endpoint"), "the endpoint stays tag-scoped: {s}");
+    }
+
+    /// Issue 20: an imported role outside the stack's path is changed (and passed) by its own
+    /// ARN once tagged for the stack; an imported network's gateway, route tables and Elastic
+    /// IPs may take gpustack's tags and markers, and nothing else.
+    #[test]
+    fn imported_roles_and_network_parts_are_reachable_and_only_so() {
+        let doc = policy(
+            "[subnet.a]\nvpc = \"${vpc.main.id}\"\ncidr_block = \"10.0.0.0/20\"\navailability_zone = \"us-west-2a\"\n\
+             [iam_role.node]\nname = \"eksctl-node\"\nservice = \"ec2.amazonaws.com\"\nmanaged_policies = [\"arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy\"]\n\
+             [import]\n\"vpc.main\" = \"vpc-0a\"\n\"subnet.a\" = \"subnet-0b\"\n\"iam_role.node\" = \"eksctl-node\"\n",
+        );
+        let roles = statement(&doc, "IamImportedRoles").expect("the imported role's statement");
+        assert!(roles["Resource"].to_string().contains("arn:aws:iam::*:role/*/eksctl-node"), "{roles}");
+        assert!(roles["Action"].to_string().contains("iam:DeleteRole"), "{roles}");
+        assert_eq!(roles["Condition"]["StringEquals"]["aws:ResourceTag/gpustack:stack"], "p");
+        let attach = statement(&doc, "AttachStackPolicies").expect("attach");
+        assert!(attach["Resource"].to_string().contains("role/eksctl-node"), "{attach}");
+        let parts = statement(&doc, "TagImportedNetworkParts").expect("the network parts' tags");
+        assert_eq!(
+            parts["Resource"],
+            json!(["arn:aws:ec2:us-west-2:*:internet-gateway/*", "arn:aws:ec2:us-west-2:*:route-table/*"])
+        );
+        let keys = &parts["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"];
+        assert_eq!(
+            keys,
+            &json!(["gpustack:stack", "gpustack:address", "gpustack:public-routes", "gpustack:routes-for"])
+        );
+        let plain = policy("");
+        assert!(
+            statement(&plain, "IamImportedRoles").is_none() && statement(&plain, "TagImportedNetworkParts").is_none()
+        );
     }
 }

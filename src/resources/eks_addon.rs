@@ -198,9 +198,9 @@ impl Kind for EksAddon {
             attrs.insert(k.into(), Value::Unknown);
         }
         let mut unexpressed = vec![];
-        // Configuration values that are not a JSON object (EKS also takes YAML) cannot be a table.
+        // Configuration values that are not a mapping cannot be a table.
         if let Some(raw) = a.configuration_values().filter(|j| !j.trim().is_empty())
-            && !matches!(serde_json::from_str::<serde_json::Value>(raw), Ok(serde_json::Value::Object(_)))
+            && !matches!(serde_yaml_ng::from_str::<serde_json::Value>(raw), Ok(serde_json::Value::Object(_)))
         {
             unexpressed.push(("configurationValues".into(), raw.to_string()));
         }
@@ -364,8 +364,10 @@ async fn observe(
         ("version".into(), Value::str(a.addon_version().unwrap_or_default())),
         (
             "configuration".into(),
+            // EKS takes the values as JSON or YAML ([UG] `add-ons-configuration`: "in JSON or
+            // YAML format"); YAML reads JSON too, and either becomes the same table.
             a.configuration_values()
-                .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+                .and_then(|j| serde_yaml_ng::from_str::<serde_json::Value>(j).ok())
                 .filter(serde_json::Value::is_object)
                 .map_or(Value::Table(std::collections::BTreeMap::new()), |j| Value::from_json(&j)),
         ),

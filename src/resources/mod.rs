@@ -37,6 +37,9 @@ pub mod training_plan;
 mod vpc;
 mod vpc_endpoint;
 
+pub use subnet::ROUTES_FOR;
+pub use vpc::PUBLIC_ROUTES;
+
 use async_trait::async_trait;
 
 use crate::aws::{AwsError, Ctx};
