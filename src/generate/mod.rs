@@ -220,14 +220,17 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
     };
     let (subnets, nats, endpoints, addons, entries, pods, nodegroups, providers) =
         tokio::join!(subnets, nats, endpoints, addons, entries, pods, nodegroups, providers);
+    // A listing that fails (a permission the role lacks, an API the endpoint does not offer)
+    // leaves that kind out, said in the file and on stderr, rather than losing the whole file.
+    let mut unlisted: Vec<(String, String, String)> = vec![];
 
-    for s in subnets? {
+    for s in listed(subnets, "subnet", &mut unlisted) {
         if let Some(id) = s.subnet_id() {
             add("subnet", id, id);
         }
     }
     use aws_sdk_ec2::types::{NatGatewayState, State as EndpointState};
-    for n in nats? {
+    for n in listed(nats, "nat_gateway", &mut unlisted) {
         // A deleted gateway stays listed for about an hour (EC2 API DescribeNatGateways).
         if matches!(n.state(), Some(NatGatewayState::Available | NatGatewayState::Pending))
             && let Some(id) = n.nat_gateway_id()
@@ -235,7 +238,7 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
             add("nat_gateway", id, id);
         }
     }
-    for e in endpoints? {
+    for e in listed(endpoints, "vpc_endpoint", &mut unlisted) {
         let gone = matches!(
             e.state(),
             Some(EndpointState::Deleted | EndpointState::Deleting | EndpointState::Rejected | EndpointState::Failed)
@@ -245,10 +248,10 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
             add("vpc_endpoint", id, &hint);
         }
     }
-    for a in addons? {
+    for a in listed(addons, "eks_addon", &mut unlisted) {
         add("eks_addon", &format!("{name}:{a}"), &a);
     }
-    let nodegroups = nodegroups?;
+    let nodegroups = listed(nodegroups.map_err(|e| format!("{e:#}")), "node_group", &mut unlisted);
     let node_roles: BTreeSet<String> = nodegroups.iter().filter_map(|g| g.node_role.clone()).collect();
     for g in &nodegroups {
         let Some(ng) = g.nodegroup_name() else { continue };
@@ -261,20 +264,20 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
             add("launch_template", lt, hint);
         }
     }
-    for principal in entries? {
+    for principal in listed(entries, "eks_access_entry", &mut unlisted) {
         if node_roles.contains(&principal) {
             continue;
         }
         let hint = principal.rsplit(['/', ':']).next().unwrap_or("access").to_string();
         add("eks_access_entry", &format!("{name}:{principal}"), &hint);
     }
-    for p in pods? {
+    for p in listed(pods, "pod_identity_association", &mut unlisted) {
         if let Some(id) = p.association_id() {
             let hint = format!("{}_{}", p.namespace().unwrap_or_default(), p.service_account().unwrap_or_default());
             add("pod_identity_association", &format!("{name}:{id}"), &hint);
         }
     }
-    for arn in providers? {
+    for arn in listed(providers, "oidc_provider", &mut unlisted) {
         add("oidc_provider", &arn, name);
     }
 
@@ -288,7 +291,7 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
     }
 
     let mut found = vec![];
-    let mut skipped = vec![];
+    let mut skipped = unlisted;
     for (c, outcome) in results {
         match outcome {
             Outcome::Imported(kind, imported) => {
@@ -312,6 +315,18 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
     }
     let imported = write::addresses(&found, name);
     Ok(Generated { text, imported, skipped })
+}
+
+/// The items of a listing, or none with the failure recorded as (kind, "*", why).
+fn listed<T, E: std::fmt::Display>(
+    r: std::result::Result<Vec<T>, E>,
+    kind: &str,
+    unlisted: &mut Vec<(String, String, String)>,
+) -> Vec<T> {
+    r.unwrap_or_else(|e| {
+        unlisted.push((kind.to_string(), "*".to_string(), format!("could not list them: {e}")));
+        vec![]
+    })
 }
 
 enum Outcome {

@@ -120,6 +120,10 @@ fn eksctl_cluster_round_trips_and_scales() {
     }
     assert_eq!(imported.iter().filter(|a| a.starts_with("subnet.")).count(), 6, "{imported:?}");
     assert_eq!(imported.iter().filter(|a| a.starts_with("iam_role.")).count(), 3, "{imported:?}");
+    // The node role's access entry is EKS's, made and removed with the node group: not imported.
+    let entries: Vec<&String> = imported.iter().filter(|a| a.starts_with("eks_access_entry.")).collect();
+    assert_eq!(entries.len(), 1, "only the operator's entry: {entries:?}");
+    assert!(!text.contains("type          = \"EC2_LINUX\""), "{text}");
     // The operator's role is only named by the access entry: it stays outside the stack.
     assert!(!text.contains("iam_role.ops"), "{text}");
     let protected = |table: &str| {
@@ -175,6 +179,14 @@ fn terraform_cluster_with_a_capacity_block_round_trips_and_keeps_the_block() {
     assert!(imported.iter().any(|a| a.starts_with("oidc_provider.")), "{imported:?}");
     assert!(!text.contains("prevent_destroy"), "{text}");
     assert!(text.contains("ami_type") && text.contains("BOTTLEROCKET_x86_64_NVIDIA"), "{text}");
+    // --json without --out: the file and what was imported, for a pipeline.
+    let json = env.ok(&["import", "generate", "--cluster", "tf-gpu", "--region", "us-west-2", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    assert_eq!(doc["valid"], true, "{doc}");
+    assert!(doc["text"].as_str().unwrap().contains("[import]"), "{doc}");
+    let addresses: BTreeSet<String> =
+        doc["imported"].as_array().unwrap().iter().map(|o| o["address"].as_str().unwrap().to_string()).collect();
+    assert_eq!(addresses, imported);
     let purchases = env.emu.purchases();
     env.ok(&["destroy", "stack.toml", "--auto-approve"]);
     assert_eq!(env.emu.purchases(), purchases, "nothing bought");
