@@ -429,7 +429,8 @@ fn a_field_that_differs_from_aws_is_exactly_the_update() {
     // (what, the edited file, the address that changes, its fields, and the address whose
     // fields follow from it: a template's new version is the node group's next version).
     let scaling = "scaling         = { min = 0, max = 4 }";
-    let cases: Vec<(&str, String, &str, Vec<&str>, Option<&str>)> = vec![
+    type Case<'a> = (&'a str, String, &'a str, Vec<&'a str>, Option<&'a str>);
+    let cases: Vec<Case> = vec![
         (
             "node group scaling",
             text.replacen(scaling, "scaling         = { min = 0, max = 6 }", 1),

@@ -115,7 +115,7 @@ fn take_sharing(settings: &mut BTreeMap<String, Value>) -> Option<Value> {
             let replicas = nvidia.get(s).and_then(Value::as_table).and_then(|t| t.get("replicas")).cloned();
             // The renderer writes exactly the strategy and replicas: anything more stays a setting.
             let only_replicas = nvidia.get(s).and_then(Value::as_table).is_some_and(|t| t.len() == 1);
-            let Some(replicas) = replicas.filter(|_| only_replicas) else { return None };
+            let replicas = replicas.filter(|_| only_replicas)?;
             nvidia.remove("device-sharing-strategy");
             nvidia.remove(s);
             g.insert("strategy".into(), Value::str(s));
