@@ -126,7 +126,11 @@ fn resource_change(
 ) -> Option<Change> {
     let r = &stack.resources[idx];
     let kind = resources::of(r);
-    let recorded = st.resources.get(&r.address);
+    // A read (`existing`) the file now takes over with `[import]`: imported like any object.
+    let recorded = st
+        .resources
+        .get(&r.address)
+        .filter(|e| !(resources::existing::in_state(e) && stack.import_of(&r.address).is_some()));
     let adopted = refreshed.adopted.get(&r.address);
     let outputs_of = |a: &str| -> Option<Attrs> {
         match planned.get(a) {
@@ -153,8 +157,8 @@ fn resource_change(
                 r.span.clone(),
             )
             .help(format!(
-                "keep `existing = \"{}\"` to go on reading it; to have the stack create its own object here, first remove `[{}]` from the stack and apply (that only forgets the read, nothing is deleted), then add it back without `existing`; taking over an object (import) is not supported yet",
-                e.id, r.address
+                "keep `existing = \"{}\"` to go on reading it; to have the stack create its own object here, first remove `[{}]` from the stack and apply (that only forgets the read, nothing is deleted), then add it back without `existing`; to take over this very object instead, write its attributes in place of `existing` and add `\"{}\" = \"{}\"` under [import]",
+                e.id, r.address, r.address, e.id
             )),
         );
         planned.insert(r.address.clone(), None);
@@ -1169,5 +1173,42 @@ max_upfront_usd = 8000
         r.strays = vec![("placement_group.old".into(), stray)];
         let p = plan_with(&s, None, &r).unwrap();
         assert_eq!(actions(&p), vec![("placement_group.train".to_string(), "import")]);
+    }
+
+    /// A reservation the stack read with `existing` is taken over when the file writes its
+    /// attributes instead and names it under `[import]`: an import, not a refusal.
+    #[test]
+    fn a_read_object_is_taken_over_with_import() {
+        let text = "[stack]\nname = \"t\"\nregion = \"us-west-2\"\n[capacity_reservation.odcr]\ninstance_type = \"p5.48xlarge\"\navailability_zone = \"us-west-2a\"\ninstance_count = 1\nend_date = \"2026-12-31T00:00:00Z\"\n[import]\n\"capacity_reservation.odcr\" = \"cr-0abc\"\n";
+        let s = load(text);
+        let mut st = State::new("t", "us-west-2");
+        st.resources.insert(
+            "capacity_reservation.odcr".into(),
+            ResourceState {
+                kind: "capacity_reservation".into(),
+                id: "cr-0abc".into(),
+                inputs: attrs_to_json(&Attrs::from([("existing".to_string(), Value::str("cr-0abc"))])),
+                outputs: Default::default(),
+                deps: vec![],
+                prevent_destroy: false,
+            },
+        );
+        let idx = s.by_address["capacity_reservation.odcr"];
+        let desired = desired_inputs(&s, idx, &|_| None);
+        let observed = resources::Observed {
+            address: None,
+            id: "cr-0abc".into(),
+            attrs: desired.clone(),
+            outputs: Attrs::from([("id".to_string(), Value::str("cr-0abc"))]),
+            retained: false,
+        };
+        let imported = resources::Imported { observed, unexpressed: vec![] };
+        let r = Refreshed {
+            imports: HashMap::from([("capacity_reservation.odcr".to_string(), Some(imported))]),
+            ..Default::default()
+        };
+        let p = plan_with(&s, Some(&st), &r).unwrap();
+        assert_eq!(actions(&p), vec![("capacity_reservation.odcr".to_string(), "import")]);
+        assert!(p.changes[0].fields.is_empty(), "{:?}", p.changes[0].fields);
     }
 }

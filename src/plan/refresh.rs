@@ -112,7 +112,11 @@ async fn read_imports(
     stack: &Stack,
     state: Option<&State>,
 ) -> Result<HashMap<String, Option<resources::Imported>>> {
-    let held = |address: &str| -> Option<String> { state.and_then(|s| s.resources.get(address)).map(|e| e.id.clone()) };
+    // A read (`existing`) is not held: the file may take it over with [import].
+    let held = |address: &str| -> Option<String> {
+        let e = state.and_then(|s| s.resources.get(address))?;
+        (!resources::existing::in_state(e)).then(|| e.id.clone())
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for decl in &stack.imports {
         if held(&decl.address).as_deref() == Some(decl.id.as_str()) {
