@@ -3,6 +3,7 @@
 //!
 //! - `cli`: the commands; the load step (`load`) runs the language, the cycle check and
 //!   the offline rules in one pass.
+//! - `generate`: `import generate`, a stack file from a live cluster (kinds' `import`).
 //! - `manifests`: the Kubernetes YAML of rendered kinds, ids from state.
 //! - `engine`: walks an approved plan, journals each mutation, records state.
 //! - `capacity`: the reservations a stack owns or uses, over time, live and priced.
@@ -19,6 +20,7 @@ pub mod aws;
 pub mod capacity;
 pub mod cli;
 pub mod engine;
+pub mod generate;
 pub mod graph;
 pub mod load;
 pub mod manifests;

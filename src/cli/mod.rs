@@ -3,6 +3,7 @@
 
 mod apply;
 mod capacity;
+mod import;
 mod interrupt;
 mod kubeconfig;
 mod manifests;
@@ -129,6 +130,10 @@ enum Command {
     /// (`capacity timeline`)
     #[command(subcommand)]
     Capacity(capacity::CapacityCommand),
+    /// Bring existing AWS objects under gpustack: `import generate` writes a stack file for a
+    /// live EKS cluster
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Free the S3 state lock left by a dead run (only the lock with LOCK_ID), or show who
     /// holds the lock
     ForceUnlock(state::UnlockArgs),
@@ -175,6 +180,7 @@ pub fn main() -> i32 {
             Command::Manifests(a) => manifests::run(&g, a).await,
             Command::Capacity(c) => capacity::run(&g, c).await,
             Command::Status(a) => status::run(&g, a).await,
+            Command::Import(c) => import::run(&g, c).await,
         }
     });
     match result {

@@ -171,6 +171,20 @@ def filters(c: Clients) -> None:
         error(ec2.describe_nat_gateways, Filter=[{"Name": "tag:k", "Values": ["v"]}])[0] is None,
         "NAT tag:<k> filter",
     )
+    # ... and the tag filters narrow the answer (nat_tag_filters.py; moto ignored them).
+    vpc = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.77.0.0/24")["Subnet"]["SubnetId"]
+    nats = []
+    for owner in ("a", "b"):
+        eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
+        nats.append(ec2.create_nat_gateway(
+            SubnetId=subnet, AllocationId=eip,
+            TagSpecifications=[{"ResourceType": "natgateway", "Tags": [{"Key": "owner", "Value": owner}]}],
+        )["NatGateway"]["NatGatewayId"])
+    by_tag = ec2.describe_nat_gateways(Filter=[{"Name": "tag:owner", "Values": ["b"]}])["NatGateways"]
+    check([n["NatGatewayId"] for n in by_tag] == [nats[1]], "NAT tag:<k> filter selects by tag value")
+    by_key = ec2.describe_nat_gateways(Filter=[{"Name": "tag-key", "Values": ["nobody"]}])["NatGateways"]
+    check(by_key == [], "NAT tag-key filter selects by tag key")
     check(
         error(ec2.describe_nat_gateways, Filter=[{"Name": "tag-value", "Values": ["v"]}])[0]
         == "InvalidParameterValue",

@@ -17,6 +17,7 @@ mod hyperpod;
 mod image_cache;
 mod import;
 mod import_eks;
+mod import_generate;
 mod import_net;
 mod karpenter;
 mod karpenter_aws;
