@@ -34,7 +34,7 @@ pub struct PlanArgs {
     targets: Vec<String>,
     /// Read AWS before planning; --refresh=false plans from state alone, with no AWS call and
     /// no credentials (GPU rules from the embedded instance catalog, no quota check, Capacity
-    /// Blocks unpriced)
+    /// Blocks unpriced, instance costs from the price snapshot embedded in the binary)
     #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = ArgAction::Set)]
     refresh: bool,
     /// Plan the destruction of everything in state
