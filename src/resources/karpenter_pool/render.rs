@@ -28,7 +28,7 @@ fn name(inputs: &Attrs) -> String {
 }
 
 /// A value as YAML text: `(known after apply)` for an id the plan does not know yet.
-fn text(v: &Value) -> Json {
+pub(crate) fn text(v: &Value) -> Json {
     match v {
         Value::Str(s) => json!(s),
         Value::Int(n) => json!(n),
@@ -36,17 +36,17 @@ fn text(v: &Value) -> Json {
     }
 }
 
-fn list<'a>(inputs: &'a Attrs, k: &str) -> &'a [Value] {
+pub(crate) fn list<'a>(inputs: &'a Attrs, k: &str) -> &'a [Value] {
     inputs.get(k).and_then(Value::as_list).unwrap_or_default()
 }
 
-fn strs(inputs: &Attrs, k: &str) -> Vec<String> {
+pub(crate) fn strs(inputs: &Attrs, k: &str) -> Vec<String> {
     list(inputs, k).iter().map(Value::interpolate).collect()
 }
 
 /// The role's name: Karpenter's `role` takes a name (it makes the instance profile itself;
 /// aws-facts §10), and stacks usually hand over `${iam_role.node.arn}` or `.name`.
-fn role_name(role: &Value) -> Json {
+pub(crate) fn role_name(role: &Value) -> Json {
     match role {
         Value::Str(r) if r.starts_with("arn:") => json!(r.rsplit('/').next().unwrap_or(r)),
         other => text(other),
@@ -259,7 +259,7 @@ fn budget(b: &Attrs) -> Json {
 /// (`expireAfter`, and `terminationGracePeriod` only when set: see [`super::Disruption`]).
 /// The normalized inputs carry the defaults; they are filled here too for inputs recorded
 /// by an older gpustack, whose YAML the plan renders for its diff.
-fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
+pub(crate) fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
     let capacity = capacity_types(inputs);
     let defaults =
         default_disruption(&capacity, protects_jobs(&capacity, inputs), training(|k| inputs.contains_key(k)));
@@ -411,7 +411,7 @@ pub fn vcpus_per_gpu(types: &[String], families: &[String]) -> Option<(i64, i64)
 /// pass, so that limit holds the pool to `gpu_limit` physical GPUs at every moment. With
 /// mixed ratios no `cpu` limit is exact, none is rendered, and the rules warn. None without
 /// `gpu_limit` (a CPU pool; the rules require it where it binds).
-fn limits(inputs: &Attrs) -> Option<Json> {
+pub(crate) fn limits(inputs: &Attrs) -> Option<Json> {
     // `limits` as written (cpu, memory, nodes…); the rules refuse a key gpu_limit renders.
     let mut out: Map<String, Json> = inputs
         .get("limits")
@@ -453,16 +453,9 @@ pub fn launches_nvidia(inputs: &Attrs) -> bool {
 /// The label the NVIDIA device plugin chart's default affinity selects GPU nodes by.
 pub const NVIDIA_PRESENT: &str = "nvidia.com/gpu.present";
 
-/// The NodePool.
-fn node_pool(address: &str, inputs: &Attrs) -> Json {
-    let (pool_disruption, template_disruption) = disruption(inputs);
-    let mut template_spec = Map::new();
-    template_spec.insert(
-        "nodeClassRef".into(),
-        json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) }),
-    );
-    template_spec.insert("requirements".into(), requirements(inputs));
-    let taints: Vec<Json> = list(inputs, "node_taints")
+/// `template.spec.taints` from `node_taints`, effects as Kubernetes spells them.
+pub(crate) fn taints(inputs: &Attrs) -> Vec<Json> {
+    list(inputs, "node_taints")
         .iter()
         .filter_map(Value::as_table)
         .map(|t| {
@@ -475,17 +468,34 @@ fn node_pool(address: &str, inputs: &Attrs) -> Json {
             taint.insert("effect".into(), json!(k8s_effect(&effect)));
             Json::Object(taint)
         })
-        .collect();
+        .collect()
+}
+
+/// `template.metadata.labels` from `node_labels`.
+pub(crate) fn node_labels(inputs: &Attrs) -> Map<String, Json> {
+    inputs
+        .get("node_labels")
+        .and_then(Value::as_table)
+        .map(|l| l.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+        .unwrap_or_default()
+}
+
+/// The NodePool.
+fn node_pool(address: &str, inputs: &Attrs) -> Json {
+    let (pool_disruption, template_disruption) = disruption(inputs);
+    let mut template_spec = Map::new();
+    template_spec.insert(
+        "nodeClassRef".into(),
+        json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) }),
+    );
+    template_spec.insert("requirements".into(), requirements(inputs));
+    let taints = taints(inputs);
     if !taints.is_empty() {
         template_spec.insert("taints".into(), Json::Array(taints));
     }
     template_spec.extend(template_disruption);
     let mut template = Map::new();
-    let mut labels: Map<String, Json> = inputs
-        .get("node_labels")
-        .and_then(Value::as_table)
-        .map(|l| l.iter().map(|(k, v)| (k.clone(), text(v))).collect())
-        .unwrap_or_default();
+    let mut labels = node_labels(inputs);
     if node_class::family(inputs) == AmiFamily::Al2023 && launches_nvidia(inputs) {
         // NVIDIA's nvidia-device-plugin chart schedules its DaemonSet only on nodes labelled
         // `feature.node.kubernetes.io/pci-10de.present`, `…/cpu-model.vendor_id=NVIDIA` or

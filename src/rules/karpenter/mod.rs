@@ -204,7 +204,7 @@ fn node_role_entered(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
 
 /// "reserved" and `capacity_reservations` go together, the reservations are this stack's,
 /// in the pool's zones, of a type the pool runs, and not also a node group's.
-fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
     let capacity = capacity_types(pool);
     let reserved = capacity.iter().any(|c| c == "reserved");
     if reserved && !written_reservations(pool) {
@@ -306,7 +306,7 @@ fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
 }
 
 /// Spot needs room to find capacity: as node groups are warned about a single type.
-fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
     if !capacity_types(pool).iter().any(|c| c == "spot") {
         return;
     }
