@@ -68,7 +68,7 @@ pub(crate) fn auto_mode_on(cluster: &Resource) -> bool {
 
 /// The built-in node pools the cluster turns on.
 fn built_in_pools(cluster: &Resource) -> Vec<String> {
-    strings(lit(cluster, "auto_mode").and_then(|v| v.as_table()?.get("node_pools").cloned()))
+    strings(field(cluster, "auto_mode", "node_pools").map(|e| e.resolve(&|_| Value::Unknown)))
 }
 
 fn managed_policies(role: &Resource) -> Vec<String> {

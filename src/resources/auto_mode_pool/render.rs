@@ -192,7 +192,7 @@ pub(super) fn validate(r: &Resource, d: &mut Vec<Diagnostic>) {
                 )
                 .help("use lowercase letters, digits and '-' (set name = \"...\" if the resource name has '_')"),
             );
-        } else if RESERVED_NAMES.contains(&n.as_str()) {
+        } else if r.attrs.contains_key("name") && RESERVED_NAMES.contains(&n.as_str()) {
             d.push(
                 Diagnostic::error(format!("`{}`: \"{n}\" is the name of an Auto Mode built-in NodePool or NodeClass", r.address), span)
                     .help("name the pool otherwise (set name = \"gpu-...\"); built-in pools are chosen with eks_cluster.auto_mode.node_pools"),
