@@ -5,7 +5,8 @@
 //! added in place (`AssociateEncryptionConfig`) and never removed or re-keyed (EKS refuses
 //! both); role, subnets, security groups, the IP family and the service CIDR replace; the
 //! creator's admin entry acts only at creation (a change is recorded in state only). With `log_retention_days` the cluster also owns its control-plane
-//! log group (`cluster_log_group`).
+//! log group (`cluster_log_group`). EKS Auto Mode (`auto_mode`) is sent on create and turned on,
+//! changed or off in place by one `UpdateClusterConfig` (`cluster_options`).
 
 use std::time::Duration;
 
@@ -215,6 +216,11 @@ impl Kind for EksCluster {
             && !observed.contains_key("log_retention_days")
         {
             cur.remove("log_retention_days");
+        }
+        // Auto Mode turned off outside gpustack: DescribeCluster reports compute off, which
+        // `observe` leaves out; state's block would otherwise hide that drift.
+        if !observed.is_empty() && !observed.contains_key("auto_mode") {
+            cur.remove("auto_mode");
         }
         if cur.get("log_retention_days").is_some_and(|v| !v.is_known()) {
             cur.remove("log_retention_days");
@@ -778,6 +784,16 @@ mod tests {
             &["bootstrap_cluster_creator_admin".to_string()],
         );
         assert!(note.unwrap().contains("acts only when EKS creates the cluster"));
+    }
+
+    /// Auto Mode turned off by hand is drift; with no observation state's word stands.
+    #[test]
+    fn auto_mode_turned_off_outside_is_drift() {
+        let on = Value::Table([("node_pools".to_string(), Value::List(vec![]))].into());
+        let recorded = attrs(&[("auto_mode", on.clone()), ("version", Value::str("1.33"))]);
+        let observed = attrs(&[("version", Value::str("1.33"))]);
+        assert!(!EksCluster.current(&recorded, &observed).contains_key("auto_mode"));
+        assert_eq!(EksCluster.current(&recorded, &Attrs::new()).get("auto_mode"), Some(&on));
     }
 
     /// Review r19 m5: a managed group deleted (or its retention taken off) by hand is drift.

@@ -291,3 +291,22 @@ instance_types  = ["g6f.large"]
     }
     assert!(r.stderr.contains("bad.toml:"), "file:line:column: {}", r.stderr);
 }
+
+/// Managed node groups beside Auto Mode are allowed, and the plan says so on the cluster.
+#[test]
+fn a_node_group_beside_auto_mode_is_noted_in_the_plan() {
+    let env = Env::new();
+    let text = stack("auto_mode = { node_pools = [\"system\"], node_role = \"${iam_role.auto_nodes.arn}\" }")
+        + r#"
+[node_group.system]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "${iam_role.node.arn}"
+subnets        = ["${subnet.a.id}"]
+instance_types = ["m6i.large"]
+scaling        = { min = 1, desired = 1, max = 2 }
+"#;
+    env.write("mixed.toml", &text);
+    let plan = env.ok(&["plan", "mixed.toml", "--refresh=false"]);
+    assert!(plan.stdout.contains("EKS Auto Mode and managed node groups (node_group.system)"), "{plan:?}");
+    assert!(plan.stdout.contains("eks.amazonaws.com/compute-type"), "{plan:?}");
+}
