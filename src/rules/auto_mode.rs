@@ -114,6 +114,7 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
         }
         super::karpenter::reserved_capacity(stack, pool, &mut d);
         super::karpenter::spot_breadth(pool, &mut d);
+        super::karpenter::limits_against_catalog(stack, pool, &mut d);
         gpu_families(stack, pool, &mut d);
     }
     d

@@ -251,6 +251,14 @@ role                = "${iam_role.cluster.arn}"
 subnets             = ["${subnet.a.id}", "${subnet.b.id}"]
 public_access_cidrs = ["203.0.113.0/24"]
 
+[eks_cluster.old]
+version             = "1.28"
+role                = "${iam_role.cluster.arn}"
+subnets             = ["${subnet.a.id}", "${subnet.b.id}"]
+public_access_cidrs = ["203.0.113.0/24"]
+authentication_mode = "CONFIG_MAP"
+auto_mode           = { node_pools = ["system"] }
+
 [capacity_block.gb200]
 instance_type     = "p6e-gb200.36xlarge"
 instance_count    = 1
@@ -266,6 +274,21 @@ node_role             = "${iam_role.auto_nodes.name}"
 subnets               = ["${subnet.a.id}"]
 security_groups       = ["${eks_cluster.main.security_group_id}"]
 capacity_reservations = ["${capacity_block.gb200.id}"]
+
+[capacity_reservation.h100]
+instance_type     = "p5.48xlarge"
+availability_zone = "us-west-2a"
+instance_count    = 2
+end_date          = "2030-02-01T00:00:00Z"
+
+[auto_mode_pool.h100]
+cluster               = "${eks_cluster.main.name}"
+node_role             = "${iam_role.auto_nodes.arn}"
+subnets               = ["${subnet.a.id}"]
+security_groups       = ["${eks_cluster.main.security_group_id}"]
+capacity_reservations = ["${capacity_reservation.h100.id}"]
+instance_types        = ["p5.48xlarge"]
+gpu_limit             = 8
 
 [auto_mode_pool.plain]
 cluster         = "${eks_cluster.plain.name}"
@@ -286,6 +309,10 @@ instance_types  = ["g6f.large"]
         "p6e-gb200.36xlarge, which EKS Auto Mode does not launch",
         "EKS Auto Mode does not launch g6f.large",
         "reserves capacity in us-west-2b, but the subnets of `auto_mode_pool.train` are in us-west-2a",
+        "gpu_limit = 8 is less than the 16 GPUs it reserves",
+        "auto_mode.node_pools needs auto_mode.node_role",
+        "Auto Mode needs access entries; authentication_mode CONFIG_MAP has none",
+        "EKS Auto Mode requires Kubernetes 1.29 or later",
     ] {
         assert!(r.stderr.contains(want), "missing {want:?}:\n{}", r.stderr);
     }
