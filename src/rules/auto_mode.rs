@@ -334,8 +334,31 @@ pub(crate) fn notes(stack: &Stack, notes: &mut BTreeMap<String, String>) {
         if groups.is_empty() {
             continue;
         }
+        // An Auto Mode cluster is created with bootstrapSelfManagedAddons = false, so EKS
+        // installs no vpc-cni, kube-proxy or CoreDNS for nodes outside Auto Mode (botocore
+        // `CreateClusterRequest.bootstrapSelfManagedAddons`: "the default networking add-ons will
+        // not be installed").
+        let same = |r: &Resource| {
+            r.attrs.get("cluster").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == cluster.address)
+        };
+        let present: Vec<String> = stack
+            .resources
+            .iter()
+            .filter(|r| r.kind.name() == "eks_addon" && same(r))
+            .filter_map(|r| lit_str(r, "addon"))
+            .collect();
+        let missing: Vec<&str> =
+            ["vpc-cni", "kube-proxy", "coredns"].into_iter().filter(|a| !present.iter().any(|p| p == a)).collect();
+        let addons = if missing.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the groups' nodes need the {} add-on(s) as eks_addon: Auto Mode clusters are created without them",
+                missing.join(", ")
+            )
+        };
         let text = format!(
-            "EKS Auto Mode and managed node groups ({}) on one cluster: allowed; Auto Mode does not touch the groups. Steer pods with nodeSelector eks.amazonaws.com/compute-type: auto (EKS UG associate-workload)",
+            "EKS Auto Mode and managed node groups ({}) on one cluster: allowed; Auto Mode does not touch the groups. Steer pods with nodeSelector eks.amazonaws.com/compute-type: auto (EKS UG associate-workload){addons}",
             groups.join(", ")
         );
         notes.entry(cluster.address.clone()).and_modify(|n| n.push_str(&format!("; {text}"))).or_insert(text);

@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::{MAX_EXPIRE_HOURS, RESERVED_NAMES};
 use crate::resources::karpenter_pool::render::{
-    disruption, gpu_maker, limits, list, node_labels, role_name, strs, taints, text,
+    gpu_maker, list, node_labels, node_pool_document, role_name, strs, text,
 };
 use crate::resources::karpenter_pool::{CAPACITY_TYPES, checks, node_class, requirements, validate};
 use crate::resources::node_group::require_stack_cluster;
@@ -106,39 +106,10 @@ fn requirements(inputs: &Attrs) -> Json {
     Json::Array(req)
 }
 
-/// The NodePool.
+/// The NodePool: Karpenter's, its class in the `eks.amazonaws.com` group.
 fn node_pool(address: &str, inputs: &Attrs) -> Json {
-    let (pool_disruption, template_disruption) = disruption(inputs);
-    let mut template_spec = Map::new();
-    template_spec.insert(
-        "nodeClassRef".into(),
-        json!({ "group": "eks.amazonaws.com", "kind": "NodeClass", "name": name(inputs) }),
-    );
-    template_spec.insert("requirements".into(), requirements(inputs));
-    let taints = taints(inputs);
-    if !taints.is_empty() {
-        template_spec.insert("taints".into(), Json::Array(taints));
-    }
-    template_spec.extend(template_disruption);
-    let mut template = Map::new();
-    let labels = node_labels(inputs);
-    if !labels.is_empty() {
-        template.insert("metadata".into(), json!({ "labels": labels }));
-    }
-    template.insert("spec".into(), Json::Object(template_spec));
-    let mut spec = Map::new();
-    spec.insert("weight".into(), inputs.get("weight").map_or(Json::Null, text));
-    if let Some(l) = limits(inputs) {
-        spec.insert("limits".into(), l);
-    }
-    spec.insert("disruption".into(), pool_disruption);
-    spec.insert("template".into(), Json::Object(template));
-    json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": { "name": name(inputs), "labels": rendered::labels(address) },
-        "spec": spec,
-    })
+    let node_class_ref = json!({ "group": "eks.amazonaws.com", "kind": "NodeClass", "name": name(inputs) });
+    node_pool_document(address, inputs, node_class_ref, requirements(inputs), node_labels(inputs))
 }
 
 /// `auto-mode/<pool>.yaml`: the NodeClass, then the NodePool that refers to it.

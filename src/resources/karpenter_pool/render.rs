@@ -259,7 +259,7 @@ fn budget(b: &Attrs) -> Json {
 /// (`expireAfter`, and `terminationGracePeriod` only when set: see [`super::Disruption`]).
 /// The normalized inputs carry the defaults; they are filled here too for inputs recorded
 /// by an older gpustack, whose YAML the plan renders for its diff.
-pub(crate) fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
+fn disruption(inputs: &Attrs) -> (Json, Map<String, Json>) {
     let capacity = capacity_types(inputs);
     let defaults =
         default_disruption(&capacity, protects_jobs(&capacity, inputs), training(|k| inputs.contains_key(k)));
@@ -411,7 +411,7 @@ pub fn vcpus_per_gpu(types: &[String], families: &[String]) -> Option<(i64, i64)
 /// pass, so that limit holds the pool to `gpu_limit` physical GPUs at every moment. With
 /// mixed ratios no `cpu` limit is exact, none is rendered, and the rules warn. None without
 /// `gpu_limit` (a CPU pool; the rules require it where it binds).
-pub(crate) fn limits(inputs: &Attrs) -> Option<Json> {
+fn limits(inputs: &Attrs) -> Option<Json> {
     // `limits` as written (cpu, memory, nodes…); the rules refuse a key gpu_limit renders.
     let mut out: Map<String, Json> = inputs
         .get("limits")
@@ -454,7 +454,7 @@ pub fn launches_nvidia(inputs: &Attrs) -> bool {
 pub const NVIDIA_PRESENT: &str = "nvidia.com/gpu.present";
 
 /// `template.spec.taints` from `node_taints`, effects as Kubernetes spells them.
-pub(crate) fn taints(inputs: &Attrs) -> Vec<Json> {
+fn taints(inputs: &Attrs) -> Vec<Json> {
     list(inputs, "node_taints")
         .iter()
         .filter_map(Value::as_table)
@@ -482,19 +482,7 @@ pub(crate) fn node_labels(inputs: &Attrs) -> Map<String, Json> {
 
 /// The NodePool.
 fn node_pool(address: &str, inputs: &Attrs) -> Json {
-    let (pool_disruption, template_disruption) = disruption(inputs);
-    let mut template_spec = Map::new();
-    template_spec.insert(
-        "nodeClassRef".into(),
-        json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) }),
-    );
-    template_spec.insert("requirements".into(), requirements(inputs));
-    let taints = taints(inputs);
-    if !taints.is_empty() {
-        template_spec.insert("taints".into(), Json::Array(taints));
-    }
-    template_spec.extend(template_disruption);
-    let mut template = Map::new();
+    let node_class_ref = json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) });
     let mut labels = node_labels(inputs);
     if node_class::family(inputs) == AmiFamily::Al2023 && launches_nvidia(inputs) {
         // NVIDIA's nvidia-device-plugin chart schedules its DaemonSet only on nodes labelled
@@ -507,6 +495,29 @@ fn node_pool(address: &str, inputs: &Attrs) -> Json {
         // the same label (`launch_template/gpu_sharing.rs`). A label written wins.
         labels.entry(NVIDIA_PRESENT.to_string()).or_insert(json!("true"));
     }
+    node_pool_document(address, inputs, node_class_ref, requirements(inputs), labels)
+}
+
+/// A Karpenter `karpenter.sh/v1` NodePool from a pool's inputs, with its node class
+/// reference, requirements and template labels given: the half `karpenter_pool` and
+/// `auto_mode_pool` share (weight, limits, disruption, taints).
+pub(crate) fn node_pool_document(
+    address: &str,
+    inputs: &Attrs,
+    node_class_ref: Json,
+    requirements: Json,
+    labels: Map<String, Json>,
+) -> Json {
+    let (pool_disruption, template_disruption) = disruption(inputs);
+    let mut template_spec = Map::new();
+    template_spec.insert("nodeClassRef".into(), node_class_ref);
+    template_spec.insert("requirements".into(), requirements);
+    let taints = taints(inputs);
+    if !taints.is_empty() {
+        template_spec.insert("taints".into(), Json::Array(taints));
+    }
+    template_spec.extend(template_disruption);
+    let mut template = Map::new();
     if !labels.is_empty() {
         template.insert("metadata".into(), json!({ "labels": labels }));
     }

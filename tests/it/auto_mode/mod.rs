@@ -336,4 +336,5 @@ scaling        = { min = 1, desired = 1, max = 2 }
     let plan = env.ok(&["plan", "mixed.toml", "--refresh=false"]);
     assert!(plan.stdout.contains("EKS Auto Mode and managed node groups (node_group.system)"), "{plan:?}");
     assert!(plan.stdout.contains("eks.amazonaws.com/compute-type"), "{plan:?}");
+    assert!(plan.stdout.contains("need the vpc-cni, kube-proxy, coredns add-on(s)"), "{plan:?}");
 }
