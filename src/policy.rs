@@ -660,6 +660,14 @@ pub fn document(stack: &Stack) -> Json {
                 }
             }
         }
+        // An Auto Mode cluster passes its node role (`computeConfig.nodeRoleArn`) to EKS, which
+        // passes it to EC2 (aws-facts-auto-mode §4.5: derived, the UG names no deploy policy).
+        if r.kind.name() == "eks_cluster"
+            && let Some(crate::stack::expr::ExprKind::Table(t)) = r.attrs.get("auto_mode").map(|e| &e.kind)
+        {
+            literal
+                .extend(t.get("node_role").and_then(|e| e.as_literal()).and_then(|v| v.as_str().map(str::to_string)));
+        }
         // A HyperPod group's execution role, given by ARN inside `instance_groups`.
         if r.kind.name() == "hyperpod_cluster" {
             for (_, (_, g)) in crate::rules::hyperpod::groups(r) {

@@ -317,9 +317,10 @@ async fn checks(
     Ok(true)
 }
 
-/// A change that drifts the running nodes of a Karpenter pool in state (karpenter_pool::drift).
+/// A change that drifts the running nodes of a Karpenter or Auto Mode pool in state
+/// (karpenter_pool::drift; Auto Mode's NodePool is Karpenter's).
 fn pool_drift(plan: &Plan) -> Vec<String> {
-    let pools = plan.changes.iter().filter(|c| c.kind == "karpenter_pool" && c.id.is_some());
+    let pools = plan.changes.iter().filter(|c| matches!(c.kind, "karpenter_pool" | "auto_mode_pool") && c.id.is_some());
     pools
         .filter_map(|c| {
             let changed: Vec<(&str, Option<&crate::value::Value>)> =

@@ -3,13 +3,199 @@
 //! that need other resources (the VPC's blocks, the subnets' IPv6) are `rules::cluster`.
 
 use super::cluster_log_group as log_group;
+use crate::stack::expr::ExprKind;
+use crate::stack::schema::{Attr, Default, OnChange, Ty};
 use crate::stack::{Diagnostic, Resource};
 use crate::value::{Attrs, Value};
+
+/// The built-in node pools of EKS Auto Mode, the only values `computeConfig.nodePools` takes
+/// (EKS UG `set-builtin-node-pools`; botocore has no enum: "Only general-purpose or system is
+/// allowed" is EKS's answer, quoted in kubernetes-sigs/cluster-api-provider-aws#5278).
+pub const BUILT_IN_POOLS: &[&str] = &["general-purpose", "system"];
+
+/// `auto_mode = { node_pools, node_role }` (`enabled = false` or no block: off). Block storage
+/// and load balancing follow compute: EKS takes the three only together (aws-facts-auto-mode §2).
+pub const AUTO_MODE: &[Attr] = &[
+    Attr::opt("enabled", Ty::Bool, Default::None, OnChange::Update),
+    Attr::opt("node_pools", Ty::List(&Ty::Enum(BUILT_IN_POOLS)), Default::None, OnChange::Update),
+    // `computeConfig.nodeRoleArn`: "This value cannot be changed after the compute capability
+    // of EKS Auto Mode is enabled" (botocore `ComputeConfigRequest`): `auto_mode_refusals`.
+    Attr::opt("node_role", Ty::Str, Default::None, OnChange::Update),
+];
+
+/// The first Kubernetes version Auto Mode runs: "EKS Auto Mode requires Kubernetes version
+/// 1.29 or greater" (EKS UG `create-auto`).
+pub const AUTO_MODE_MIN_MINOR: u32 = 29;
+
+/// An Auto Mode cluster's compute settings, from normalized inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoMode {
+    pub node_pools: Vec<String>,
+    pub node_role: Option<String>,
+}
+
+/// The cluster's Auto Mode, None when off.
+pub fn auto_mode(inputs: &Attrs) -> Option<AutoMode> {
+    let t = inputs.get("auto_mode")?.as_table()?;
+    if t.get("enabled").and_then(Value::as_bool) == Some(false) {
+        return None;
+    }
+    let node_pools = t
+        .get("node_pools")
+        .and_then(Value::as_list)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let node_role = t.get("node_role").and_then(Value::as_str).filter(|r| !r.is_empty()).map(str::to_string);
+    Some(AutoMode { node_pools, node_role })
+}
+
+/// Canonical `auto_mode`: absent when off; else `node_pools` (sorted, default none) and
+/// `node_role` when given, as DescribeCluster reads them back (`computeConfig`).
+fn normalize_auto_mode(inputs: &mut Attrs) {
+    let Some(Value::Table(t)) = inputs.get_mut("auto_mode") else { return };
+    if t.get("enabled").and_then(Value::as_bool) == Some(false) {
+        inputs.remove("auto_mode");
+        return;
+    }
+    t.remove("enabled");
+    let pools = t.entry("node_pools".into()).or_insert_with(|| Value::List(vec![]));
+    if let Value::List(l) = pools {
+        l.sort_by_key(Value::interpolate);
+        l.dedup();
+    }
+}
+
+/// EKS refuses to change an Auto Mode cluster's node role ("This value cannot be changed after
+/// the compute capability of EKS Auto Mode is enabled", botocore `ComputeConfigRequest.nodeRoleArn`).
+pub fn auto_mode_refusals(old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
+    let (Some(o), Some(n)) = (auto_mode(old), auto_mode(new)) else { return vec![] };
+    let known = |r: &Option<String>| r.as_deref().is_none_or(|r| !r.contains("(known after apply)"));
+    match (&o.node_role, &n.node_role) {
+        (Some(a), b) if b.as_deref() != Some(a.as_str()) && known(b) => vec![(
+            "auto_mode",
+            format!("EKS cannot change an Auto Mode cluster's node role ({a} → {})", b.as_deref().unwrap_or("none")),
+            format!(
+                "keep auto_mode.node_role = \"{a}\"; give other roles to auto_mode_pool NodeClasses, or turn Auto Mode off first (destructive)"
+            ),
+        )],
+        _ => vec![],
+    }
+}
+
+/// Plan notes for Auto Mode changes: turning it off is destructive (EKS UG `auto-disable`);
+/// turning it on for an existing cluster needs add-on versions EKS lists (UG `auto-enable-existing`).
+pub fn auto_mode_notes(old: &Attrs, new: &Attrs, changed: &[String]) -> Vec<String> {
+    if !changed.iter().any(|c| c == "auto_mode") {
+        return vec![];
+    }
+    match (auto_mode(old), auto_mode(new)) {
+        (Some(_), None) => vec![
+            "turning Auto Mode off terminates every EC2 instance and deletes every load balancer Auto Mode runs; its EBS volumes stay (EKS UG auto-disable)"
+                .into(),
+        ],
+        (None, Some(_)) => vec![
+            "Auto Mode on an existing cluster needs vpc-cni ≥ v1.19.0-eksbuild.1, the EBS CSI driver ≥ v1.37.0-eksbuild.1 and pod identity agent ≥ v1.3.4-eksbuild.1 if installed, and the cluster role's Auto Mode policies (EKS UG auto-enable-existing)"
+                .into(),
+        ],
+        _ => vec![],
+    }
+}
+
+/// Offline checks of `auto_mode` on its own (the cluster role and node role are `rules::auto_mode`).
+fn validate_auto_mode(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    let Some(e) = r.attrs.get("auto_mode") else { return };
+    let Value::Table(t) = e.resolve(&|_| Value::Unknown) else { return };
+    let field = |k: &str| match &e.kind {
+        ExprKind::Table(m) => m.get(k),
+        _ => None,
+    };
+    let at = |k: &str| field(k).and_then(|x| x.span.clone()).or(e.span.clone());
+    let pools = t.get("node_pools").and_then(Value::as_list).is_some_and(|l| !l.is_empty());
+    let role = t.get("node_role");
+    if t.get("enabled").and_then(Value::as_bool) == Some(false) {
+        if pools || role.is_some() {
+            // aws-cdk PR #33373: with compute disabled "the request must not include values for
+            // the nodeRoleArn or nodePools fields".
+            diags.push(
+                Diagnostic::error(
+                    format!("`{}`: auto_mode.enabled = false, but node_pools or node_role is set", r.address),
+                    at("enabled"),
+                )
+                .help("remove node_pools and node_role (EKS refuses them with compute off), or remove enabled = false"),
+            );
+        }
+        return;
+    }
+    if pools && role.is_none() {
+        // EKS's answer: "When Compute Config nodeRoleArn is null or empty, nodePool list cannot
+        // be populated" (terraform-aws-modules/terraform-aws-eks#3366).
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: auto_mode.node_pools needs auto_mode.node_role: EKS gives the built-in pools' nodes that role", r.address),
+                at("node_pools"),
+            )
+            .help("add node_role = \"${iam_role.auto_nodes.arn}\" (an iam_role with service = \"ec2.amazonaws.com\"), or node_pools = [] and only auto_mode_pool pools"),
+        );
+    }
+    if let Some(Value::Str(arn)) = role
+        && !(arn.starts_with("arn:") && arn.contains(":iam::") && arn.contains(":role/"))
+    {
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: auto_mode.node_role \"{arn}\" is not an IAM role ARN", r.address),
+                at("node_role"),
+            )
+            .help("write the role's ARN: \"${iam_role.NAME.arn}\" or arn:aws:iam::ACCOUNT:role/NAME"),
+        );
+    }
+    if let Some(x) = field("node_role").and_then(|x| x.as_single_ref())
+        && x.output != "arn"
+    {
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: auto_mode.node_role takes the role's ARN, not its {}", r.address, x.output),
+                at("node_role"),
+            )
+            .help(format!("write \"${{{}.arn}}\"", x.address)),
+        );
+    }
+    if let Some(Value::Str(mode)) = r.attrs.get("authentication_mode").and_then(|m| m.as_literal())
+        && mode == "CONFIG_MAP"
+    {
+        // "accessConfig.authenticationMode: Requires EKS access entries" (EKS UG
+        // `automode-get-started-cli`, Default Cluster Configurations).
+        diags.push(
+            Diagnostic::error(
+                format!("`{}`: Auto Mode needs access entries; authentication_mode CONFIG_MAP has none", r.address),
+                r.attrs.get("authentication_mode").and_then(|m| m.span.clone()),
+            )
+            .help("use authentication_mode = \"API\" (the default) or \"API_AND_CONFIG_MAP\""),
+        );
+    }
+    if let Some(Value::Str(v)) = r.attrs.get("version").and_then(|m| m.as_literal())
+        && let Some((1, minor)) = crate::aws::eks::minor(v)
+        && minor < AUTO_MODE_MIN_MINOR
+    {
+        diags.push(
+            Diagnostic::error(
+                format!(
+                    "`{}`: EKS Auto Mode requires Kubernetes 1.{AUTO_MODE_MIN_MINOR} or later (version is {v})",
+                    r.address
+                ),
+                r.attrs.get("version").and_then(|m| m.span.clone()),
+            )
+            .help(format!("set version = \"1.{AUTO_MODE_MIN_MINOR}\" or later (EKS UG create-auto)")),
+        );
+    }
+}
 
 /// Canonical form: `upgrade_policy.support_type` is `support_type`; values equal to the API's
 /// default are left out, so a state recorded before these attributes existed compares equal
 /// (and a refreshed cluster too); `encryption.resources` is always ["secrets"].
 pub fn normalize_options(inputs: &mut Attrs) {
+    normalize_auto_mode(inputs);
     if let Some(Value::Table(t)) = inputs.remove("upgrade_policy")
         && let Some(v) = t.get("support_type")
     {
@@ -56,6 +242,7 @@ pub fn encryption_refusals(old: &Attrs, new: &Attrs) -> Vec<(&'static str, Strin
 /// Offline checks of the options each stands alone with (those that need the VPC or the
 /// subnets are `rules::cluster`).
 pub fn validate_options(r: &Resource, diags: &mut Vec<Diagnostic>) {
+    validate_auto_mode(r, diags);
     let lit = |k: &str| {
         r.attrs.get(k).map(|e| (e.resolve(&|_| Value::Unknown), e.span.clone())).filter(|(v, _)| v.is_known())
     };
@@ -234,6 +421,41 @@ mod tests {
         for gone in ["ip_family", "zonal_shift", "bootstrap_cluster_creator_admin", "upgrade_policy"] {
             assert!(!a.contains_key(gone), "{gone}: {a:?}");
         }
+    }
+
+    fn auto(pools: &[&str], role: Option<&str>) -> Attrs {
+        let mut t: std::collections::BTreeMap<String, Value> =
+            [("node_pools".to_string(), Value::List(pools.iter().map(|p| Value::str(*p)).collect()))].into();
+        if let Some(r) = role {
+            t.insert("node_role".into(), Value::str(r));
+        }
+        Attrs::from([("auto_mode".to_string(), Value::Table(t))])
+    }
+
+    #[test]
+    fn auto_mode_off_is_no_block_and_pools_sort() {
+        let mut off = Attrs::from([(
+            "auto_mode".to_string(),
+            Value::Table([("enabled".to_string(), Value::Bool(false))].into()),
+        )]);
+        normalize_options(&mut off);
+        assert!(!off.contains_key("auto_mode"));
+        let mut on = auto(&["system", "general-purpose"], Some("arn:aws:iam::1:role/n"));
+        normalize_options(&mut on);
+        assert_eq!(on, auto(&["general-purpose", "system"], Some("arn:aws:iam::1:role/n")));
+        assert_eq!(auto_mode(&on).unwrap().node_pools, ["general-purpose", "system"]);
+    }
+
+    #[test]
+    fn the_auto_mode_node_role_never_changes_and_turning_off_is_noted() {
+        let a = auto(&["system"], Some("arn:aws:iam::1:role/a"));
+        let b = auto(&["system"], Some("arn:aws:iam::1:role/b"));
+        assert!(auto_mode_refusals(&a, &b)[0].1.contains("cannot change"));
+        assert!(auto_mode_refusals(&a, &auto(&[], Some("arn:aws:iam::1:role/a"))).is_empty(), "pools change in place");
+        assert!(auto_mode_refusals(&a, &Attrs::new()).is_empty(), "off is allowed");
+        let changed = ["auto_mode".to_string()];
+        assert!(auto_mode_notes(&a, &Attrs::new(), &changed)[0].contains("terminates every EC2 instance"));
+        assert!(auto_mode_notes(&Attrs::new(), &a, &changed)[0].contains("auto-enable-existing"));
     }
 
     #[test]

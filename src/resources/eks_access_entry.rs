@@ -24,10 +24,16 @@ use crate::value::{Attrs, Value};
 
 pub struct EksAccessEntry;
 
-/// botocore `CreateAccessEntryRequest.type` lists these and `EC2` (EKS Auto Mode, whose node
-/// entry takes an access policy: not offered until Auto Mode is) and `HYPERPOD_LINUX` (made by
-/// SageMaker HyperPod itself).
-pub const TYPES: &[&str] = &["EC2_LINUX", "STANDARD", "EC2_WINDOWS", "FARGATE_LINUX", "HYBRID_LINUX"];
+/// botocore `CreateAccessEntryRequest.type` lists these and `HYPERPOD_LINUX` (made by
+/// SageMaker HyperPod itself). `EC2` is "for EKS Auto Mode" (same doc string): the node entry
+/// of an Auto Mode NodeClass role, which takes the `AmazonEKSAutoNodePolicy` access policy
+/// (EKS UG `create-node-class`, "Create node class access entry"; `rules::auto_mode`).
+pub const TYPES: &[&str] = &["EC2_LINUX", "STANDARD", "EC2_WINDOWS", "FARGATE_LINUX", "HYBRID_LINUX", "EC2"];
+
+/// The types whose entries carry access policies (and may be asked for them).
+fn takes_policies(kind: &str) -> bool {
+    kind == "STANDARD" || kind == "EC2"
+}
 
 /// Prefixes EKS keeps for itself: "The username can't start with system:, eks:, aws:, amazon:,
 /// or iam:" (EKS UG `set-custom-username`); a group starting `system:` is refused with "The
@@ -347,8 +353,8 @@ async fn observe(
         ("type".into(), Value::str(kind.clone())),
         ("tags".into(), tags::observed(all)),
     ]);
-    // Only a STANDARD entry may be asked for its policies (aws-facts §12).
-    let policies = if kind == "STANDARD" { associated(ctx, cluster, principal).await? } else { vec![] };
+    // Only a STANDARD entry, or an Auto Mode EC2 entry, may be asked for its policies (aws-facts §12).
+    let policies = if takes_policies(&kind) { associated(ctx, cluster, principal).await? } else { vec![] };
     attrs.insert("policies".into(), Value::List(policies));
     // EKS puts node entries in system:nodes itself; only a STANDARD entry's groups
     // are the stack's.

@@ -5,19 +5,23 @@
 //! added in place (`AssociateEncryptionConfig`) and never removed or re-keyed (EKS refuses
 //! both); role, subnets, security groups, the IP family and the service CIDR replace; the
 //! creator's admin entry acts only at creation (a change is recorded in state only). With `log_retention_days` the cluster also owns its control-plane
-//! log group (`cluster_log_group`).
+//! log group (`cluster_log_group`). EKS Auto Mode (`auto_mode`) is sent on create and turned on,
+//! changed or off in place by one `UpdateClusterConfig` (`cluster_options`).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
-    AuthenticationMode, Cluster, ClusterStatus, CreateAccessConfigRequest, EncryptionConfig, IpFamily,
-    KubernetesNetworkConfigRequest, LogSetup, LogType, Logging, Provider, SupportType, UpdateAccessConfigRequest,
-    UpgradePolicyRequest, VpcConfigRequest, ZonalShiftConfigRequest,
+    AuthenticationMode, BlockStorage, Cluster, ClusterStatus, ComputeConfigRequest, CreateAccessConfigRequest,
+    ElasticLoadBalancing, EncryptionConfig, IpFamily, KubernetesNetworkConfigRequest, LogSetup, LogType, Logging,
+    Provider, StorageConfigRequest, SupportType, UpdateAccessConfigRequest, UpgradePolicyRequest, VpcConfigRequest,
+    ZonalShiftConfigRequest,
 };
 
 use super::cluster_log_group as log_group;
-use super::cluster_options::{encryption_refusals, normalize_options, validate_options};
+use super::cluster_options::{
+    AUTO_MODE, auto_mode, auto_mode_notes, auto_mode_refusals, encryption_refusals, normalize_options, validate_options,
+};
 use super::{
     Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr,
 };
@@ -87,6 +91,11 @@ const ATTRS: &[Attr] = &[
     // `deletionProtection` ("the cluster cannot be deleted unless deletion protection is first
     // disabled. ... Default value is false": botocore `CreateClusterRequest`), create and update.
     Attr::opt("deletion_protection", Ty::Bool, Default::Bool(false), OnChange::Update),
+    // EKS Auto Mode (`computeConfig`, `storageConfig.blockStorage`,
+    // `kubernetesNetworkConfig.elasticLoadBalancing`, all three on or off together: EKS UG
+    // `auto-enable-existing`; aws-facts-auto-mode §1-§3). On at create, or in place by one
+    // `UpdateClusterConfig` (an `AutoModeUpdate`); taking the block away turns it off, in place.
+    Attr::opt("auto_mode", Ty::Object(AUTO_MODE), Default::None, OnChange::Update),
     Attr::opt("name", Ty::Str, Default::None, OnChange::Replace),
     TAGS,
 ];
@@ -262,6 +271,11 @@ impl Kind for EksCluster {
         {
             cur.remove("log_retention_days");
         }
+        // Auto Mode turned off outside gpustack: DescribeCluster reports compute off, which
+        // `observe` leaves out; state's block would otherwise hide that drift.
+        if !observed.is_empty() && !observed.contains_key("auto_mode") {
+            cur.remove("auto_mode");
+        }
         if cur.get("log_retention_days").is_some_and(|v| !v.is_known()) {
             cur.remove("log_retention_days");
         }
@@ -286,6 +300,7 @@ impl Kind for EksCluster {
 
     fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {
         let mut out = encryption_refusals(old, new);
+        out.extend(auto_mode_refusals(old, new));
         let (ov, nv) = (str_attr(old, "version"), str_attr(new, "version"));
         if let (Some(o), Some(n)) = (eks::minor(ov), eks::minor(nv))
             && o != n
@@ -348,10 +363,12 @@ impl Kind for EksCluster {
         // shows EKS taking an empty one (review r19 m9).
         let family = i.get("ip_family").and_then(Value::as_str);
         let cidr = i.get("service_cidr").and_then(Value::as_str);
-        let network = (family.is_some() || cidr.is_some()).then(|| {
+        let auto = auto_mode(i);
+        let network = (family.is_some() || cidr.is_some() || auto.is_some()).then(|| {
             KubernetesNetworkConfigRequest::builder()
                 .set_ip_family(family.map(IpFamily::from))
                 .set_service_ipv4_cidr(cidr.map(str::to_string))
+                .set_elastic_load_balancing(auto.as_ref().map(|_| load_balancing(true)))
                 .build()
         });
         let mut access = CreateAccessConfigRequest::builder()
@@ -376,6 +393,12 @@ impl Kind for EksCluster {
                     .map(|on| ZonalShiftConfigRequest::builder().enabled(on).build()),
             )
             .set_deletion_protection(i.get("deletion_protection").and_then(Value::as_bool))
+            .set_compute_config(auto.as_ref().map(compute))
+            .set_storage_config(auto.as_ref().map(|_| block_storage(true)))
+            // "When EKS Auto Mode is enabled, bootstrapSelfManagedAddons must be set to false"
+            // (EKS's CreateCluster answer, quoted in hashicorp/terraform-provider-aws#40483): Auto
+            // Mode runs the CNI, kube-proxy and CoreDNS's work itself.
+            .set_bootstrap_self_managed_addons(auto.as_ref().map(|_| false))
             .upgrade_policy(
                 UpgradePolicyRequest::builder().support_type(SupportType::from(str_attr(i, "support_type"))).build(),
             )
@@ -507,6 +530,25 @@ impl Kind for EksCluster {
             );
             config_update(ctx, &of, call, "authentication mode").await?;
         }
+        // After the authentication mode: Auto Mode needs access entries (API or
+        // API_AND_CONFIG_MAP). One request carries all three capabilities, on or off: "The
+        // compute, block storage, and load balancing capabilities must all be enabled or
+        // disabled in the same request" (EKS UG `auto-enable-existing`, `auto-disable`).
+        if has("auto_mode") {
+            let auto = auto_mode(new);
+            let on = auto.is_some();
+            let compute = auto.as_ref().map_or_else(|| ComputeConfigRequest::builder().enabled(false).build(), compute);
+            let call = ctx
+                .eks
+                .update_cluster_config()
+                .name(id)
+                .compute_config(compute)
+                .storage_config(block_storage(on))
+                .kubernetes_network_config(
+                    KubernetesNetworkConfigRequest::builder().elastic_load_balancing(load_balancing(on)).build(),
+                );
+            config_update(ctx, &of, call, "Auto Mode").await?;
+        }
         let c = wait_active(ctx, id, eks::UPDATE_TIMEOUT).await?;
         if has("tags") {
             eks::sync_tags(ctx, c.arn().unwrap_or_default(), old, new).await?;
@@ -590,6 +632,25 @@ fn logging(i: &Attrs) -> Logging {
     b.build()
 }
 
+/// `computeConfig` of an Auto Mode cluster: enabled, its built-in pools, and the node role
+/// only when given (botocore `ComputeConfigRequest`; with no pools the role may be left out:
+/// EKS UG `create-node-pool`, "Cluster without built-in node pools").
+fn compute(a: &super::cluster_options::AutoMode) -> ComputeConfigRequest {
+    ComputeConfigRequest::builder()
+        .enabled(true)
+        .set_node_pools(Some(a.node_pools.clone()))
+        .set_node_role_arn(a.node_role.clone())
+        .build()
+}
+
+fn block_storage(on: bool) -> StorageConfigRequest {
+    StorageConfigRequest::builder().block_storage(BlockStorage::builder().enabled(on).build()).build()
+}
+
+fn load_balancing(on: bool) -> ElasticLoadBalancing {
+    ElasticLoadBalancing::builder().enabled(on).build()
+}
+
 pub async fn describe(ctx: &Ctx, name: &str) -> Result<Option<Cluster>> {
     let out = ctx.call(Service::Eks, "DescribeCluster", ctx.eks.describe_cluster().name(name).send()).await;
     Ok(out.absent_ok()?.and_then(|o| o.cluster))
@@ -657,6 +718,17 @@ fn observe(c: &Cluster) -> Observed {
         if let Some(cidr) = net.service_ipv4_cidr().filter(|c| !c.is_empty()) {
             attrs.insert("service_cidr".into(), Value::str(cidr));
         }
+    }
+    // Auto Mode is on when compute is (EKS keeps the three capabilities together).
+    if let Some(cc) = c.compute_config().filter(|cc| cc.enabled() == Some(true)) {
+        let mut t = std::collections::BTreeMap::from([(
+            "node_pools".to_string(),
+            Value::List(cc.node_pools().iter().map(|p| Value::str(p.clone())).collect()),
+        )]);
+        if let Some(role) = cc.node_role_arn().filter(|r| !r.is_empty()) {
+            t.insert("node_role".into(), Value::str(role));
+        }
+        attrs.insert("auto_mode".into(), Value::Table(t));
     }
     attrs.insert("zonal_shift".into(), Value::Bool(c.zonal_shift_config().and_then(|z| z.enabled()) == Some(true)));
     attrs.insert("deletion_protection".into(), Value::Bool(c.deletion_protection() == Some(true)));
@@ -792,6 +864,7 @@ fn update_notes(old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> 
                 .to_string(),
         );
     }
+    notes.extend(auto_mode_notes(old, new, changed));
     if notes.is_empty() { None } else { Some(notes.join("; ")) }
 }
 
@@ -829,6 +902,16 @@ mod tests {
             &["bootstrap_cluster_creator_admin".to_string()],
         );
         assert!(note.unwrap().contains("acts only when EKS creates the cluster"));
+    }
+
+    /// Auto Mode turned off by hand is drift; with no observation state's word stands.
+    #[test]
+    fn auto_mode_turned_off_outside_is_drift() {
+        let on = Value::Table([("node_pools".to_string(), Value::List(vec![]))].into());
+        let recorded = attrs(&[("auto_mode", on.clone()), ("version", Value::str("1.33"))]);
+        let observed = attrs(&[("version", Value::str("1.33"))]);
+        assert!(!EksCluster.current(&recorded, &observed).contains_key("auto_mode"));
+        assert_eq!(EksCluster.current(&recorded, &Attrs::new()).get("auto_mode"), Some(&on));
     }
 
     /// Review r19 m5: a managed group deleted (or its retention taken off) by hand is drift.

@@ -1,6 +1,7 @@
 //! Resource kinds. Each kind is one file implementing [`Kind`]; adding a kind
 //! means adding its file and one line in [`KINDS`].
 
+pub mod auto_mode_pool;
 pub mod capacity_block;
 pub mod capacity_reservation;
 mod cidr;
@@ -79,6 +80,7 @@ pub static KINDS: &[&'static dyn Kind] = &[
     &node_group::NodeGroup,
     &self_managed_node_group::SelfManagedNodeGroup,
     &karpenter_pool::KarpenterPool,
+    &auto_mode_pool::AutoModePool,
     &hyperpod_cluster::HyperpodCluster,
     &priority_class::PriorityClass,
     &gpu_operator::GpuOperator,

@@ -313,6 +313,7 @@ fn check_catalog(stack: &Stack, info: &dyn Fn(&str) -> Option<InstanceInfo>, liv
         d.extend(mixed_shapes(g, &types, info));
     }
     super::karpenter::check_catalog(stack, info, &mut unknown, &mut d, &mut notes);
+    super::auto_mode::notes(stack, &mut notes);
     for c in super::hyperpod::clusters(stack) {
         notes.insert(c.address.clone(), super::hyperpod::chart_note(c));
     }

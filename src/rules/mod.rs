@@ -9,6 +9,7 @@ pub(crate) use crate::resources::gpu_nodes::al2023_sharing;
 pub(crate) use crate::stack::query::{lit, lit_str, node_groups, referenced, same_object, span, strings, target};
 
 mod access;
+pub(crate) mod auto_mode;
 mod catalog;
 mod cluster;
 mod egress;
@@ -360,6 +361,7 @@ pub fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d.extend(reservation_note(stack));
     d.extend(egress::egress(stack));
     d.extend(karpenter::offline(stack));
+    d.extend(auto_mode::offline(stack));
     d.extend(access::access(stack));
     d.extend(cluster::cluster(stack));
     d.extend(hyperpod::offline(stack));

@@ -157,7 +157,7 @@ fn items(r: &Resource, attr: &str) -> Vec<Expr> {
 /// Resources whose nodes live in subnets, with the attribute naming them.
 pub(crate) fn subnet_users(stack: &Stack) -> impl Iterator<Item = (&Resource, &'static str)> {
     stack.resources.iter().filter_map(|r| match r.kind.name() {
-        "node_group" | "karpenter_pool" | "hyperpod_cluster" | "eks_cluster" => Some((r, "subnets")),
+        "node_group" | "karpenter_pool" | "auto_mode_pool" | "hyperpod_cluster" | "eks_cluster" => Some((r, "subnets")),
         "image_cache" => Some((r, "subnet")),
         _ => None,
     })

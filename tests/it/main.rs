@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod auto_mode;
 mod aws_correct;
 mod capacity;
 mod cluster_options;

@@ -30,10 +30,14 @@ const SERVICE_ACCOUNT: &[Attr] = &[
 ];
 
 /// The attributes that make the trust policy.
-const TRUST: [&str; 3] = ["service", "pod_identity", "service_accounts"];
+const TRUST: [&str; 4] = ["service", "pod_identity", "service_accounts", "tag_session"];
 
 const ATTRS: &[Attr] = &[
     Attr::opt("service", Ty::Str, Default::None, OnChange::Update),
+    // The `service` may also tag its sessions (`"Action": ["sts:AssumeRole", "sts:TagSession"]`):
+    // an EKS Auto Mode cluster role needs it ("The Cluster IAM Role must have an updated trust
+    // policy including the sts:TagSession action", EKS UG `auto-enable-existing`; aws-facts-auto-mode §4.1).
+    Attr::opt("tag_session", Ty::Bool, Default::Bool(false), OnChange::Update),
     Attr::opt("pod_identity", Ty::Bool, Default::Bool(false), OnChange::Update),
     Attr::opt("service_accounts", Ty::List(&Ty::Object(SERVICE_ACCOUNT)), Default::EmptyList, OnChange::Update),
     Attr::opt("managed_policies", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
@@ -120,6 +124,10 @@ impl Kind for IamRole {
         if inputs.get("service").and_then(Value::as_str) == Some(trust::POD_IDENTITY_PRINCIPAL) {
             inputs.remove("service");
             inputs.insert("pod_identity".into(), Value::Bool(true));
+        }
+        // Unset and false are the same trust: a role recorded before the attribute compares equal.
+        if inputs.get("tag_session") == Some(&Value::Bool(false)) || !inputs.contains_key("service") {
+            inputs.remove("tag_session");
         }
         for k in ["managed_policies", "service_accounts"] {
             if let Some(Value::List(l)) = inputs.get_mut(k) {

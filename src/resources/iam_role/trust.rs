@@ -29,6 +29,8 @@ pub struct ServiceAccount {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trust {
     pub service: Option<String>,
+    /// The service statement also allows `sts:TagSession` (`tag_session`).
+    pub tag_session: bool,
     pub pod_identity: bool,
     pub service_accounts: Vec<ServiceAccount>,
 }
@@ -52,7 +54,8 @@ impl Trust {
                 name: field(t, "name"),
             })
             .collect();
-        Trust { service, pod_identity, service_accounts }
+        let tag_session = inputs.get("tag_session").and_then(Value::as_bool).unwrap_or(false);
+        Trust { service, tag_session, pod_identity, service_accounts }
     }
 
     /// The trust policy document. IRSA statements follow the EKS UG
@@ -64,7 +67,9 @@ impl Trust {
     pub fn document(&self) -> String {
         let mut statements = vec![];
         if let Some(s) = &self.service {
-            statements.push(json!({ "Effect": "Allow", "Principal": { "Service": s }, "Action": "sts:AssumeRole" }));
+            let action =
+                if self.tag_session { json!(["sts:AssumeRole", "sts:TagSession"]) } else { json!("sts:AssumeRole") };
+            statements.push(json!({ "Effect": "Allow", "Principal": { "Service": s }, "Action": action }));
         }
         if self.pod_identity {
             statements.push(json!({
@@ -129,6 +134,7 @@ impl Trust {
                     // Reported as drift: Pod Identity refuses a role whose trust lacks TagSession.
                     trust.service = Some(format!("{svc} (without sts:TagSession)"));
                 } else if trust.service.is_none() {
+                    trust.tag_session = actions.iter().any(|a| a == "sts:TagSession");
                     trust.service = Some(svc);
                 }
             }
@@ -162,6 +168,9 @@ impl Trust {
         ]);
         if let Some(s) = &self.service {
             a.insert("service".into(), Value::str(s.clone()));
+        }
+        if self.tag_session {
+            a.insert("tag_session".into(), Value::Bool(true));
         }
         a
     }
@@ -241,13 +250,23 @@ mod tests {
 
     #[test]
     fn pod_identity_assumes_and_tags_and_combines_with_a_service() {
-        let t = Trust { service: Some("ec2.amazonaws.com".into()), pod_identity: true, service_accounts: vec![] };
+        let t = Trust { service: Some("ec2.amazonaws.com".into()), pod_identity: true, ..Trust::default() };
         let doc: Json = serde_json::from_str(&t.document()).unwrap();
         assert_eq!(doc["Statement"][1]["Principal"]["Service"], "pods.eks.amazonaws.com");
         assert_eq!(doc["Statement"][1]["Action"], json!(["sts:AssumeRole", "sts:TagSession"]));
         let encoded: String =
             percent_encoding::utf8_percent_encode(&t.document(), percent_encoding::NON_ALPHANUMERIC).to_string();
         assert_eq!(Trust::read(&encoded), Some(t));
+    }
+
+    #[test]
+    fn a_service_that_tags_sessions_reads_back() {
+        let t = Trust { service: Some("eks.amazonaws.com".into()), tag_session: true, ..Trust::default() };
+        let doc: Json = serde_json::from_str(&t.document()).unwrap();
+        assert_eq!(doc["Statement"][0]["Action"], json!(["sts:AssumeRole", "sts:TagSession"]));
+        assert_eq!(Trust::read(&t.document()), Some(t));
+        let plain = Trust { service: Some("eks.amazonaws.com".into()), ..Trust::default() };
+        assert!(!Trust::read(&plain.document()).unwrap().tag_session);
     }
 
     #[test]

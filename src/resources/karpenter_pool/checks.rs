@@ -197,7 +197,7 @@ fn check_capacity_requirement(r: &Resource, op: &str, values: &[String], item: &
 const GPU_RESOURCES: &[&str] = &["nvidia.com/gpu", "aws.amazon.com/neuron", "amd.com/gpu"];
 
 /// `limits`: Kubernetes quantities (the CRD's pattern), no key gpu_limit renders.
-fn check_limits(r: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn check_limits(r: &Resource, d: &mut Vec<Diagnostic>) {
     let Some(e) = r.attrs.get("limits") else { return };
     let has_limit = r.attrs.contains_key("gpu_limit");
     for (k, v) in entries(e) {
@@ -292,7 +292,7 @@ pub(super) fn quantity(s: &str) -> bool {
 /// Selector terms: ids as the CRD's patterns want them, tags without empty keys or values
 /// and at most 20 (CRD `maxProperties: 20`, CEL "empty tag keys or values aren't
 /// supported"), and something to select subnets and security groups with.
-fn check_selectors(r: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn check_selectors(r: &Resource, d: &mut Vec<Diagnostic>) {
     for (ids, tags, prefix, required, example) in [
         (
             "subnets",

@@ -9,14 +9,14 @@
 //! drift; it is resolved again only when `ami` changes. What this kind does not do: install
 //! Karpenter or its IAM (that is `karpenter_controller`), or talk to Kubernetes.
 
-mod checks;
+pub(crate) mod checks;
 pub mod drift;
 pub mod node_class;
-mod render;
+pub(crate) mod render;
 pub mod requirements;
 #[cfg(test)]
 mod tests;
-mod validate;
+pub(crate) mod validate;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -59,7 +59,7 @@ const BUDGET: &[Attr] = &[
     Attr::opt("duration", Ty::Str, Default::None, OnChange::Update),
 ];
 
-const DISRUPTION: &[Attr] = &[
+pub(crate) const DISRUPTION: &[Attr] = &[
     Attr::opt("policy", Ty::Enum(POLICIES), Default::None, OnChange::Update),
     Attr::opt("consolidate_after", Ty::Str, Default::None, OnChange::Update),
     // The one-budget shorthand: a node count ("1") or a percentage ("10%").

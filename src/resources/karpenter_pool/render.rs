@@ -28,7 +28,7 @@ fn name(inputs: &Attrs) -> String {
 }
 
 /// A value as YAML text: `(known after apply)` for an id the plan does not know yet.
-fn text(v: &Value) -> Json {
+pub(crate) fn text(v: &Value) -> Json {
     match v {
         Value::Str(s) => json!(s),
         Value::Int(n) => json!(n),
@@ -36,17 +36,17 @@ fn text(v: &Value) -> Json {
     }
 }
 
-fn list<'a>(inputs: &'a Attrs, k: &str) -> &'a [Value] {
+pub(crate) fn list<'a>(inputs: &'a Attrs, k: &str) -> &'a [Value] {
     inputs.get(k).and_then(Value::as_list).unwrap_or_default()
 }
 
-fn strs(inputs: &Attrs, k: &str) -> Vec<String> {
+pub(crate) fn strs(inputs: &Attrs, k: &str) -> Vec<String> {
     list(inputs, k).iter().map(Value::interpolate).collect()
 }
 
 /// The role's name: Karpenter's `role` takes a name (it makes the instance profile itself;
 /// aws-facts §10), and stacks usually hand over `${iam_role.node.arn}` or `.name`.
-fn role_name(role: &Value) -> Json {
+pub(crate) fn role_name(role: &Value) -> Json {
     match role {
         Value::Str(r) if r.starts_with("arn:") => json!(r.rsplit('/').next().unwrap_or(r)),
         other => text(other),
@@ -453,16 +453,9 @@ pub fn launches_nvidia(inputs: &Attrs) -> bool {
 /// The label the NVIDIA device plugin chart's default affinity selects GPU nodes by.
 pub const NVIDIA_PRESENT: &str = "nvidia.com/gpu.present";
 
-/// The NodePool.
-fn node_pool(address: &str, inputs: &Attrs) -> Json {
-    let (pool_disruption, template_disruption) = disruption(inputs);
-    let mut template_spec = Map::new();
-    template_spec.insert(
-        "nodeClassRef".into(),
-        json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) }),
-    );
-    template_spec.insert("requirements".into(), requirements(inputs));
-    let taints: Vec<Json> = list(inputs, "node_taints")
+/// `template.spec.taints` from `node_taints`, effects as Kubernetes spells them.
+fn taints(inputs: &Attrs) -> Vec<Json> {
+    list(inputs, "node_taints")
         .iter()
         .filter_map(Value::as_table)
         .map(|t| {
@@ -475,17 +468,22 @@ fn node_pool(address: &str, inputs: &Attrs) -> Json {
             taint.insert("effect".into(), json!(k8s_effect(&effect)));
             Json::Object(taint)
         })
-        .collect();
-    if !taints.is_empty() {
-        template_spec.insert("taints".into(), Json::Array(taints));
-    }
-    template_spec.extend(template_disruption);
-    let mut template = Map::new();
-    let mut labels: Map<String, Json> = inputs
+        .collect()
+}
+
+/// `template.metadata.labels` from `node_labels`.
+pub(crate) fn node_labels(inputs: &Attrs) -> Map<String, Json> {
+    inputs
         .get("node_labels")
         .and_then(Value::as_table)
         .map(|l| l.iter().map(|(k, v)| (k.clone(), text(v))).collect())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The NodePool.
+fn node_pool(address: &str, inputs: &Attrs) -> Json {
+    let node_class_ref = json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": name(inputs) });
+    let mut labels = node_labels(inputs);
     if node_class::family(inputs) == AmiFamily::Al2023 && launches_nvidia(inputs) {
         // NVIDIA's nvidia-device-plugin chart schedules its DaemonSet only on nodes labelled
         // `feature.node.kubernetes.io/pci-10de.present`, `…/cpu-model.vendor_id=NVIDIA` or
@@ -497,6 +495,29 @@ fn node_pool(address: &str, inputs: &Attrs) -> Json {
         // the same label (`launch_template/gpu_sharing.rs`). A label written wins.
         labels.entry(NVIDIA_PRESENT.to_string()).or_insert(json!("true"));
     }
+    node_pool_document(address, inputs, node_class_ref, requirements(inputs), labels)
+}
+
+/// A Karpenter `karpenter.sh/v1` NodePool from a pool's inputs, with its node class
+/// reference, requirements and template labels given: the half `karpenter_pool` and
+/// `auto_mode_pool` share (weight, limits, disruption, taints).
+pub(crate) fn node_pool_document(
+    address: &str,
+    inputs: &Attrs,
+    node_class_ref: Json,
+    requirements: Json,
+    labels: Map<String, Json>,
+) -> Json {
+    let (pool_disruption, template_disruption) = disruption(inputs);
+    let mut template_spec = Map::new();
+    template_spec.insert("nodeClassRef".into(), node_class_ref);
+    template_spec.insert("requirements".into(), requirements);
+    let taints = taints(inputs);
+    if !taints.is_empty() {
+        template_spec.insert("taints".into(), Json::Array(taints));
+    }
+    template_spec.extend(template_disruption);
+    let mut template = Map::new();
     if !labels.is_empty() {
         template.insert("metadata".into(), json!({ "labels": labels }));
     }

@@ -50,7 +50,7 @@ pub(super) fn ami_version(ami: &str) -> Option<&str> {
 
 /// Duration patterns of the NodePool CRD (karpenter.sh_nodepools.yaml, v1.14.1): `Never` is
 /// allowed for `consolidateAfter` and `expireAfter`, not for `terminationGracePeriod`.
-pub(super) fn duration(v: &str, never: bool) -> bool {
+pub(crate) fn duration(v: &str, never: bool) -> bool {
     if never && v == "Never" {
         return true;
     }
@@ -156,7 +156,7 @@ fn check_types(r: &Resource, d: &mut Vec<Diagnostic>) {
     }
 }
 
-fn check_numbers(r: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn check_numbers(r: &Resource, d: &mut Vec<Diagnostic>) {
     if let Some(n) = literal(r, "gpu_limit").and_then(Value::as_int).filter(|n| *n < 1) {
         d.push(
             Diagnostic::error(
@@ -196,7 +196,7 @@ fn check_numbers(r: &Resource, d: &mut Vec<Diagnostic>) {
     }
 }
 
-fn check_disruption(r: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn check_disruption(r: &Resource, d: &mut Vec<Diagnostic>) {
     let Some(t) = table(r, "disruption") else { return };
     for (k, never, example) in [
         ("consolidate_after", true, "\"10m\", \"1h30m\" or \"Never\""),
@@ -303,7 +303,7 @@ pub(super) fn cron_schedule(v: &str) -> bool {
     MACROS.contains(&v) || v.split_whitespace().count() == 5
 }
 
-fn check_labels(r: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn check_labels(r: &Resource, d: &mut Vec<Diagnostic>) {
     let Some(t) = table(r, "node_labels") else { return };
     for (k, e) in t {
         let at = e.key_span.clone().or(e.span.clone());

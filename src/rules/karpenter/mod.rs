@@ -103,6 +103,21 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
     d
 }
 
+/// The GPU accounting a pool's limit needs against the embedded catalog, for pools outside
+/// [`check_catalog`] (Auto Mode's: `rules::auto_mode`): GPU types need a gpu_limit that binds,
+/// admits one instance of each type, and does not strand the paid reservation's instances.
+pub(crate) fn limits_against_catalog(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
+    let info = |t: &str| catalog::embedded().get(t).cloned();
+    let known: Vec<(String, InstanceInfo)> =
+        launchable(pool).types.iter().filter_map(|t| Some((t.clone(), info(t)?))).collect();
+    let limit = lit(pool, "gpu_limit").and_then(|v| v.as_int());
+    gpu_limit_binds(pool, &known, d);
+    limit_admits_one_instance(pool, &known, limit, d);
+    if let Some(limit) = limit {
+        reservations_launchable(stack, pool, &info, limit, d);
+    }
+}
+
 /// `disruption.policy` as written.
 fn disruption_policy(pool: &Resource) -> Option<String> {
     lit(pool, "disruption")?.as_table()?.get("policy")?.as_str().map(str::to_string)
@@ -204,7 +219,7 @@ fn node_role_entered(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
 
 /// "reserved" and `capacity_reservations` go together, the reservations are this stack's,
 /// in the pool's zones, of a type the pool runs, and not also a node group's.
-fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
     let capacity = capacity_types(pool);
     let reserved = capacity.iter().any(|c| c == "reserved");
     if reserved && !written_reservations(pool) {
@@ -306,7 +321,7 @@ fn reserved_capacity(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
 }
 
 /// Spot needs room to find capacity: as node groups are warned about a single type.
-fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
+pub(crate) fn spot_breadth(pool: &Resource, d: &mut Vec<Diagnostic>) {
     if !capacity_types(pool).iter().any(|c| c == "spot") {
         return;
     }
