@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 
 use crate::aws::{Ctx, Service};
@@ -104,8 +104,7 @@ impl PriceBook {
         book
     }
 
-    /// On-Demand (`pricing:GetProducts`, one call per type, at most [`Service::Pricing`]'s
-    /// limit at once) and Spot (`ec2:DescribeSpotPriceHistory`, one listing for all types) prices
+    /// On-Demand (`pricing:GetProducts`, one call for all the types: [`on_demand`]) and Spot (`ec2:DescribeSpotPriceHistory`, one listing for all types) prices
     /// of `types` in `region`, read at once. Types are deduplicated; none: no call.
     pub async fn live(ctx: &Ctx, region: &str, types: &[&str]) -> Result<PriceBook> {
         let types: BTreeSet<String> = types.iter().map(|t| t.to_string()).collect();
@@ -121,33 +120,15 @@ impl PriceBook {
         if types.is_empty() {
             return Ok(book);
         }
-        let mut tasks = tokio::task::JoinSet::new();
-        for t in &types {
-            let (ctx, region, t) = (ctx.clone(), region.to_string(), t.clone());
-            tasks.spawn(async move {
-                let usd = on_demand(&ctx, &region, &t).await;
-                (t, usd)
-            });
-        }
         let spot = spot(ctx, region, &types, fetched);
-        let (spot, on_demand) = tokio::join!(spot, async {
-            let mut out = vec![];
-            while let Some(done) = tasks.join_next().await {
-                out.push(done.context("reading On-Demand prices")?);
-            }
-            anyhow::Ok(out)
-        });
-        for (t, usd) in on_demand? {
-            match usd {
-                Ok(Some(usd)) => book.insert_on_demand(region, &t, usd),
-                Ok(None) => {}
-                Err(e) => {
-                    let text = e.to_string();
-                    if !book.problems.contains(&text) {
-                        book.problems.push(text);
-                    }
+        let (spot, on_demand) = tokio::join!(spot, on_demand(ctx, region, &types));
+        match on_demand {
+            Ok(prices) => {
+                for (t, usd) in prices {
+                    book.insert_on_demand(region, &t, usd);
                 }
             }
+            Err(e) => book.problems.push(e.to_string()),
         }
         match spot {
             Ok(rows) => {
@@ -233,39 +214,76 @@ impl PriceBook {
     }
 }
 
-/// The Linux, shared-tenancy On-Demand hourly price of `instance_type` in `region`. The
-/// filters are Karpenter's `fetchOnDemandPricing` (`pricing.go`) plus the type:
+/// The Linux, shared-tenancy On-Demand hourly prices of `types` in `region`, by type. The
+/// filters are Karpenter's `fetchOnDemandPricing` (`pricing.go`) plus the types:
 /// `capacitystatus` `Used` leaves out the reservation rows, `marketoption` `OnDemand` the
-/// Reserved terms, `preInstalledSw` `NA` the SQL-bundled products.
-async fn on_demand(ctx: &Ctx, region: &str, instance_type: &str) -> Result<Option<Usd>, crate::aws::AwsError> {
+/// Reserved terms, `preInstalledSw` `NA` the SQL-bundled products. All the types go in one
+/// `instanceType` `ANY_OF` filter ("For ANY_OF and NONE_OF filter types, you can provide multiple
+/// values as a comma-separated string. For example, t2.micro,t2.small,t2.medium", Price List API
+/// Reference `Filter`), split only where the value would pass its 1024 characters: GetProducts
+/// has a token bucket of 10 refilled at 5 a second per account and endpoint Region (Billing UG
+/// `using-pelong`, Quotas), and a call per type per region overran it when several regions
+/// share an endpoint (review capfind M2).
+async fn on_demand(
+    ctx: &Ctx,
+    region: &str,
+    types: &BTreeSet<String>,
+) -> Result<Vec<(String, Usd)>, crate::aws::AwsError> {
     use aws_sdk_pricing::types::{Filter, FilterType};
-    let term = |field: &str, value: &str| {
-        Filter::builder().r#type(FilterType::TermMatch).field(field).value(value).build().ok()
+    let filter = |kind: FilterType, field: &str, value: &str| {
+        Filter::builder().r#type(kind).field(field).value(value).build().ok()
     };
-    let filters: Vec<Filter> = [
-        ("serviceCode", "AmazonEC2"),
-        ("regionCode", region),
-        ("instanceType", instance_type),
-        ("operatingSystem", "Linux"),
-        ("tenancy", "Shared"),
-        ("preInstalledSw", "NA"),
-        ("capacitystatus", "Used"),
-        ("marketoption", "OnDemand"),
-    ]
-    .into_iter()
-    .filter_map(|(f, v)| term(f, v))
-    .collect();
-    let pages = ctx
-        .pricing
-        .get_products()
-        .service_code("AmazonEC2")
-        .format_version("aws_v1")
-        .set_filters(Some(filters))
-        .max_results(100)
-        .into_paginator()
-        .send();
-    let items = ctx.all_pages(Service::Pricing, "GetProducts", pages, |p| p.price_list.unwrap_or_default()).await?;
-    Ok(items.iter().filter_map(|doc| hourly_usd(doc, instance_type)).reduce(Usd::min))
+    let mut prices: BTreeMap<String, Usd> = BTreeMap::new();
+    for chunk in any_of_values(types) {
+        let filters: Vec<Filter> = [
+            (FilterType::TermMatch, "serviceCode", "AmazonEC2"),
+            (FilterType::TermMatch, "regionCode", region),
+            (FilterType::AnyOf, "instanceType", chunk.as_str()),
+            (FilterType::TermMatch, "operatingSystem", "Linux"),
+            (FilterType::TermMatch, "tenancy", "Shared"),
+            (FilterType::TermMatch, "preInstalledSw", "NA"),
+            (FilterType::TermMatch, "capacitystatus", "Used"),
+            (FilterType::TermMatch, "marketoption", "OnDemand"),
+        ]
+        .into_iter()
+        .filter_map(|(k, f, v)| filter(k, f, v))
+        .collect();
+        let pages = ctx
+            .pricing
+            .get_products()
+            .service_code("AmazonEC2")
+            .format_version("aws_v1")
+            .set_filters(Some(filters))
+            .max_results(100)
+            .into_paginator()
+            .send();
+        let items = ctx.all_pages(Service::Pricing, "GetProducts", pages, |p| p.price_list.unwrap_or_default()).await?;
+        for doc in &items {
+            for t in types {
+                if let Some(usd) = hourly_usd(doc, t) {
+                    let e = prices.entry(t.clone()).or_insert(usd);
+                    *e = e.min(usd);
+                }
+            }
+        }
+    }
+    Ok(prices.into_iter().collect())
+}
+
+/// `types` as comma-separated `ANY_OF` values of at most 1024 characters each (botocore
+/// `pricing` `Value`: max 1024).
+fn any_of_values(types: &BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for t in types {
+        match out.last_mut() {
+            Some(last) if last.len() + 1 + t.len() <= 1024 => {
+                last.push(',');
+                last.push_str(t);
+            }
+            _ => out.push(t.clone()),
+        }
+    }
+    out
 }
 
 /// The USD hourly On-Demand price in one `PriceList` item (a JSON document in a string), if it
@@ -328,6 +346,17 @@ async fn spot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review capfind M2: the types go into one `ANY_OF` value, split only past 1024 characters.
+    #[test]
+    fn types_share_any_of_values_of_at_most_1024_characters() {
+        let few: BTreeSet<String> = ["p5.48xlarge", "g6.xlarge"].iter().map(|t| t.to_string()).collect();
+        assert_eq!(any_of_values(&few), ["g6.xlarge,p5.48xlarge"]);
+        let many: BTreeSet<String> = (0..200).map(|i| format!("type{i:03}.48xlarge")).collect();
+        let values = any_of_values(&many);
+        assert!(values.len() > 1 && values.iter().all(|v| v.len() <= 1024));
+        assert_eq!(values.join(",").split(',').count(), 200);
+    }
 
     #[test]
     fn the_embedded_snapshot_is_readable_dated_and_prices_what_the_examples_use() {

@@ -24,6 +24,9 @@ from botocore.exceptions import ClientError
 
 DATA = json.loads((pathlib.Path(__file__).resolve().parent / "data" / "prices.json").read_text())
 NO_RETRY = Config(retries={"total_max_attempts": 1, "mode": "standard"}, parameter_validation=False)
+# The pricing checks send more GetProducts than the 10-token bucket holds: throttled calls are
+# retried (only ThrottlingException is retryable among the codes checked here).
+PACED = Config(retries={"total_max_attempts": 10, "mode": "standard"}, parameter_validation=False)
 
 
 def check(cond: bool, what: str) -> None:
@@ -66,7 +69,7 @@ def usd_of(item: str) -> Decimal:
 
 
 def pricing_checks(endpoint: str) -> None:
-    p = boto3.client("pricing", region_name="us-east-1", endpoint_url=endpoint, config=NO_RETRY)
+    p = boto3.client("pricing", region_name="us-east-1", endpoint_url=endpoint, config=PACED)
     want = Decimal(DATA["on_demand"]["us-west-2"]["g6.xlarge"]["usd"])
     out = p.get_products(ServiceCode="AmazonEC2", FormatVersion="aws_v1", Filters=linux("us-west-2", "g6.xlarge"))
     check(out["FormatVersion"] == "aws_v1", "GetProducts answers FormatVersion aws_v1")
@@ -126,6 +129,10 @@ def pricing_checks(endpoint: str) -> None:
         Filters=linux("us-west-2", "g6.xlarge")[:2] + [{"Type": "ANY_OF", "Field": "instanceType", "Value": "g6.xlarge,m6i.large"}] + linux("us-west-2", "x")[3:],
     )
     check(len(any_of["PriceList"]) == 2, "ANY_OF matches either of its comma-separated values")
+    # Throttling: a bucket of 10 per endpoint Region, refilled 5/s (pricing.py, Billing UG).
+    burst = boto3.client("pricing", region_name="ap-south-1", endpoint_url=endpoint, config=NO_RETRY)
+    codes = [error_code(burst.get_products, ServiceCode="AmazonEC2", MaxResults=1) for _ in range(20)]
+    check(codes[:10] == [None] * 10 and "ThrottlingException" in codes[10:], "the 11th GetProducts in a burst at one endpoint is ThrottlingException")
 
 
 def spot_checks(endpoint: str) -> None:

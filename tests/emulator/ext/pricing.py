@@ -35,6 +35,12 @@ region has its real row (Linux, Shared, ``capacitystatus`` ``Used``, ``marketopt
 and a Dedicated-tenancy row (synthetic rates, 1.5x and 1.1x: not AWS data), so a client must send
 the filters to get one price.
 
+Throttling: GetProducts has a token bucket of 10 requests refilled at 5 a second, per account and
+Region (AWS Billing UG ``using-pelong``, "Quotas"; the Region is the endpoint's: the Price List
+Query API has endpoints in us-east-1, eu-central-1 and ap-south-1 whatever region is priced). The
+emulator keeps one bucket per endpoint Region (the SigV4 credential scope's) and answers a request
+that finds it empty with 400 ``ThrottlingException`` (an error GetProducts declares in botocore).
+
 Control endpoint: ``GET /_gpustack/prices`` -> the data file's content (tests compute expected
 costs from it).
 """
@@ -45,6 +51,9 @@ import base64
 import hashlib
 import json
 import pathlib
+import re
+import threading
+import time
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Callable, Iterable
@@ -58,6 +67,25 @@ FORMAT_VERSION = "aws_v1"
 DEFAULT_PAGE = 100
 FILTER_TYPES = ("TERM_MATCH", "EQUALS", "CONTAINS", "ANY_OF", "NONE_OF")
 PUBLICATION = "2026-07-20T13:44:30Z"
+# GetProducts: "Bucket size 10, refill rate 5 per second" (Billing UG ``using-pelong``, Quotas).
+BUCKET_SIZE = 10.0
+REFILL_PER_SECOND = 5.0
+_BUCKETS: dict[str, tuple[float, float]] = {}
+_BUCKETS_LOCK = threading.Lock()
+_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
+
+
+def take_token(region: str, now: float | None = None) -> bool:
+    """Takes one GetProducts token of ``region``'s bucket; False: the bucket is empty."""
+    now = time.monotonic() if now is None else now
+    with _BUCKETS_LOCK:
+        tokens, at = _BUCKETS.get(region, (BUCKET_SIZE, now))
+        tokens = min(BUCKET_SIZE, tokens + (now - at) * REFILL_PER_SECOND)
+        if tokens < 1.0:
+            _BUCKETS[region] = (tokens, now)
+            return False
+        _BUCKETS[region] = (tokens - 1.0, now)
+        return True
 VERSION = "20260720134430"
 ON_DEMAND_TERM = "JRTCKXETXF"  # the On-Demand offer term code in the botocore example
 RATE_CODE = "6YS6EN2CT7"
@@ -257,6 +285,14 @@ class PricingApp:
             )
         body = param_validation._read_body(environ)
         params = json.loads(body) if body.strip() else {}
+        scope = _SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        if not take_token(scope.group(1) if scope else "us-east-1"):
+            return _answer(
+                start_response,
+                "400 Bad Request",
+                {"__type": "ThrottlingException", "Message": "Rate exceeded"},
+                [("x-amzn-ErrorType", "ThrottlingException")],
+            )
         try:
             return _answer(start_response, "200 OK", handler(params))
         except PricingError as e:
