@@ -90,11 +90,18 @@ pub struct Row {
     pub end: String,
     pub hours: i64,
     pub total_usd: f64,
-    /// None when the type has no GPUs (Trainium): ranked after every priced GPU row.
+    /// `total_usd` over the GPUs and hours asked (`--gpus`/`--instances` × `--hours`), the
+    /// ranking key: a block or plan sold longer or larger than the ask is paid in full, so its
+    /// price per asked GPU-hour is what compares with On-Demand and Spot for the same job. None
+    /// when the type has no GPUs (Trainium): ranked after every priced GPU row.
     pub usd_per_gpu_hour: Option<f64>,
+    /// `total_usd` over the GPUs and hours bought (`gpus` × `hours`): lower than
+    /// `usd_per_gpu_hour` when a block or plan is rounded up to what is sold.
+    pub usd_per_bought_gpu_hour: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offering_id: Option<String>,
-    /// Spot only: EC2's placement score (1–10) for the count in this zone.
+    /// Spot only: EC2's placement score (1–10) in this zone of a request for any of the searched
+    /// types (one request per region; AWS scores fewer than 3 types always low), see the notes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement_score: Option<i32>,
     pub notes: Vec<String>,
@@ -226,6 +233,7 @@ mod tests {
             hours: 24,
             total_usd: total,
             usd_per_gpu_hour: per,
+            usd_per_bought_gpu_hour: per,
             offering_id: None,
             placement_score: None,
             notes: vec![],

@@ -43,7 +43,7 @@ enum Answer {
     Quotas(String, Result<BTreeMap<String, f64>, AwsError>),
     Blocks(String, String, Result<Vec<Purchase>, AwsError>),
     Plans(String, String, Result<Vec<Purchase>, AwsError>),
-    Scores(String, String, Result<Vec<(String, i32)>, AwsError>),
+    Scores(String, Result<Vec<(String, i32)>, AwsError>),
 }
 
 /// Every region's answers, by region (and type).
@@ -54,7 +54,8 @@ struct Answers {
     quotas: HashMap<String, Result<BTreeMap<String, f64>, AwsError>>,
     blocks: HashMap<(String, String), Result<Vec<Purchase>, AwsError>>,
     plans: HashMap<(String, String), Result<Vec<Purchase>, AwsError>>,
-    scores: HashMap<(String, String), Result<Vec<(String, i32)>, AwsError>>,
+    /// By region: the zone scores of all the searched types together ([`scores`]).
+    scores: HashMap<String, Result<Vec<(String, i32)>, AwsError>>,
 }
 
 /// Searches every region of `ctxs` (region, its context) for `ask`.
@@ -93,13 +94,13 @@ pub async fn run(ask: &Ask, ctxs: &[(String, Ctx)], progress: Progress) -> Found
                 let (r, c, name) = (region.clone(), ctx.clone(), t.instance_type.clone());
                 set.spawn(async move { Answer::Plans(r, name, TrainingPlan.offerings(&c, &inputs).await) });
             }
-            if wants(Source::Spot) {
-                let (r, c, name, count) = (region.clone(), ctx.clone(), t.instance_type.clone(), t.count);
-                set.spawn(async move {
-                    let s = scores(&c, &r, &name, count).await;
-                    Answer::Scores(r, name, s)
-                });
-            }
+        }
+        if wants(Source::Spot) {
+            let (r, c, ts, count) = (region.clone(), ctx.clone(), types.clone(), score_capacity(ask));
+            set.spawn(async move {
+                let s = scores(&c, &r, &ts, count).await;
+                Answer::Scores(r, s)
+            });
         }
     }
     let total = set.len();
@@ -115,7 +116,7 @@ pub async fn run(ask: &Ask, ctxs: &[(String, Ctx)], progress: Progress) -> Found
             Answer::Quotas(r, q) => drop(a.quotas.insert(r, q)),
             Answer::Blocks(r, t, o) => drop(a.blocks.insert((r, t), o)),
             Answer::Plans(r, t, o) => drop(a.plans.insert((r, t), o)),
-            Answer::Scores(r, t, s) => drop(a.scores.insert((r, t), s)),
+            Answer::Scores(r, s) => drop(a.scores.insert(r, s)),
         }
     }
     assemble(ask, ctxs.iter().map(|(r, _)| r.as_str()), &a)
@@ -167,16 +168,31 @@ async fn ec2_quotas(ctx: &Ctx) -> Result<BTreeMap<String, f64>, AwsError> {
     Ok(out)
 }
 
-/// Spot placement scores of `count` instances of one type in each zone of `region`: (zone id,
-/// score). One type per call: a row is one type. AWS scores a request of fewer than three
-/// types "always low" (botocore `GetSpotPlacementScoresRequest.InstanceTypes`), so the score
-/// compares zones; it is not a promise. One region per call, as a call answers only the top 10
-/// zones ("top 10 Regions or Availability Zones", `GetSpotPlacementScoresResult`).
-async fn scores(ctx: &Ctx, region: &str, t: &str, count: i64) -> Result<Vec<(String, i32)>, AwsError> {
+/// The instances the placement-score request asks for: the largest count of any searched type
+/// (a `--gpus` ask needs more instances of a type with fewer GPUs), so the score is not
+/// better than the hardest of the asks.
+pub fn score_capacity(ask: &Ask) -> i64 {
+    ask.types.iter().map(|t| t.count).max().unwrap_or(1).max(1)
+}
+
+/// Spot placement scores of `count` instances of any of `types` in each zone of `region`: (zone
+/// id, score), one request per region for all the searched types. EC2 scores a request, not a
+/// type: "If you specify instance types, you must specify at least three different instance
+/// types, otherwise Amazon EC2 will return a low Spot placement score" (EC2 UG
+/// `spot-placement-score`, Limitations; botocore `GetSpotPlacementScoresRequest.InstanceTypes`:
+/// "will always be low"), and a score is the likelihood that the request "will succeed" with
+/// any of the types (EC2 UG `how-sps-works`). So one request per region with every searched
+/// type, `SingleAvailabilityZone` for a score per zone (review capfind M4), and the table says
+/// the score is the set's ([`score_note`]). One region per call, as a call answers only the top
+/// 10 zones ("top 10 Regions or Availability Zones", `GetSpotPlacementScoresResult`).
+async fn scores(ctx: &Ctx, region: &str, types: &[String], count: i64) -> Result<Vec<(String, i32)>, AwsError> {
+    let mut distinct: Vec<String> = types.to_vec();
+    distinct.sort();
+    distinct.dedup();
     let pages = ctx
         .ec2
         .get_spot_placement_scores()
-        .instance_types(t)
+        .set_instance_types(Some(distinct))
         .target_capacity(i32::try_from(count).unwrap_or(i32::MAX))
         .single_availability_zone(true)
         .region_names(region)
@@ -190,6 +206,26 @@ async fn scores(ctx: &Ctx, region: &str, t: &str, count: i64) -> Result<Vec<(Str
         .filter(|s| s.region() == Some(region))
         .filter_map(|s| Some((s.availability_zone_id()?.to_string(), s.score()?)))
         .collect())
+}
+
+/// What a Spot row's placement score means, for the table and `--json`: the score belongs to the
+/// request of all the searched types, not to the row's type.
+pub fn score_note(ask: &Ask) -> String {
+    let mut distinct: Vec<&str> = ask.types.iter().map(|t| t.instance_type.as_str()).collect();
+    distinct.sort();
+    distinct.dedup();
+    let n = score_capacity(ask);
+    if distinct.len() < 3 {
+        format!(
+            "placement score of {n} instances of any of {} type(s) in this zone: AWS always scores fewer than 3 types low",
+            distinct.len()
+        )
+    } else {
+        format!(
+            "placement score of {n} instances of any of the {} searched types in this zone, not of this type alone",
+            distinct.len()
+        )
+    }
 }
 
 /// The quota a row needs, by code, against the region's listing: `Err` says why not enough.
@@ -246,6 +282,7 @@ fn assemble<'a>(ask: &Ask, regions: impl Iterator<Item = &'a str>, a: &Answers) 
 }
 
 fn offered_rows(
+    ask: &Ask,
     source: Source,
     region: &str,
     t: &TypeAsk,
@@ -266,6 +303,17 @@ fn offered_rows(
             if !p.blocks.is_empty() {
                 notes.push(format!("{} separate blocks", p.blocks.len()));
             }
+            // Ranked by the cost of the ask (its GPUs for its hours), as On-Demand and Spot are:
+            // what is bought beyond it is paid for but not asked for (review capfind M1).
+            let asked_gpus = t.count * i64::from(t.gpus_per_instance);
+            let bought = per_gpu_hour(p.upfront_usd, gpus, p.duration_hours);
+            let asked = per_gpu_hour(p.upfront_usd, asked_gpus, ask.hours);
+            if let (Some(b), true) = (bought, gpus != asked_gpus || p.duration_hours != ask.hours) {
+                notes.push(format!(
+                    "buys {}× for {} h to cover {}× for {} h: ${b:.2} per bought GPU-h",
+                    p.instance_count, p.duration_hours, t.count, ask.hours
+                ));
+            }
             Row {
                 rank: 0,
                 option: source.label(),
@@ -279,7 +327,8 @@ fn offered_rows(
                 end: p.end.clone(),
                 hours: p.duration_hours,
                 total_usd: p.upfront_usd,
-                usd_per_gpu_hour: per_gpu_hour(p.upfront_usd, gpus, p.duration_hours),
+                usd_per_gpu_hour: asked,
+                usd_per_bought_gpu_hour: bought,
                 offering_id: Some(p.offering_id.clone()),
                 placement_score: None,
                 notes,
@@ -315,7 +364,7 @@ fn blocks(ask: &Ask, region: &str, t: &TypeAsk, quotas: Option<&BTreeMap<String,
     if hours != ask.hours {
         notes.push(format!("blocks are sold in whole days: {hours} h"));
     }
-    let rows = offered_rows(s, region, t, offers, hours, notes);
+    let rows = offered_rows(ask, s, region, t, offers, hours, notes);
     if rows.is_empty() {
         let why = format!(
             "no block of {}× {name} for {hours} h starts between {} and {}",
@@ -366,7 +415,7 @@ fn plans(ask: &Ask, region: &str, t: &TypeAsk, a: &Answers, f: &mut Found) {
     if hours != ask.hours {
         notes.push(format!("plans are sold in whole days: {hours} h"));
     }
-    let rows = offered_rows(s, region, t, offers, hours, notes);
+    let rows = offered_rows(ask, s, region, t, offers, hours, notes);
     if rows.is_empty() {
         let why = format!(
             "no plan of {count}× {ml} for {hours} h starts between {} and {}",
@@ -395,6 +444,7 @@ fn hourly_row(source: Source, ask: &Ask, region: &str, zone: Option<&str>, t: &T
         hours: ask.hours,
         total_usd: total,
         usd_per_gpu_hour: per_gpu_hour(total, gpus, ask.hours),
+        usd_per_bought_gpu_hour: per_gpu_hour(total, gpus, ask.hours),
         offering_id: None,
         placement_score: None,
         notes: vec![],
@@ -426,10 +476,13 @@ fn spot(
     if let Err(why) = quota_check(quotas, crate::quota::spot_quota(name), region, t) {
         return f.missing.push(Missing::new(s, name, region, Reason::NoQuota, why));
     }
-    let scores = match a.scores.get(&(region.to_string(), name.to_string())) {
+    let scores = match a.scores.get(region) {
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
-            f.warnings.push(format!("Spot placement scores for {name} in {region} not read: {e}"));
+            let w = format!("Spot placement scores in {region} not read: {e}");
+            if !f.warnings.contains(&w) {
+                f.warnings.push(w);
+            }
             None
         }
         None => None,
@@ -440,7 +493,9 @@ fn spot(
         let mut row = hourly_row(s, ask, region, Some(zone), t, hourly);
         row.placement_score = scores.and_then(|s| s.iter().find(|(id, _)| id == zone_id).map(|(_, n)| *n));
         row.notes.push("interruptible (2-minute notice)".into());
-        if scores.is_some() && row.placement_score.is_none() {
+        if row.placement_score.is_some() {
+            row.notes.push(score_note(ask));
+        } else if scores.is_some() {
             row.notes.push("no placement score".into());
         }
         f.rows.push(row);
@@ -480,4 +535,111 @@ fn on_demand(
     let mut row = hourly_row(s, ask, region, None, t, hourly);
     row.notes.push("not reserved: launches may find no capacity".into());
     f.rows.push(row);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(types: &[(&str, i64)], hours: i64) -> Ask {
+        let start: jiff::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        Ask {
+            types: types
+                .iter()
+                .map(|(t, count)| TypeAsk {
+                    instance_type: t.to_string(),
+                    gpus_per_instance: 8,
+                    vcpus_per_instance: 192,
+                    count: *count,
+                })
+                .collect(),
+            regions: vec!["us-east-1".into()],
+            hours,
+            start,
+            end: start + jiff::SignedDuration::from_hours(24 * 14),
+            include: Source::ALL.into_iter().collect(),
+        }
+    }
+
+    fn offer(t: &str, count: i64, hours: i64, usd: f64) -> Purchase {
+        Purchase {
+            offering_id: format!("cb-{t}-{count}-{hours}"),
+            instance_type: t.into(),
+            instance_count: count,
+            availability_zone: "us-east-1a".into(),
+            start: "2026-12-01T11:30:00Z".into(),
+            end: (jiff::Timestamp::from_second(1_796_124_600).unwrap() + jiff::SignedDuration::from_hours(hours))
+                .to_string(),
+            duration_hours: hours,
+            asked_hours: hours,
+            upfront_usd: usd,
+            currency: "USD".into(),
+            max_upfront_usd: usd,
+            blocks: vec![],
+            attempt: 0,
+        }
+    }
+
+    fn answers(book: PriceBook) -> Answers {
+        let mut a = Answers::default();
+        a.prices.insert("us-east-1".into(), Ok(book));
+        a.zones.insert("us-east-1".into(), Ok(vec![("us-east-1a".into(), "use1-az1".into())]));
+        a
+    }
+
+    /// Review capfind M1: a 48 h block bought for a 25 h ask at $31.46 per instance-hour costs
+    /// $1,510.08; On-Demand for the 25 h asked costs 25 × $55.04 = $1,376, and ranks first.
+    #[test]
+    fn a_rounded_up_block_ranks_by_the_cost_of_the_ask() {
+        let ask = ask(&[("p5.48xlarge", 1)], 25);
+        let mut a = answers(PriceBook::from_prices("test", &[("us-east-1", "p5.48xlarge", 55.04)], &[]));
+        a.blocks
+            .insert(("us-east-1".into(), "p5.48xlarge".into()), Ok(vec![offer("p5.48xlarge", 1, 48, 31.46 * 48.0)]));
+        let mut f = assemble(&ask, ["us-east-1"].into_iter(), &a);
+        super::super::find::rank(&mut f.rows);
+        let order: Vec<_> = f.rows.iter().map(|r| r.option).collect();
+        assert_eq!(order, ["on-demand", "capacity-block"]);
+        let block = &f.rows[1];
+        assert!((block.usd_per_gpu_hour.unwrap() - 31.46 * 48.0 / (8.0 * 25.0)).abs() < 1e-9);
+        assert!((block.usd_per_bought_gpu_hour.unwrap() - 31.46 / 8.0).abs() < 1e-9);
+        assert!(block.notes.iter().any(|n| n.contains("buys 1× for 48 h to cover 1× for 25 h")), "{:?}", block.notes);
+        assert!((f.rows[0].usd_per_gpu_hour.unwrap() - 55.04 / 8.0).abs() < 1e-9);
+    }
+
+    /// Review capfind M1: a plan of 4 instances for an ask of 3 is priced over the 24 GPUs asked.
+    #[test]
+    fn a_rounded_up_plan_count_is_priced_over_the_asked_gpus() {
+        let ask = ask(&[("p5.48xlarge", 3)], 24);
+        let mut a = answers(PriceBook::from_prices("test", &[], &[]));
+        a.plans.insert(("us-east-1".into(), "p5.48xlarge".into()), Ok(vec![offer("p5.48xlarge", 4, 24, 3072.0)]));
+        let f = assemble(&ask, ["us-east-1"].into_iter(), &a);
+        let plan = f.rows.iter().find(|r| r.option == "training-plan").expect("a plan row");
+        assert_eq!((plan.count, plan.gpus), (4, 32));
+        assert_eq!(plan.usd_per_gpu_hour, Some(3072.0 / (24.0 * 24.0)));
+        assert_eq!(plan.usd_per_bought_gpu_hour, Some(4.0));
+    }
+
+    /// Review capfind M4: the region's one score (of all the searched types) is on every Spot
+    /// row of its zone, and the note says whose score it is.
+    #[test]
+    fn spot_rows_carry_the_score_of_the_searched_types_together() {
+        let one = ask(&[("p5.48xlarge", 2)], 24);
+        assert!(score_note(&one).contains("always scores fewer than 3 types low"), "{}", score_note(&one));
+        let three = ask(&[("p5.48xlarge", 2), ("p5e.48xlarge", 2), ("p4d.24xlarge", 4)], 24);
+        assert_eq!(score_capacity(&three), 4);
+        let book = PriceBook::from_prices(
+            "test",
+            &[],
+            &[("us-east-1", "us-east-1a", "p5.48xlarge", 20.0), ("us-east-1", "us-east-1a", "p4d.24xlarge", 9.0)],
+        );
+        let mut a = answers(book);
+        a.scores.insert("us-east-1".into(), Ok(vec![("use1-az1".into(), 7)]));
+        let f = assemble(&three, ["us-east-1"].into_iter(), &a);
+        let spot: Vec<_> = f.rows.iter().filter(|r| r.option == "spot").collect();
+        assert_eq!(spot.len(), 2);
+        for r in spot {
+            assert_eq!(r.placement_score, Some(7));
+            assert!(r.notes.iter().any(|n| n.contains("any of the 3 searched types")), "{:?}", r.notes);
+        }
+    }
 }

@@ -312,7 +312,7 @@ pub fn table(ask: &Ask, rows: &[Row], missing: &[Missing], sources: &[String], t
             let per = r.usd_per_gpu_hour.map(|p| format!("{p:.2}")).unwrap_or_else(|| "n/a".into());
             let mut notes = r.notes.clone();
             if let Some(n) = r.placement_score {
-                notes.insert(0, format!("placement score {n}/10"));
+                notes.insert(0, format!("score {n}/10"));
             }
             s.push_str(&format!(
                 "{:>3}  {:<14}  {:<18}  {:>5}  {:<16}  {:<36}  {:>12.2}  {:>9}  {}\n",

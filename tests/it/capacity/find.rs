@@ -287,3 +287,41 @@ fn capacity_find_refuses_bad_input_and_says_what_to_write() {
     let r = env.run(&["capacity", "find", "--regions", "Oregon", "--gpus", "8", "--gpu", "h100", "--hours", "24"]);
     assert!(r.code == 1 && r.stderr.contains("not an AWS region name"), "{r:?}");
 }
+
+/// Review capfind M2 and M4: in each searched region, one `GetProducts` for every type
+/// (`instanceType` `ANY_OF`; GetProducts has a token bucket of 10 per endpoint Region, which a
+/// call per type per region overran: three US regions × 6 types sent 18 to us-east-1), and one
+/// `GetSpotPlacementScores` for all the types (AWS scores fewer than 3 types always low).
+#[test]
+fn capacity_find_sends_one_price_and_one_score_request_per_region() {
+    let env = Env::new();
+    env.emu.reset_requests();
+    let r = env.run(&[
+        "capacity",
+        "find",
+        "--json",
+        "--regions",
+        "us-east-1,us-west-2,us-east-2",
+        "--gpus",
+        "16",
+        "--types",
+        "p5.48xlarge,p5e.48xlarge,p5en.48xlarge,p4d.24xlarge",
+        "--hours",
+        "24",
+        "--include",
+        "spot,on-demand",
+    ]);
+    assert!(r.code == 0 || r.code == 2, "{r:?}");
+    let count = |action: &str| env.emu.requests().iter().filter(|(_, a)| a == action).count();
+    assert_eq!(count("GetProducts"), 3, "{:?}", env.emu.requests());
+    assert_eq!(count("GetSpotPlacementScores"), 3, "{:?}", env.emu.requests());
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let spot: Vec<_> = j["options"].as_array().unwrap().iter().filter(|r| r["option"] == "spot").collect();
+    assert!(!spot.is_empty(), "{j}");
+    for row in spot {
+        if row["placement_score"].is_i64() {
+            let notes = row["notes"].to_string();
+            assert!(notes.contains("any of the 4 searched types"), "{row}");
+        }
+    }
+}
