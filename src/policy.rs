@@ -339,7 +339,6 @@ fn foreign_rule_groups(stack: &Stack) -> Vec<(Json, Option<Json>)> {
     out
 }
 
-/// The policy document for `stack`.
 /// A command group whose policy `gpustack policy --for` prints, without a stack.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum PolicyFor {
@@ -393,6 +392,7 @@ pub fn command_document(what: PolicyFor) -> Json {
     })
 }
 
+/// The policy document for `stack`.
 pub fn document(stack: &Stack) -> Json {
     let mut actions: BTreeSet<&'static str> = BTreeSet::new();
     for r in &stack.resources {
