@@ -260,7 +260,7 @@ fn assemble<'a>(ask: &Ask, regions: impl Iterator<Item = &'a str>, a: &Answers) 
         let zone_list = match a.zones.get(region) {
             Some(Ok(z)) => z.clone(),
             Some(Err(e)) => {
-                f.warnings.push(format!("zones of {region} not read, so Spot is priced per region only: {e}"));
+                f.warnings.push(format!("zones of {region} not read, so Spot is not searched there: {e}"));
                 vec![]
             }
             None => vec![],
@@ -501,7 +501,16 @@ fn spot(
         f.rows.push(row);
         priced += 1;
     }
-    if priced == 0 {
+    if priced == 0 && zone_list.is_empty() {
+        let why = format!("the zones of {region} were not read, so its Spot prices were not searched");
+        f.missing.push(Missing::new(s, name, region, Reason::Failed, why));
+    } else if priced == 0 && book.problems().is_empty() {
+        // Spot price history lists a type only in the zones where it is sold as Spot (botocore
+        // `DescribeSpotPriceHistory`: prices "for the specified instance types"): a read that
+        // succeeded with no row for the type means it is not offered there (review capfind minor 3).
+        let why = format!("Spot price history has no zone of {region} selling {name} ({})", book.source());
+        f.missing.push(Missing::new(s, name, region, Reason::NoOffering, why));
+    } else if priced == 0 {
         let why = format!("no Spot price for {name} in any zone of {region} ({})", book.source());
         f.missing.push(Missing::new(s, name, region, Reason::Unpriced, why));
     }
@@ -641,5 +650,18 @@ mod tests {
             assert_eq!(r.placement_score, Some(7));
             assert!(r.notes.iter().any(|n| n.contains("any of the 3 searched types")), "{:?}", r.notes);
         }
+        // p5e has no Spot row in the read history: not offered there (minor 3), not unpriced.
+        let p5e =
+            f.missing.iter().find(|m| m.option == "spot" && m.instance_type == "p5e.48xlarge").expect("p5e missing");
+        assert_eq!(p5e.reason, Reason::NoOffering, "{}", p5e.detail);
+        // With no zones read, Spot is said not searched (minor 2), not priced per region.
+        let mut no_zones = answers(PriceBook::from_prices("test", &[], &[]));
+        no_zones.zones.insert(
+            "us-east-1".into(),
+            Err(AwsError { operation: "DescribeAvailabilityZones", code: None, detail: "denied".into() }),
+        );
+        let f = assemble(&three, ["us-east-1"].into_iter(), &no_zones);
+        assert!(f.warnings.iter().any(|w| w.contains("Spot is not searched there")), "{:?}", f.warnings);
+        assert!(f.missing.iter().filter(|m| m.option == "spot").all(|m| m.reason == Reason::Failed));
     }
 }
