@@ -35,8 +35,18 @@ pub const ENDING_SOON_HOURS: i64 = 7 * 24;
 
 /// The current time: `GPUSTACK_NOW` (RFC 3339) when set, else the clock.
 pub fn now() -> anyhow::Result<Timestamp> {
-    match std::env::var("GPUSTACK_NOW") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse::<Timestamp>().map_err(|e| {
+    now_from(pinned_now().as_deref())
+}
+
+/// `GPUSTACK_NOW` when set and not empty.
+pub fn pinned_now() -> Option<String> {
+    std::env::var("GPUSTACK_NOW").ok().filter(|v| !v.trim().is_empty())
+}
+
+/// "Now" from an override (`GPUSTACK_NOW`'s value), else the clock.
+pub fn now_from(pinned: Option<&str>) -> anyhow::Result<Timestamp> {
+    match pinned {
+        Some(v) if !v.trim().is_empty() => v.trim().parse::<Timestamp>().map_err(|e| {
             anyhow::anyhow!(
                 "GPUSTACK_NOW = {v:?} is not an RFC 3339 time ({e})\n  help: write e.g. GPUSTACK_NOW=2026-12-01T09:00:00Z, or unset it to use the clock"
             )
@@ -1293,14 +1303,15 @@ pub(crate) mod tests {
         );
     }
 
+    /// Review timeline minor 15: tested through `now_from`, without setting the process's
+    /// environment while other tests run.
     #[test]
     fn gpustack_now_is_checked() {
-        // SAFETY: the only test that touches GPUSTACK_NOW.
-        unsafe { std::env::set_var("GPUSTACK_NOW", "2026-11-26T10:00:00Z") };
-        assert_eq!(now().unwrap(), t("2026-11-26T10:00:00Z"));
-        unsafe { std::env::set_var("GPUSTACK_NOW", "tomorrow") };
-        let e = now().unwrap_err().to_string();
+        assert_eq!(now_from(Some("2026-11-26T10:00:00Z")).unwrap(), t("2026-11-26T10:00:00Z"));
+        let e = now_from(Some("tomorrow")).unwrap_err().to_string();
         assert!(e.contains("GPUSTACK_NOW") && e.contains("help:"), "{e}");
-        unsafe { std::env::remove_var("GPUSTACK_NOW") };
+        let before = Timestamp::now();
+        assert!(now_from(Some("  ")).unwrap() >= before, "empty: the clock");
+        assert!(now_from(None).unwrap() >= before);
     }
 }
