@@ -465,6 +465,10 @@ pub struct Live {
     pub instance_hours: Option<f64>,
     /// The reserved stretches when there are several (a split training plan), in order.
     pub segments: Vec<(Timestamp, Timestamp)>,
+    /// An ODCR's `InstancePlatform` and `Tenancy` (botocore `CapacityReservation`): the
+    /// On-Demand rate the price module gives is Linux/UNIX on shared tenancy only.
+    pub platform: Option<String>,
+    pub tenancy: Option<String>,
 }
 
 fn from_smithy(t: &aws_smithy_types::DateTime) -> Option<Timestamp> {
@@ -507,6 +511,8 @@ async fn read_cr(ctx: &Ctx, id: &str) -> Result<Live, AwsError> {
         in_use,
         upfront_usd: upfront,
         reservation_type: r.reservation_type().map(|t| t.as_str().to_string()),
+        platform: r.instance_platform().map(|p| p.as_str().to_string()),
+        tenancy: r.tenancy().map(|t| t.as_str().to_string()),
         ..Live::default()
     })
 }
@@ -549,6 +555,8 @@ async fn read_plan(ctx: &Ctx, name: &str) -> Result<Live, AwsError> {
         },
         upfront_usd: out.upfront_fee().and_then(|f| f.trim().parse::<f64>().ok()),
         reservation_type: None,
+        platform: None,
+        tenancy: None,
         instance_hours: {
             // ReservedCapacitySummary: TotalInstanceCount, DurationHours ("whole hours in the
             // total duration for this reserved capacity"), DurationMinutes (botocore).
@@ -648,6 +656,15 @@ pub fn build(state: &State, declared: Vec<Declared>, live: Vec<Live>, now: Times
                     }),
                     _ => None,
                 }
+            }
+            // The price module's rate is Linux/UNIX, shared tenancy; an ODCR for RHEL, SUSE,
+            // Windows… or dedicated tenancy bills its own On-Demand rate, so it is unpriced
+            // rather than priced wrong (review timeline minor 2).
+            ResKind::CapacityReservation
+                if l.platform.as_deref().is_some_and(|p| p != "Linux/UNIX")
+                    || l.tenancy.as_deref().is_some_and(|t| t != "default") =>
+            {
+                None
             }
             ResKind::CapacityReservation => on_demand(&state.region, &instance_type)
                 .map(|(usd, source)| Rate { usd_per_instance_hour: usd, basis: format!("On-Demand rate ({source})") }),
@@ -1280,6 +1297,28 @@ pub(crate) mod tests {
         let old = tl.reservations.iter().find(|r| r.id == "cr-00000000000000old").unwrap();
         assert_eq!(old.kind, ResKind::CapacityReservation);
         assert_eq!(old.rate.as_ref().unwrap().usd_per_instance_hour, 55.04);
+    }
+
+    /// Review timeline minor 2: an ODCR that is not Linux/UNIX on default tenancy is unpriced,
+    /// not priced at the Linux rate.
+    #[test]
+    fn odcr_of_another_platform_or_tenancy_is_unpriced() {
+        let st = sample_state();
+        for (platform, tenancy, priced) in [
+            ("Linux/UNIX", "default", true),
+            ("Red Hat Enterprise Linux", "default", false),
+            ("Windows", "default", false),
+            ("Linux/UNIX", "dedicated", false),
+        ] {
+            let d = declared(&st);
+            let mut live = sample_live(&d);
+            let i = d.iter().position(|x| x.address == "capacity_reservation.spare").unwrap();
+            live[i].platform = Some(platform.into());
+            live[i].tenancy = Some(tenancy.into());
+            let tl = build(&st, d, live, t("2026-11-26T10:00:00Z"), &od);
+            let odcr = tl.reservations.iter().find(|x| x.address == "capacity_reservation.spare").unwrap();
+            assert_eq!(odcr.rate.is_some(), priced, "{platform} {tenancy}");
+        }
     }
 
     /// Review timeline M3: a split plan's rate is the fee over its reserved instance-hours

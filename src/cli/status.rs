@@ -38,7 +38,7 @@ Examples:
   gpustack status examples/training.toml --json | jq '.idle_usd_per_hour'
 
 Reads state (run `gpustack apply` first) and AWS: DescribeCapacityReservations,
-DescribeTrainingPlan, DescribeNodegroup, DescribeAutoScalingGroups. Ready = instances
+DescribeTrainingPlan, DescribeNodegroup, DescribeAutoScalingGroups. IN SERVICE = instances
 InService and Healthy in the node group's Auto Scaling group. GPUSTACK_NOW (RFC 3339) pins
 \"now\".")]
 pub struct StatusArgs {
@@ -139,11 +139,16 @@ pub fn render(t: &Timeline, groups: &[GroupStatus]) -> String {
         }
     }
     if !groups.is_empty() {
-        o.push_str(&format!("\n{:<34} {:<11} {:>7} {:>5}  {}\n", "NODE GROUP", "STATUS", "DESIRED", "READY", "HEALTH"));
+        // "IN SERVICE", not "READY": Auto Scaling's InService + Healthy, not Kubernetes node
+        // Ready (an instance whose join failed is still in service; review timeline minor 12).
+        o.push_str(&format!(
+            "\n{:<34} {:<11} {:>7} {:>10}  {}\n",
+            "NODE GROUP", "STATUS", "DESIRED", "IN SERVICE", "HEALTH"
+        ));
         for gs in groups {
             let health = if gs.issues.is_empty() { "ok".to_string() } else { gs.issues.join("; ") };
             o.push_str(&format!(
-                "{:<34} {:<11} {:>7} {:>5}  {}\n",
+                "{:<34} {:<11} {:>7} {:>10}  {}\n",
                 gs.address,
                 gs.status,
                 gs.desired.map(|d| d.to_string()).unwrap_or("-".into()),
@@ -255,7 +260,7 @@ mod tests {
     use super::*;
     use crate::capacity::timeline::tests::sample;
 
-    /// Review timeline M4: READY counts instances that are InService and Healthy, nothing
+    /// Review timeline M4: IN SERVICE counts instances that are InService and Healthy, nothing
     /// else (Auto Scaling `Instance.LifecycleState` / `HealthStatus`, botocore autoscaling).
     #[test]
     fn in_service_counts_in_service_and_healthy_only() {
