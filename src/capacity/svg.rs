@@ -23,12 +23,28 @@ const FOOTER: f64 = 70.0;
 
 pub const USED: &str = "#2f6fb3";
 pub const IDLE: &str = "#e8891c";
+/// Expected idle (a block that has not started, more than its consumers want): paler.
+pub const EXPECTED_IDLE: &str = "#f3c58f";
 pub const PAST: &str = "#9aa7b4";
 pub const WARN: &str = "#c62828";
 
 /// The picture's height for a timeline of `lanes` reservations.
 pub fn height(lanes: usize) -> u32 {
     (TOP + LANE * lanes.max(1) as f64 + FOOTER) as u32
+}
+
+/// At most `n` characters, the rest replaced by "…" (labels must stay in their column).
+fn fit(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+}
+
+/// A label: a training plan's ARN shortened to its name, then fitted.
+fn label(s: &str, n: usize) -> String {
+    let s = match s.split_once("arn:aws:sagemaker:") {
+        Some((head, arn)) => format!("{head}{}", arn.rsplit('/').next().unwrap_or(arn)),
+        None => s.to_string(),
+    };
+    fit(&s, n)
 }
 
 fn esc(s: &str) -> String {
@@ -50,7 +66,7 @@ pub fn render(t: &Timeline) -> String {
     );
     let _ = writeln!(
         o,
-        r##"<defs><pattern id="idle" patternUnits="userSpaceOnUse" width="8" height="8" patternTransform="rotate(45)"><rect width="8" height="8" fill="#fbe3c4"/><rect width="4" height="8" fill="{IDLE}"/></pattern></defs>"##
+        r##"<defs><pattern id="idle" patternUnits="userSpaceOnUse" width="8" height="8" patternTransform="rotate(45)"><rect width="8" height="8" fill="#fbe3c4"/><rect width="4" height="8" fill="{IDLE}"/></pattern><pattern id="expected-idle" patternUnits="userSpaceOnUse" width="8" height="8" patternTransform="rotate(45)"><rect width="8" height="8" fill="#fdf3e6"/><rect width="2" height="8" fill="{EXPECTED_IDLE}"/></pattern></defs>"##
     );
     let _ = writeln!(o, r##"<rect width="{WIDTH}" height="{h}" fill="#ffffff"/>"##);
     let _ = writeln!(
@@ -95,7 +111,7 @@ pub fn render(t: &Timeline) -> String {
             r#"<text x="20" y="{:.1}" font-weight="bold"{}>{}{}</text>"#,
             y + 24.0,
             if soon { format!(r#" fill="{WARN}""#) } else { String::new() },
-            esc(&r.address),
+            esc(&label(&r.address, 36)),
             if soon { " ⚠" } else { "" }
         );
         let _ = writeln!(
@@ -115,7 +131,7 @@ pub fn render(t: &Timeline) -> String {
             o,
             r##"<text x="20" y="{:.1}" fill="#666" font-size="12">{} · {}</text>"##,
             y + 60.0,
-            esc(&r.id),
+            esc(&label(&r.id, 24)),
             rate
         );
         // The bar: past, then from now on used or idle.
@@ -144,9 +160,15 @@ pub fn render(t: &Timeline) -> String {
                     );
                 }
                 if idle > 0 {
+                    // Idle now, or expected to sit idle once it starts (a paler hatch).
+                    let (class, fill, stroke) = if r.is_active(now) {
+                        ("idle", "url(#idle)", IDLE)
+                    } else {
+                        ("expected-idle", "url(#expected-idle)", EXPECTED_IDLE)
+                    };
                     let _ = writeln!(
                         o,
-                        r#"<rect class="idle" x="{nx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="url(#idle)" stroke="{IDLE}"/>"#,
+                        r#"<rect class="{class}" x="{nx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}" stroke="{stroke}"/>"#,
                         by + used_h,
                         ex - nx,
                         BAR_H - used_h
@@ -160,6 +182,37 @@ pub fn render(t: &Timeline) -> String {
                 if soon { WARN } else { "#1d3f66" },
                 if soon { 2.5 } else { 1.0 }
             );
+            // A split plan: nothing reserved between its blocks.
+            for w in r.segments.windows(2) {
+                let (gs, ge) = (w[0].1.max(lo).min(hi), w[1].0.max(lo).min(hi));
+                if ge > gs {
+                    let _ = writeln!(
+                        o,
+                        r##"<rect class="plan-gap" x="{:.1}" y="{by:.1}" width="{:.1}" height="{BAR_H}" fill="#ffffff" stroke="#1d3f66" stroke-dasharray="2,2"/>"##,
+                        x(gs),
+                        x(ge) - x(gs)
+                    );
+                }
+            }
+            // Cut at an edge of the window.
+            if let Some(st) = r.start.filter(|st| *st < lo) {
+                let _ = writeln!(
+                    o,
+                    r##"<text x="{:.1}" y="{:.1}" fill="#1d3f66" stroke="#ffffff" stroke-width="3" paint-order="stroke">← since {}</text>"##,
+                    bx + 4.0,
+                    by + 18.0,
+                    st.strftime("%Y-%m-%d")
+                );
+            }
+            if let Some(en) = r.end.filter(|en| *en > hi) {
+                let _ = writeln!(
+                    o,
+                    r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#1d3f66" stroke="#ffffff" stroke-width="3" paint-order="stroke">until {} →</text>"##,
+                    ex - 4.0,
+                    by + 18.0,
+                    en.strftime("%Y-%m-%d")
+                );
+            }
             if r.end.is_none() {
                 let _ = writeln!(
                     o,
@@ -190,13 +243,20 @@ pub fn render(t: &Timeline) -> String {
         if soon && let Some(left) = r.hours_left(now) {
             under.push(format!("ends in {}", human_hours(left)));
         }
+        // Left-aligned at the bar's start, or right-aligned at the plot's right edge when it
+        // would run past it (about 6.6 px a character at 12 px), so it stays in the picture.
+        let under = fit(&under.join(" · "), 120);
+        let (tx, anchor) = if x(s) + 2.0 + 6.6 * under.chars().count() as f64 > WIDTH as f64 - RIGHT {
+            (WIDTH as f64 - RIGHT, r#" text-anchor="end""#)
+        } else {
+            (x(s) + 2.0, "")
+        };
         let _ = writeln!(
             o,
-            r##"<text x="{:.1}" y="{:.1}" fill="{}" font-size="12">{}</text>"##,
-            x(s) + 2.0,
+            r##"<text x="{tx:.1}" y="{:.1}"{anchor} fill="{}" font-size="12">{}</text>"##,
             y + BAR_Y + BAR_H + 16.0,
             if soon { WARN } else { "#222" },
-            esc(&under.join(" · "))
+            esc(&under)
         );
     }
     // Gaps: dashed red outlines in the lane of the reservation that follows the gap.
@@ -236,6 +296,7 @@ pub fn render(t: &Timeline) -> String {
     let items = [
         (USED.to_string(), "reserved, in use"),
         ("url(#idle)".to_string(), "reserved, idle"),
+        ("url(#expected-idle)".to_string(), "will sit idle"),
         (PAST.to_string(), "past"),
         ("none".to_string(), "gap"),
     ];
@@ -296,13 +357,41 @@ mod tests {
                 let (r, g, b) = px(x + dx as f64, lower);
                 r > 200 && g > 100 && g < 170 && b < 80
             });
-            assert_eq!(orange, idle, "lane {}: hatched orange iff idle", r.address);
+            // Idle now: orange; expected to sit idle (not started): the paler hatch (review
+            // timeline minor 9).
+            let active_idle = idle && r.is_active(tl.now);
+            assert_eq!(orange, active_idle, "lane {}: hatched orange iff idle now", r.address);
+            let pale = (0..16).any(|dx| {
+                let (r, g, b) = px(x + dx as f64, lower);
+                r > 230 && (180..215).contains(&g) && (120..165).contains(&b)
+            });
+            // (Anti-aliased edges of the orange hatch have pale pixels too: pale and no orange.)
+            assert_eq!(pale && !orange, idle && !active_idle, "lane {}: pale hatch iff expected idle", r.address);
             if !idle {
                 assert!(blue > red && blue > 150, "lane {}: used is blue, got {:?}", r.address, (red, green, blue));
             }
         }
         // Outside every lane's bar, at the top-left, the white background.
         assert_eq!(px(5.0, 5.0), (255, 255, 255));
+    }
+
+    /// Review timeline M1/M3/minor 8: a year-old ODCR does not stretch the axis (it is cut
+    /// and marked "← since"), a split plan's gap is drawn, long labels are shortened.
+    #[test]
+    fn long_lived_odcr_and_split_plan() {
+        let tl = crate::capacity::timeline::tests::long_lived();
+        let svg = render(&tl);
+        assert!(svg.contains("← since 2025-11-20"), "{svg}");
+        assert!(svg.contains(r#"class="plan-gap""#));
+        assert!(!svg.contains("arn:aws:sagemaker"), "a plan is labelled by its name");
+        // The 2-day block next week is wide, not a sliver: more than 40 px.
+        let (lo, hi) = window(&tl);
+        let plot = WIDTH as f64 - LEFT - RIGHT;
+        let px_per_day = plot / (hi.duration_since(lo).as_secs_f64() / 86400.0);
+        assert!(px_per_day * 2.0 > 40.0, "{px_per_day} px per day");
+        // Under-bar text of a bar in the right half is right-aligned inside the picture.
+        assert!(svg.contains(&format!(r#"x="{:.1}" "#, WIDTH as f64 - RIGHT)));
+        let _ = to_pixels(&svg);
     }
 
     pub fn to_pixels(svg: &str) -> resvg::tiny_skia::Pixmap {

@@ -35,8 +35,18 @@ pub const ENDING_SOON_HOURS: i64 = 7 * 24;
 
 /// The current time: `GPUSTACK_NOW` (RFC 3339) when set, else the clock.
 pub fn now() -> anyhow::Result<Timestamp> {
-    match std::env::var("GPUSTACK_NOW") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse::<Timestamp>().map_err(|e| {
+    now_from(pinned_now().as_deref())
+}
+
+/// `GPUSTACK_NOW` when set and not empty.
+pub fn pinned_now() -> Option<String> {
+    std::env::var("GPUSTACK_NOW").ok().filter(|v| !v.trim().is_empty())
+}
+
+/// "Now" from an override (`GPUSTACK_NOW`'s value), else the clock.
+pub fn now_from(pinned: Option<&str>) -> anyhow::Result<Timestamp> {
+    match pinned {
+        Some(v) if !v.trim().is_empty() => v.trim().parse::<Timestamp>().map_err(|e| {
             anyhow::anyhow!(
                 "GPUSTACK_NOW = {v:?} is not an RFC 3339 time ({e})\n  help: write e.g. GPUSTACK_NOW=2026-12-01T09:00:00Z, or unset it to use the clock"
             )
@@ -102,6 +112,10 @@ pub struct Reservation {
     pub consumers: Vec<Consumer>,
     /// `None`: unpriced.
     pub rate: Option<Rate>,
+    /// A split training plan's reserved stretches (empty when it is one stretch): nothing
+    /// is reserved between them.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_segments")]
+    pub segments: Vec<(Timestamp, Timestamp)>,
 }
 
 /// No reserved capacity for a consumer between two of its reservations.
@@ -133,7 +147,12 @@ impl Reservation {
     pub fn is_active(&self, now: Timestamp) -> bool {
         let started = self.start.is_none_or(|s| s <= now);
         let not_ended = self.end.is_none_or(|e| e > now);
-        started && not_ended && (self.state == "active" || self.state == "")
+        started && not_ended && (self.state == "active" || self.state == "") && self.reserved_at(now)
+    }
+
+    /// Whether `at` falls in one of a split plan's reserved stretches (always, for one stretch).
+    pub fn reserved_at(&self, at: Timestamp) -> bool {
+        self.segments.is_empty() || self.segments.iter().any(|(s, e)| *s <= at && at < *e)
     }
 
     pub fn is_scheduled(&self, now: Timestamp) -> bool {
@@ -256,6 +275,15 @@ fn ser_opt_ts<S: serde::Serializer>(t: &Option<Timestamp>, s: S) -> Result<S::Ok
         Some(t) => s.collect_str(t),
         None => s.serialize_none(),
     }
+}
+
+fn ser_segments<S: serde::Serializer>(v: &[(Timestamp, Timestamp)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for (a, b) in v {
+        seq.serialize_element(&serde_json::json!({"start": a.to_string(), "end": b.to_string()}))?;
+    }
+    seq.end()
 }
 
 fn cents(x: f64) -> f64 {
@@ -428,6 +456,19 @@ pub struct Live {
     pub total: Option<i64>,
     pub in_use: Option<i64>,
     pub upfront_usd: Option<f64>,
+    /// `capacity-block` or `default` (EC2 `CapacityReservation.ReservationType`, botocore
+    /// `CapacityReservationType`): tells a block the stack only uses from an ODCR.
+    pub reservation_type: Option<String>,
+    /// Reserved instance-hours: for a training plan, Σ over its `ReservedCapacitySummaries`
+    /// of TotalInstanceCount × (DurationHours + DurationMinutes/60). A split plan's blocks
+    /// have gaps between them, so its StartTime..EndTime overstates the hours paid for.
+    pub instance_hours: Option<f64>,
+    /// The reserved stretches when there are several (a split training plan), in order.
+    pub segments: Vec<(Timestamp, Timestamp)>,
+    /// An ODCR's `InstancePlatform` and `Tenancy` (botocore `CapacityReservation`): the
+    /// On-Demand rate the price module gives is Linux/UNIX on shared tenancy only.
+    pub platform: Option<String>,
+    pub tenancy: Option<String>,
 }
 
 fn from_smithy(t: &aws_smithy_types::DateTime) -> Option<Timestamp> {
@@ -441,8 +482,13 @@ async fn read_cr(ctx: &Ctx, id: &str) -> Result<Live, AwsError> {
     let request = ctx.ec2.describe_capacity_reservations().capacity_reservation_ids(id);
     let out = match ctx.call(Service::Ec2, "DescribeCapacityReservations", request.send()).await {
         Ok(o) => o,
-        Err(e) if e.code.as_deref().is_some_and(|c| c.contains("NotFound") || c.contains("Malformed")) => {
+        Err(e) if e.code.as_deref().is_some_and(|c| c.contains("NotFound")) => {
             return Ok(Live { state: "not found".into(), ..Live::default() });
+        }
+        // `InvalidCapacityReservationId.Malformed` (EC2 API error codes): a typo in the
+        // stack or state, not a reservation that went away; say so.
+        Err(e) if e.code.as_deref().is_some_and(|c| c.contains("Malformed")) => {
+            return Ok(Live { state: "malformed id".into(), ..Live::default() });
         }
         Err(e) => return Err(e),
     };
@@ -464,6 +510,10 @@ async fn read_cr(ctx: &Ctx, id: &str) -> Result<Live, AwsError> {
         total,
         in_use,
         upfront_usd: upfront,
+        reservation_type: r.reservation_type().map(|t| t.as_str().to_string()),
+        platform: r.instance_platform().map(|p| p.as_str().to_string()),
+        tenancy: r.tenancy().map(|t| t.as_str().to_string()),
+        ..Live::default()
     })
 }
 
@@ -496,8 +546,42 @@ async fn read_plan(ctx: &Ctx, name: &str) -> Result<Live, AwsError> {
         end: out.end_time().and_then(from_smithy),
         state,
         total: out.total_instance_count().map(i64::from),
-        in_use: out.in_use_instance_count().map(i64::from),
+        // AvailableInstanceCount: "The number of instances currently available for use in
+        // this training plan" (botocore DescribeTrainingPlanResponse); InUse leaves out the
+        // unhealthy ones (UnhealthyInstanceCount), which are not idle capacity.
+        in_use: match (out.total_instance_count(), out.available_instance_count()) {
+            (Some(t), Some(a)) => Some(i64::from(t - a).max(0)),
+            _ => out.in_use_instance_count().map(i64::from),
+        },
         upfront_usd: out.upfront_fee().and_then(|f| f.trim().parse::<f64>().ok()),
+        reservation_type: None,
+        platform: None,
+        tenancy: None,
+        instance_hours: {
+            // ReservedCapacitySummary: TotalInstanceCount, DurationHours ("whole hours in the
+            // total duration for this reserved capacity"), DurationMinutes (botocore).
+            let parts: Vec<f64> = out
+                .reserved_capacity_summaries()
+                .iter()
+                .filter_map(|r| {
+                    let n = r.total_instance_count()? as f64;
+                    let h = r.duration_hours()? as f64 + r.duration_minutes().unwrap_or(0) as f64 / 60.0;
+                    Some(n * h)
+                })
+                .collect();
+            (!parts.is_empty() && parts.len() == out.reserved_capacity_summaries().len())
+                .then(|| parts.iter().sum::<f64>())
+                .filter(|h| *h > 0.0)
+        },
+        segments: {
+            let mut v: Vec<(Timestamp, Timestamp)> = out
+                .reserved_capacity_summaries()
+                .iter()
+                .filter_map(|r| Some((r.start_time().and_then(from_smithy)?, r.end_time().and_then(from_smithy)?)))
+                .collect();
+            v.sort();
+            if v.len() > 1 { v } else { vec![] }
+        },
     })
 }
 
@@ -539,27 +623,55 @@ pub fn build(state: &State, declared: Vec<Declared>, live: Vec<Live>, now: Times
         let start = l.start.or(d.start);
         let end = l.end.or(d.end);
         let upfront = d.upfront_usd.or(l.upfront_usd);
-        let rate = match d.kind {
+        // A reservation the stack only names is an ODCR until EC2 says its ReservationType is
+        // `capacity-block` (botocore `CapacityReservationType`): a block is paid up front
+        // (EC2 UG `capacity-blocks-purchase`), not billed at the On-Demand rate, so without
+        // a recorded fee it is unpriced.
+        let kind = match (d.kind, l.reservation_type.as_deref()) {
+            (ResKind::CapacityReservation, Some("capacity-block")) => ResKind::CapacityBlock,
+            (k, _) => k,
+        };
+        let rate = match kind {
             ResKind::CapacityBlock | ResKind::TrainingPlan => {
                 let hours =
                     start.zip(end).map(|(s, e)| e.duration_since(s).as_secs_f64() / 3600.0).filter(|h| *h > 0.0);
-                match (upfront, hours) {
-                    (Some(fee), Some(h)) if total > 0 && fee.is_finite() => Some(Rate {
-                        usd_per_instance_hour: fee / h / total as f64,
+                let plural = |n: i64| if n == 1 { "" } else { "s" };
+                match (upfront, l.instance_hours, hours) {
+                    // A training plan: the fee over the instance-hours of its reserved blocks
+                    // (a split plan's gaps are not paid for).
+                    (Some(fee), Some(ih), _) if fee.is_finite() => Some(Rate {
+                        usd_per_instance_hour: fee / ih,
                         basis: format!(
-                            "${fee:.2} up front / {h:.0} h / {total} instance{}",
-                            if total == 1 { "" } else { "s" }
+                            "${fee:.2} up front / {ih:.0} reserved instance-hours{}",
+                            if l.segments.len() > 1 {
+                                format!(" in {} blocks", l.segments.len())
+                            } else {
+                                String::new()
+                            }
                         ),
+                    }),
+                    (Some(fee), None, Some(h)) if total > 0 && fee.is_finite() => Some(Rate {
+                        usd_per_instance_hour: fee / h / total as f64,
+                        basis: format!("${fee:.2} up front / {h:.0} h / {total} instance{}", plural(total)),
                     }),
                     _ => None,
                 }
+            }
+            // The price module's rate is Linux/UNIX, shared tenancy; an ODCR for RHEL, SUSE,
+            // Windows… or dedicated tenancy bills its own On-Demand rate, so it is unpriced
+            // rather than priced wrong (review timeline minor 2).
+            ResKind::CapacityReservation
+                if l.platform.as_deref().is_some_and(|p| p != "Linux/UNIX")
+                    || l.tenancy.as_deref().is_some_and(|t| t != "default") =>
+            {
+                None
             }
             ResKind::CapacityReservation => on_demand(&state.region, &instance_type)
                 .map(|(usd, source)| Rate { usd_per_instance_hour: usd, basis: format!("On-Demand rate ({source})") }),
         };
         reservations.push(Reservation {
             address: d.address,
-            kind: d.kind,
+            kind,
             id: d.id,
             instance_type,
             availability_zone: l.availability_zone.clone().filter(|z| !z.is_empty()).unwrap_or(d.availability_zone),
@@ -570,6 +682,7 @@ pub fn build(state: &State, declared: Vec<Declared>, live: Vec<Live>, now: Times
             in_use: l.in_use,
             consumers: d.consumers,
             rate,
+            segments: l.segments,
         });
     }
     reservations.sort_by(|a, b| (a.start, &a.address).cmp(&(b.start, &b.address)));
@@ -617,8 +730,15 @@ fn gaps(reservations: &[Reservation], region: &str, on_demand: OnDemand) -> Vec<
 /// The chart's width in columns (the labels are printed above each lane).
 pub const CHART_COLS: usize = 72;
 
+/// How far back a chart reaches at most: a long-lived ODCR or an expired block still in
+/// state would otherwise squash everything else into slivers.
+pub const WINDOW_BACK_DAYS: i64 = 7;
+/// How far ahead a chart reaches at most.
+pub const WINDOW_AHEAD_DAYS: i64 = 60;
+
 /// The time window a chart shows: from the earliest start (or now) to the latest end (or now
-/// plus a week), with a margin, at least two days wide.
+/// plus a week), clamped to [now − 7 days, now + 60 days], with a margin, at least two days
+/// wide. A bar cut at either edge is marked (`since …` / `until …`).
 pub fn window(t: &Timeline) -> (Timestamp, Timestamp) {
     let mut lo = t.now;
     let mut hi = t.now + SignedDuration::from_hours(24 * 7);
@@ -630,6 +750,8 @@ pub fn window(t: &Timeline) -> (Timestamp, Timestamp) {
             hi = hi.max(e);
         }
     }
+    lo = lo.max(t.now - SignedDuration::from_hours(24 * WINDOW_BACK_DAYS));
+    hi = hi.min(t.now + SignedDuration::from_hours(24 * WINDOW_AHEAD_DAYS));
     let span = hi.duration_since(lo).as_secs().max(2 * 86400);
     let margin = SignedDuration::from_secs(span / 20);
     // Whole days, so the axis starts at a date.
@@ -747,7 +869,9 @@ pub fn render_text(t: &Timeline, color: bool) -> String {
         let (cs, ce) = (col(s), col(e).max(col(s) + 1).min(CHART_COLS));
         for (i, c) in lane.iter_mut().enumerate().take(ce).skip(cs) {
             let at = lo + SignedDuration::from_secs_f64(span * (i as f64 + 0.5) / CHART_COLS as f64);
-            *c = if at < now {
+            *c = if !r.reserved_at(at) {
+                '·'
+            } else if at < now {
                 '▒'
             } else if idle {
                 '░'
@@ -757,6 +881,13 @@ pub fn render_text(t: &Timeline, color: bool) -> String {
         }
         if nc < CHART_COLS {
             lane[nc] = '│';
+        }
+        // Cut at an edge of the window: an arrow, and the date in the line below.
+        if r.start.is_some_and(|s| s < lo) {
+            lane[0] = '◀';
+        }
+        if r.end.is_some_and(|e| e > hi) {
+            lane[CHART_COLS - 1] = '▶';
         }
         let lane: String = lane.into_iter().collect();
         o.push_str(&format!("{pad}{}\n", if idle { p.idle(&lane) } else { lane }));
@@ -778,6 +909,10 @@ pub fn render_text(t: &Timeline, color: bool) -> String {
             (false, None) => "runs until cancelled".into(),
         };
         o.push_str(&format!("{pad}{window}, {left}"));
+        if r.segments.len() > 1 {
+            let parts: Vec<String> = r.segments.iter().map(|(s, e)| format!("{} → {}", short(*s), short(*e))).collect();
+            o.push_str(&format!("; reserved in {} blocks: {}", r.segments.len(), parts.join(", ")));
+        }
         if r.ends_soon(now) {
             o.push_str(&format!("  {}", p.warn("⚠ ends within a week")));
         }
@@ -853,6 +988,9 @@ pub fn render_text(t: &Timeline, color: bool) -> String {
         o.push('\n');
     }
     o.push_str(&p.dim("Legend: █ reserved, in use   ░ reserved, idle   ▒ past   │ now   · not reserved"));
+    if t.reservations.iter().any(|r| r.start.is_some_and(|s| s < lo) || r.end.is_some_and(|e| e > hi)) {
+        o.push_str(&p.dim("   ◀ ▶ runs past the chart's edge"));
+    }
     o.push('\n');
     o
 }
@@ -1065,14 +1203,154 @@ pub(crate) mod tests {
         insta::assert_snapshot!(serde_json::to_string_pretty(&sample().to_json()).unwrap());
     }
 
+    /// An ODCR started a year ago, a used block (only a pool names it) and a plan split in
+    /// two blocks with a gap.
+    pub fn long_lived() -> Timeline {
+        let mut st = State::new("cap", "us-west-2");
+        st.resources.insert(
+            "capacity_reservation.old".into(),
+            res(
+                "capacity_reservation",
+                "cr-00000000000000old",
+                json!({"instance_type": "p5.48xlarge", "availability_zone": "us-west-2b", "instance_count": 1}),
+                json!({}),
+            ),
+        );
+        st.resources.insert(
+            "karpenter_pool.gpu".into(),
+            res("karpenter_pool", "gpu", json!({"capacity_reservations": ["cr-0000000000000used"]}), json!({})),
+        );
+        st.resources.insert(
+            "training_plan.split".into(),
+            res(
+                "training_plan",
+                "arn:aws:sagemaker:us-west-2:123456789012:training-plan/split",
+                json!({"instance_type": "ml.p5.48xlarge", "instance_count": 2}),
+                json!({"arn": "arn:aws:sagemaker:us-west-2:123456789012:training-plan/split", "name": "split", "upfront_usd": 9600.0}),
+            ),
+        );
+        let d = declared(&st);
+        let live = d
+            .iter()
+            .map(|d| match d.id.as_str() {
+                "cr-00000000000000old" => Live {
+                    found: true,
+                    start: Some(t("2025-11-20T08:00:00Z")),
+                    state: "active".into(),
+                    total: Some(1),
+                    in_use: Some(1),
+                    reservation_type: Some("default".into()),
+                    ..Live::default()
+                },
+                "cr-0000000000000used" => Live {
+                    found: true,
+                    instance_type: Some("p5.48xlarge".into()),
+                    start: Some(t("2026-12-01T11:30:00Z")),
+                    end: Some(t("2026-12-03T11:30:00Z")),
+                    state: "scheduled".into(),
+                    total: Some(1),
+                    in_use: Some(0),
+                    reservation_type: Some("capacity-block".into()),
+                    ..Live::default()
+                },
+                _ => Live {
+                    found: true,
+                    start: Some(t("2026-11-25T00:00:00Z")),
+                    end: Some(t("2026-11-30T00:00:00Z")),
+                    state: "active".into(),
+                    total: Some(2),
+                    in_use: Some(0),
+                    // Two 48-hour blocks of 2 instances with a 24-hour gap: 192 instance-hours.
+                    instance_hours: Some(192.0),
+                    segments: vec![
+                        (t("2026-11-25T00:00:00Z"), t("2026-11-27T00:00:00Z")),
+                        (t("2026-11-28T00:00:00Z"), t("2026-11-30T00:00:00Z")),
+                    ],
+                    ..Live::default()
+                },
+            })
+            .collect();
+        build(&st, d, live, t("2026-11-26T10:00:00Z"), &od)
+    }
+
+    /// Review timeline M1: a year-old ODCR does not pull the axis back a year.
+    #[test]
+    fn window_is_clamped_and_cut_bars_are_marked() {
+        let tl = long_lived();
+        let (lo, hi) = window(&tl);
+        assert!(lo >= tl.now - SignedDuration::from_hours(24 * 9), "{lo}");
+        assert!(hi <= tl.now + SignedDuration::from_hours(24 * 64), "{hi}");
+        let text = render_text(&tl, false);
+        let lane = text.lines().skip_while(|l| !l.starts_with("capacity_reservation.old")).nth(1).unwrap();
+        assert!(lane.trim_start().starts_with('◀'), "{lane}");
+        assert!(text.contains("◀ ▶ runs past the chart's edge"), "{text}");
+    }
+
+    /// Review timeline M2: a reservation the stack only uses is a Capacity Block when EC2
+    /// says so: no On-Demand price, unpriced without a recorded fee.
+    #[test]
+    fn a_used_capacity_block_is_not_priced_as_an_odcr() {
+        let tl = long_lived();
+        let used = tl.reservations.iter().find(|r| r.id == "cr-0000000000000used").unwrap();
+        assert_eq!(used.kind, ResKind::CapacityBlock);
+        assert_eq!(used.rate, None);
+        let old = tl.reservations.iter().find(|r| r.id == "cr-00000000000000old").unwrap();
+        assert_eq!(old.kind, ResKind::CapacityReservation);
+        assert_eq!(old.rate.as_ref().unwrap().usd_per_instance_hour, 55.04);
+    }
+
+    /// Review timeline minor 2: an ODCR that is not Linux/UNIX on default tenancy is unpriced,
+    /// not priced at the Linux rate.
+    #[test]
+    fn odcr_of_another_platform_or_tenancy_is_unpriced() {
+        let st = sample_state();
+        for (platform, tenancy, priced) in [
+            ("Linux/UNIX", "default", true),
+            ("Red Hat Enterprise Linux", "default", false),
+            ("Windows", "default", false),
+            ("Linux/UNIX", "dedicated", false),
+        ] {
+            let d = declared(&st);
+            let mut live = sample_live(&d);
+            let i = d.iter().position(|x| x.address == "capacity_reservation.spare").unwrap();
+            live[i].platform = Some(platform.into());
+            live[i].tenancy = Some(tenancy.into());
+            let tl = build(&st, d, live, t("2026-11-26T10:00:00Z"), &od);
+            let odcr = tl.reservations.iter().find(|x| x.address == "capacity_reservation.spare").unwrap();
+            assert_eq!(odcr.rate.is_some(), priced, "{platform} {tenancy}");
+        }
+    }
+
+    /// Review timeline M3: a split plan's rate is the fee over its reserved instance-hours
+    /// (not over its span), and nothing is idle (or reserved) between its blocks.
+    #[test]
+    fn a_split_plan_is_priced_over_its_reserved_hours() {
+        let tl = long_lived();
+        let plan = tl.reservations.iter().find(|r| r.id == "split").unwrap();
+        // 9600 / 192 = 50, not 9600 / 120 h / 2 = 40.
+        assert_eq!(plan.rate.as_ref().unwrap().usd_per_instance_hour, 50.0);
+        assert!(plan.rate.as_ref().unwrap().basis.contains("192 reserved instance-hours in 2 blocks"));
+        assert!(plan.is_active(tl.now));
+        assert_eq!(plan.idle_usd_per_hour(tl.now), Some(100.0));
+        let gap = t("2026-11-27T12:00:00Z");
+        assert!(!plan.is_active(gap) && !plan.reserved_at(gap));
+        let text = render_text(&tl, false);
+        assert!(text.contains("reserved in 2 blocks: Nov 25 00:00 → Nov 27 00:00, Nov 28 00:00 → Nov 30 00:00"));
+        assert_eq!(
+            tl.to_json()["reservations"].as_array().unwrap().iter().filter(|r| r["segments"].is_array()).count(),
+            1
+        );
+    }
+
+    /// Review timeline minor 15: tested through `now_from`, without setting the process's
+    /// environment while other tests run.
     #[test]
     fn gpustack_now_is_checked() {
-        // SAFETY: the only test that touches GPUSTACK_NOW.
-        unsafe { std::env::set_var("GPUSTACK_NOW", "2026-11-26T10:00:00Z") };
-        assert_eq!(now().unwrap(), t("2026-11-26T10:00:00Z"));
-        unsafe { std::env::set_var("GPUSTACK_NOW", "tomorrow") };
-        let e = now().unwrap_err().to_string();
+        assert_eq!(now_from(Some("2026-11-26T10:00:00Z")).unwrap(), t("2026-11-26T10:00:00Z"));
+        let e = now_from(Some("tomorrow")).unwrap_err().to_string();
         assert!(e.contains("GPUSTACK_NOW") && e.contains("help:"), "{e}");
-        unsafe { std::env::remove_var("GPUSTACK_NOW") };
+        let before = Timestamp::now();
+        assert!(now_from(Some("  ")).unwrap() >= before, "empty: the clock");
+        assert!(now_from(None).unwrap() >= before);
     }
 }

@@ -38,7 +38,7 @@ Examples:
   gpustack status examples/training.toml --json | jq '.idle_usd_per_hour'
 
 Reads state (run `gpustack apply` first) and AWS: DescribeCapacityReservations,
-DescribeTrainingPlan, DescribeNodegroup, DescribeAutoScalingGroups. Ready = instances
+DescribeTrainingPlan, DescribeNodegroup, DescribeAutoScalingGroups. IN SERVICE = instances
 InService and Healthy in the node group's Auto Scaling group. GPUSTACK_NOW (RFC 3339) pins
 \"now\".")]
 pub struct StatusArgs {
@@ -69,9 +69,16 @@ pub async fn run(g: &Global, a: StatusArgs) -> Result<i32> {
     };
     let (idle, _, _) = t.idle_now();
     let code = if idle > 0 { EXIT_IDLE } else { 0 };
+    // An alerting command: a GPUSTACK_NOW left in a cron environment changes the exit code,
+    // so say it is set (review timeline minor 6).
+    let pinned = crate::capacity::timeline::pinned_now();
+    if let Some(v) = &pinned {
+        eprintln!("note: now pinned by GPUSTACK_NOW={} (unset it to use the clock)", v.trim());
+    }
     if g.json {
         let mut j = t.to_json();
         if let Json::Object(m) = &mut j {
+            m.insert("now_pinned".into(), Json::Bool(pinned.is_some()));
             m.insert("node_groups".into(), serde_json::to_value(&groups)?);
             m.insert("exit_code".into(), Json::from(code));
         }
@@ -132,11 +139,16 @@ pub fn render(t: &Timeline, groups: &[GroupStatus]) -> String {
         }
     }
     if !groups.is_empty() {
-        o.push_str(&format!("\n{:<34} {:<11} {:>7} {:>5}  {}\n", "NODE GROUP", "STATUS", "DESIRED", "READY", "HEALTH"));
+        // "IN SERVICE", not "READY": Auto Scaling's InService + Healthy, not Kubernetes node
+        // Ready (an instance whose join failed is still in service; review timeline minor 12).
+        o.push_str(&format!(
+            "\n{:<34} {:<11} {:>7} {:>10}  {}\n",
+            "NODE GROUP", "STATUS", "DESIRED", "IN SERVICE", "HEALTH"
+        ));
         for gs in groups {
             let health = if gs.issues.is_empty() { "ok".to_string() } else { gs.issues.join("; ") };
             o.push_str(&format!(
-                "{:<34} {:<11} {:>7} {:>5}  {}\n",
+                "{:<34} {:<11} {:>7} {:>10}  {}\n",
                 gs.address,
                 gs.status,
                 gs.desired.map(|d| d.to_string()).unwrap_or("-".into()),
@@ -247,6 +259,25 @@ async fn ready(ctx: &Ctx, asgs: &[String]) -> Result<Option<i64>, AwsError> {
 mod tests {
     use super::*;
     use crate::capacity::timeline::tests::sample;
+
+    /// Review timeline M4: IN SERVICE counts instances that are InService and Healthy, nothing
+    /// else (Auto Scaling `Instance.LifecycleState` / `HealthStatus`, botocore autoscaling).
+    #[test]
+    fn in_service_counts_in_service_and_healthy_only() {
+        use aws_sdk_autoscaling::types::{Instance, LifecycleState};
+        let i = |state: LifecycleState, health: &str| {
+            Instance::builder().instance_id("i-1").lifecycle_state(state).health_status(health).build()
+        };
+        let all = [
+            i(LifecycleState::InService, "Healthy"),
+            i(LifecycleState::InService, "Healthy"),
+            i(LifecycleState::InService, "Unhealthy"),
+            i(LifecycleState::Pending, "Healthy"),
+            i(LifecycleState::Terminating, "Healthy"),
+        ];
+        assert_eq!(in_service(&all), 2);
+        assert_eq!(in_service(&[]), 0);
+    }
 
     #[test]
     fn one_screen() {

@@ -25,8 +25,8 @@ Block's or training plan's up-front fee / its hours / its instances, an ODCR's O
 rate. A price that cannot be found is shown as unpriced, never as zero. Blocks ending within
 a week are flagged.
 
-GPUSTACK_NOW=2026-12-01T09:00:00Z pins \"now\" (RFC 3339), e.g. to see next week's picture or
-for reproducible output.")]
+GPUSTACK_NOW=2026-12-01T09:00:00Z pins \"now\" (RFC 3339) for reproducible output; states and use
+still come from AWS as of the clock, so it does not foresee a later state.")]
 pub struct TimelineArgs {
     /// The stack file (TOML)
     stack: PathBuf,

@@ -180,6 +180,9 @@ fn status_exits_3_while_reserved_capacity_is_idle_and_0_when_used() {
     assert_eq!(json.code, 3);
     let j: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!((j["idle_instances"].as_i64(), j["exit_code"].as_i64()), (Some(2), Some(3)), "{j}");
+    // A pinned "now" is said (review timeline minor 6).
+    assert_eq!(j["now_pinned"], true, "{j}");
+    assert!(idle.stderr.contains("note: now pinned by GPUSTACK_NOW="), "{idle:?}");
 
     // Every call status makes (timeline's are a subset) is in `gpustack policy --for capacity`.
     let called: BTreeSet<String> =
@@ -211,6 +214,71 @@ fn status_exits_3_while_reserved_capacity_is_idle_and_0_when_used() {
     let none = run_at(env, &["status", "other.toml"]);
     assert_eq!(none.code, 1, "{none:?}");
     assert!(none.stderr.contains("run `gpustack apply` first"), "{none:?}");
+}
+
+/// Review timeline M4: the node-group half of `status` against the emulator. The shipped
+/// self-managed example (an Auto Scaling group whose instances moto runs InService/Healthy)
+/// plus a managed node group: the self-managed row reads its ASG, the managed one
+/// DescribeNodegroup; every call is in `policy --for capacity`.
+#[test]
+fn status_reads_managed_and_self_managed_node_groups() {
+    let env = Env::new();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/self-managed.toml");
+    let mut text = std::fs::read_to_string(path).unwrap();
+    let at = text.find("[output]").unwrap();
+    text.insert_str(
+        at,
+        r#"# Its own role: EKS enters a managed group's role itself (the self-managed one's entry
+# would collide).
+[iam_role.mng]
+service          = "ec2.amazonaws.com"
+managed_policies = [
+  "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+  "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+  "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+]
+
+[node_group.system]
+cluster        = "${eks_cluster.main.name}"
+node_role      = "${iam_role.mng.arn}"
+subnets        = ["${subnet.a.id}", "${subnet.b.id}"]
+instance_types = ["m6i.large"]
+scaling        = { min = 1, desired = 2, max = 3 }
+
+"#,
+    );
+    env.write("sm.toml", &text);
+    env.ok(&["apply", "sm.toml", "--auto-approve"]);
+    env.emu.reset_requests();
+    let run = env.ok(&["status", "sm.toml", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(j["now_pinned"], false, "{j}");
+    assert!(!run.stderr.contains("now pinned"), "{run:?}");
+    let groups = j["node_groups"].as_array().unwrap_or_else(|| panic!("{j}"));
+    let by = |a: &str| groups.iter().find(|g| g["address"] == a).unwrap_or_else(|| panic!("{a}: {j}")).clone();
+    // The self-managed group: desired 1 from its ASG, its one instance InService and Healthy.
+    let sm = by("self_managed_node_group.gpu");
+    assert_eq!((sm["desired"].as_i64(), sm["ready"].as_i64()), (Some(1), Some(1)), "{sm}");
+    // The managed group: desired from DescribeNodegroup's scalingConfig, ACTIVE, healthy.
+    let mng = by("node_group.system");
+    assert_eq!(mng["desired"].as_i64(), Some(2), "{mng}");
+    assert_eq!(mng["status"], "ACTIVE", "{mng}");
+    let text = env.ok(&["status", "sm.toml"]).stdout;
+    assert!(text.contains("NODE GROUP") && text.contains("node_group.system"), "{text}");
+    let called: BTreeSet<String> =
+        env.emu.requests().into_iter().map(|(svc, action)| format!("{svc}:{action}")).collect();
+    assert!(
+        called.contains("eks:DescribeNodegroup") && called.contains("autoscaling:DescribeAutoScalingGroups"),
+        "{called:?}"
+    );
+    let policy: serde_json::Value = serde_json::from_str(&env.ok(&["policy", "--for", "capacity"]).stdout).unwrap();
+    let allowed: BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|st| st["Action"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()))
+        .collect();
+    assert!(called.is_subset(&allowed), "not allowed: {:?}", called.difference(&allowed).collect::<Vec<_>>());
 }
 
 fn render(svg: &str) -> resvg::tiny_skia::Pixmap {
