@@ -262,7 +262,9 @@ fn an_eksctl_network_imports_with_no_update_for_a_file_that_says_the_same() {
     assert_eq!(tags_of(&ec2, &b.public_rt).get("gpustack:public-routes").map(String::as_str), Some("true"));
     assert_eq!(tags_of(&ec2, &b.igw).get("gpustack:address").map(String::as_str), Some("vpc.main"));
     assert_eq!(tags_of(&ec2, own_rt).get("gpustack:routes-for"), Some(own));
-    assert_eq!(tags_of(&ec2, &b.eip).get("gpustack:address").map(String::as_str), Some("nat_gateway.n"));
+    // The NAT's Elastic IP is never tagged into the stack (review imp-net M3), and the note says it stays.
+    assert!(!tags_of(&ec2, &b.eip).contains_key("gpustack:stack"), "the Elastic IP is not the stack's");
+    assert!(nat.unexpressed.iter().any(|(f, v)| f == "elastic_ip" && v.contains(&b.eip)), "{:?}", nat.unexpressed);
     // … but never a table the subnet shares.
     assert!(tags_of(&ec2, &b.shared.1).is_empty() || !tags_of(&ec2, &b.shared.1).contains_key("gpustack:stack"));
 
@@ -538,6 +540,46 @@ fn an_imported_interface_endpoint_says_its_subnets_and_groups() {
 fn an_imported_eksctl_network_round_trips_through_plan_apply_and_destroy() {
     let env = Env::new();
     let b = brownfield_with(&env.emu, false);
+    write_eksctl_file(&env, &b);
+    let iam = env.emu.iam();
+    round_trip(&env, &b);
+    let role = block_on(iam.get_role().role_name("eksctl-node").send());
+    assert!(role.is_err(), "the imported role is deleted");
+}
+
+/// Review imp-net M2: the VPC also holds two subnets and a shared route table the stack did
+/// not import. Destroy deletes what was imported, then refuses the VPC before touching its
+/// internet gateway or public table, naming what blocks DeleteVpc.
+#[test]
+fn destroying_an_imported_vpc_that_holds_foreign_parts_refuses_before_touching_its_gateway() {
+    let env = Env::new();
+    let b = brownfield_with(&env.emu, true);
+    write_eksctl_file(&env, &b);
+    let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let out = env.run(&["destroy", "s.toml", "--auto-approve"]);
+    assert_ne!(out.code, 0, "{out:?}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    for id in [&b.shared.1, &b.shared.0[0], &b.shared.0[1]] {
+        assert!(text.contains(id.as_str()), "names {id}: {text}");
+    }
+    let ec2 = env.emu.ec2();
+    let (vpc, igw, rt) = (b.vpc.clone(), b.igw.clone(), b.public_rt.clone());
+    block_on(async move {
+        let f = |n: &str, v: &str| Filter::builder().name(n).values(v).build();
+        let vpcs = ec2.describe_vpcs().filters(f("vpc-id", &vpc)).send().await.unwrap();
+        assert_eq!(vpcs.vpcs().len(), 1, "the VPC stays");
+        let igws = ec2.describe_internet_gateways().filters(f("attachment.vpc-id", &vpc)).send().await.unwrap();
+        assert_eq!(igws.internet_gateways().first().and_then(|g| g.internet_gateway_id()), Some(igw.as_str()));
+        let tables = ec2.describe_route_tables().filters(f("route-table-id", &rt)).send().await.unwrap();
+        assert_eq!(tables.route_tables().len(), 1, "the public table stays");
+    });
+}
+
+/// The stack file the round trips import [`brownfield`] with: the VPC, its four eksctl subnets,
+/// the NAT gateway and a node role (made here) with its instance profile.
+fn write_eksctl_file(env: &Env, b: &Brownfield) {
     let iam = env.emu.iam();
     block_on(async {
         let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
@@ -596,6 +638,10 @@ instance_profile = true
         b.vpc, b.public[0], b.public[1], b.private[0].0, b.private[1].0, b.nat
     );
     env.write("s.toml", &file);
+}
+
+/// Plan (clean, changes nothing), apply (tags only), plan again (clean), destroy (the VPC is gone).
+fn round_trip(env: &Env, b: &Brownfield) {
     env.emu.reset_requests();
     let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "a clean import is no change:\n{plan:?}");
@@ -622,6 +668,32 @@ instance_profile = true
         out.unwrap().vpcs().len()
     });
     assert_eq!(left, 0, "the imported VPC is gone, with its gateway, tables, subnets and NAT");
-    let role = block_on(iam.get_role().role_name("eksctl-node").send());
-    assert!(role.is_err(), "the imported role is deleted");
+    // … but not the NAT's Elastic IP, which was never gpustack's (review imp-net M3).
+    let ec2 = env.emu.ec2();
+    let eip = b.eip.clone();
+    let kept =
+        block_on(async move { ec2.describe_addresses().allocation_ids(eip).send().await.unwrap().addresses().len() });
+    assert_eq!(kept, 1, "the imported NAT's Elastic IP is disassociated, not released");
+}
+
+/// Review imp-net M5: a VPC made by plain CreateVpc has DNS hostnames off (EC2 API reference
+/// `CreateVpc`; moto `vpcs.py`). The import reads `dns = false`; a file that says so (as
+/// `import generate` writes it) plans nothing, and a file that leaves `dns` out plans the
+/// update to turn DNS on — never a silent one.
+#[test]
+fn a_vpc_with_dns_hostnames_off_imports_as_dns_false() {
+    let env = Env::new();
+    let ec2 = env.emu.ec2();
+    let vpc = block_on(async {
+        let out = ec2.create_vpc().cidr_block("10.9.0.0/16").send().await.unwrap();
+        out.vpc().unwrap().vpc_id().unwrap().to_string()
+    });
+    let ctx = ctx(&env.emu);
+    let imported = import(&ctx, "vpc", &vpc);
+    assert_eq!(imported.observed.attrs.get("dns"), Some(&Value::Bool(false)), "{:?}", imported.observed.attrs);
+    let k = kind("vpc").unwrap();
+    let said = file_inputs("[vpc.main]\ncidr_block = \"10.9.0.0/16\"\ndns = false\n", "vpc.main");
+    assert_eq!(changed(k, &imported, &said), Vec::<String>::new());
+    let left_out = file_inputs("[vpc.main]\ncidr_block = \"10.9.0.0/16\"\n", "vpc.main");
+    assert_eq!(changed(k, &imported, &left_out), ["dns"]);
 }
