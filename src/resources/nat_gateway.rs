@@ -76,7 +76,8 @@ impl Kind for NatGatewayKind {
             });
         }
         let o = observed(&n);
-        let mut unexpressed = vec![];
+        let mut unexpressed: Vec<(String, String)> =
+            super::import_ec2::cloudformation_note(&tags::ec2_map(n.tags())).into_iter().collect();
         if n.connectivity_type().is_some_and(|c| c.as_str() == "private") {
             unexpressed.push(note("connectivity_type", "private"));
         }

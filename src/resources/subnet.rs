@@ -173,8 +173,18 @@ impl Kind for Subnet {
             attrs.insert("nat_gateway".into(), Value::str(nat));
         }
         let mut unexpressed = routing.unexpressed;
+        unexpressed.extend(super::import_ec2::cloudformation_note(&all));
         for b in sn.ipv6_cidr_block_association_set() {
             unexpressed.push(note("ipv6_cidr_block", b.ipv6_cidr_block().unwrap_or_default()));
+        }
+        // Settings gpustack never sets (botocore ec2 `Subnet`): resource-name hostnames change
+        // the nodes' names, DNS64 their resolution of IPv4-only names (review imp-net m3).
+        let hostnames = sn.private_dns_name_options_on_launch().and_then(|o| o.hostname_type());
+        if let Some(h) = hostnames.filter(|h| h.as_str() != "ip-name") {
+            unexpressed.push(note("private_dns_hostname_type_on_launch", h.as_str()));
+        }
+        if sn.enable_dns64() == Some(true) {
+            unexpressed.push(note("enable_dns64", "true"));
         }
         Ok(Some(imported(recorded_of(&sn), attrs, unexpressed)))
     }
