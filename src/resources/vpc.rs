@@ -140,6 +140,7 @@ impl Kind for Vpc {
         ]);
         self.normalize(&mut attrs);
         let mut unexpressed = layout.unexpressed;
+        unexpressed.extend(super::import_ec2::cloudformation_note(&all));
         for b in v.ipv6_cidr_block_association_set() {
             unexpressed.push(note("ipv6_cidr_block", b.ipv6_cidr_block().unwrap_or_default()));
         }
@@ -163,7 +164,12 @@ impl Kind for Vpc {
     async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
         let layout = Layout::read(ctx, id).await?;
         let mut ids = vec![id.to_string()];
-        ids.extend(layout.gateway.clone());
+        // The gateway only when the file says `internet_gateway = true` (a public table routes
+        // to it): one routed only from the main table stays foreign, and destroy never deletes
+        // it (review imp-net m2).
+        if layout.public.is_some() {
+            ids.extend(layout.gateway.clone());
+        }
         tag(ctx, &ids, address, &[]).await?;
         if let Some(rt) = &layout.public {
             tag(ctx, std::slice::from_ref(rt), address, &[(PUBLIC_ROUTES, "true")]).await?;
@@ -570,8 +576,9 @@ pub async fn public_route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<RouteTable>
 /// it. For example, you must terminate all instances running in the VPC, delete all security
 /// groups associated with the VPC (except the default one), delete all route tables associated
 /// with the VPC (except the default one), and so on" (botocore ec2 2016-11-15 `DeleteVpc`).
-/// Subnets, route tables other than the main one and the `gpustack:public-routes` ones (the
-/// delete removes those), and security groups other than `default`.
+/// Subnets, internet gateways not the stack's, route tables other than the main one and the
+/// `gpustack:public-routes` ones (the delete removes those), and security groups other than
+/// `default`.
 async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
     let by_vpc = || Filter::builder().name("vpc-id").values(vpc).build();
     let subnets = ctx.all_pages(
@@ -586,8 +593,17 @@ async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
         ctx.ec2.describe_security_groups().filters(by_vpc()).into_paginator().send(),
         |p| p.security_groups.unwrap_or_default(),
     );
-    let (subnets, tables, groups) = tokio::try_join!(subnets, vpc_route_tables(ctx, vpc), groups)?;
+    let attached = gateways(ctx, vec![Filter::builder().name("attachment.vpc-id").values(vpc).build()]);
+    let (subnets, tables, groups, attached) = tokio::try_join!(subnets, vpc_route_tables(ctx, vpc), groups, attached)?;
     let mut out: Vec<String> = subnets.iter().filter_map(|s| s.subnet_id()).map(str::to_string).collect();
+    // An attached internet gateway not tagged for this stack (`remove_gateways` leaves it).
+    out.extend(
+        attached
+            .iter()
+            .filter(|g| tags::ec2_map(g.tags()).get(tags::STACK).map(String::as_str) != Some(ctx.stack.as_str()))
+            .filter_map(|g| g.internet_gateway_id())
+            .map(str::to_string),
+    );
     let public = |rt: &RouteTable| {
         rt.tags().iter().any(|t| t.key() == Some(PUBLIC_ROUTES) && t.value() == Some("true"))
             && tags::ec2_map(rt.tags()).get(tags::STACK).map(String::as_str) == Some(ctx.stack.as_str())
