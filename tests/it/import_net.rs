@@ -697,3 +697,63 @@ fn a_vpc_with_dns_hostnames_off_imports_as_dns_false() {
     let left_out = file_inputs("[vpc.main]\ncidr_block = \"10.9.0.0/16\"\n", "vpc.main");
     assert_eq!(changed(k, &imported, &left_out), ["dns"]);
 }
+
+/// Review imp-net M7: an imported subnet's own NAT table that carries another route keeps it
+/// when `nat_gateway` is removed: only the 0.0.0.0/0 route goes, the table stays the subnet's.
+#[test]
+fn removing_nat_gateway_from_an_imported_table_keeps_its_other_routes() {
+    let env = Env::new();
+    let b = brownfield_with(&env.emu, false);
+    let ec2 = env.emu.ec2();
+    let (subnet, rt) = b.private[0].clone();
+    block_on(async {
+        let route = ec2.create_route().route_table_id(&rt).destination_cidr_block("10.200.0.0/16");
+        route.gateway_id(&b.igw).send().await.unwrap();
+    });
+    let ctx = ctx(&env.emu);
+    let imported = import(&ctx, "subnet", &subnet);
+    assert_eq!(imported.observed.attrs.get("nat_gateway"), Some(&Value::str(&b.nat)));
+    let k = kind("subnet").unwrap();
+    block_on(k.tag_imported(&ctx, "subnet.a", &subnet, &imported.observed.outputs)).unwrap();
+    let old = imported.observed.attrs.clone();
+    let mut new = old.clone();
+    new.remove("nat_gateway");
+    block_on(k.update(&ctx, "subnet.a", &subnet, &old, &new, &["nat_gateway".to_string()])).unwrap();
+    let table = block_on(async {
+        let f = Filter::builder().name("route-table-id").values(&rt).build();
+        ec2.describe_route_tables().filters(f).send().await.unwrap().route_tables().first().cloned()
+    })
+    .expect("the table stays");
+    let dests: Vec<&str> = table.routes().iter().filter_map(|r| r.destination_cidr_block()).collect();
+    assert!(dests.contains(&"10.200.0.0/16") && !dests.contains(&"0.0.0.0/0"), "{dests:?}");
+    assert!(table.associations().iter().any(|a| a.subnet_id() == Some(subnet.as_str())), "still the subnet's");
+    assert_eq!(refreshed(&ctx, "subnet", "subnet.a").attrs.get("nat_gateway"), None);
+}
+
+/// Review imp-net m2: a gateway routed only from the main table is not what
+/// `internet_gateway = true` says: the import leaves it untagged, so destroy never deletes it.
+#[test]
+fn a_gateway_routed_only_from_the_main_table_is_not_tagged_into_the_stack() {
+    let env = Env::new();
+    let ec2 = env.emu.ec2();
+    let (vpc, igw) = block_on(async {
+        let vpc = ec2.create_vpc().cidr_block("10.8.0.0/16").send().await.unwrap();
+        let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let igw = ec2.create_internet_gateway().send().await.unwrap();
+        let igw = igw.internet_gateway().unwrap().internet_gateway_id().unwrap().to_string();
+        ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(&vpc).send().await.unwrap();
+        let f = Filter::builder().name("vpc-id").values(&vpc).build();
+        let main = ec2.describe_route_tables().filters(f).send().await.unwrap();
+        let main = main.route_tables()[0].route_table_id().unwrap().to_string();
+        let route = ec2.create_route().route_table_id(&main).destination_cidr_block("0.0.0.0/0");
+        route.gateway_id(&igw).send().await.unwrap();
+        (vpc, igw)
+    });
+    let ctx = ctx(&env.emu);
+    let imported = import(&ctx, "vpc", &vpc);
+    assert_eq!(imported.observed.attrs.get("internet_gateway"), Some(&Value::Bool(false)));
+    assert!(imported.unexpressed.iter().any(|(f, v)| f == "internet_gateway" && v.contains(&igw)));
+    block_on(kind("vpc").unwrap().tag_imported(&ctx, "vpc.main", &vpc, &imported.observed.outputs)).unwrap();
+    assert!(tags_of(&ec2, &vpc).contains_key("gpustack:stack"));
+    assert!(!tags_of(&ec2, &igw).contains_key("gpustack:stack"), "the gateway stays foreign");
+}
