@@ -40,7 +40,8 @@ fn imported_roles(stack: &Stack) -> Vec<String> {
 }
 
 /// The EC2 resource types an import tags beside the imported object: a VPC's internet gateway
-/// and public route table, a subnet's own route table, a NAT gateway's Elastic IPs.
+/// and public route table, a subnet's own route table. Never a NAT gateway's Elastic IPs:
+/// they stay the account's (review imp-net M3/M4).
 fn imported_network_parts(stack: &Stack) -> Vec<&'static str> {
     let kinds: BTreeSet<&str> =
         stack.imports.iter().filter_map(|i| stack.get(&i.address)).map(|r| r.kind.name()).collect();
@@ -50,9 +51,6 @@ fn imported_network_parts(stack: &Stack) -> Vec<&'static str> {
     }
     if kinds.contains("vpc") || kinds.contains("subnet") {
         parts.push("route-table");
-    }
-    if kinds.contains("nat_gateway") {
-        parts.push("elastic-ip");
     }
     parts
 }
@@ -514,8 +512,8 @@ pub fn document(stack: &Stack) -> Json {
             })),
         );
     }
-    // An imported VPC's internet gateway and public route table, a subnet's own NAT route
-    // table and a NAT gateway's Elastic IPs are tagged with the object that manages them, with
+    // An imported VPC's internet gateway and public route table and a subnet's own NAT route
+    // table are tagged with the object that manages them, with
     // gpustack's markers (`vpc::PUBLIC_ROUTES`, `subnet::ROUTES_FOR`), so later runs find them
     // (docs/aws-facts-import-network.md). Their ids are read at apply time, not written in the
     // file: the statement names their resource types in the region, and allows only the stack's
@@ -581,7 +579,8 @@ pub fn document(stack: &Stack) -> Json {
     if !imported.is_empty() {
         push(
             "IamImportedRoles",
-            of(&role_changes),
+            // Not the creates: `aws:ResourceTag` is absent on a create, so they never match (review m6).
+            of(&|a| role_changes(a) && !a.starts_with("iam:Create")),
             json!(imported),
             Some(json!({ "StringEquals": { &stack_tag: stack.name } })),
         );
@@ -1071,18 +1070,20 @@ mod tests {
     }
 
     /// Issue 20: an imported role outside the stack's path is changed (and passed) by its own
-    /// ARN once tagged for the stack; an imported network's gateway, route tables and Elastic
-    /// IPs may take gpustack's tags and markers, and nothing else.
+    /// ARN once tagged for the stack; an imported network's gateway and route tables may take
+    /// gpustack's tags and markers, and nothing else (never a NAT's Elastic IPs: review M3/M4).
     #[test]
     fn imported_roles_and_network_parts_are_reachable_and_only_so() {
         let doc = policy(
             "[subnet.a]\nvpc = \"${vpc.main.id}\"\ncidr_block = \"10.0.0.0/20\"\navailability_zone = \"us-west-2a\"\n\
              [iam_role.node]\nname = \"eksctl-node\"\nservice = \"ec2.amazonaws.com\"\nmanaged_policies = [\"arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy\"]\n\
-             [import]\n\"vpc.main\" = \"vpc-0a\"\n\"subnet.a\" = \"subnet-0b\"\n\"iam_role.node\" = \"eksctl-node\"\n",
+             [nat_gateway.n]\nsubnet = \"${subnet.a.id}\"\n\
+             [import]\n\"vpc.main\" = \"vpc-0a\"\n\"subnet.a\" = \"subnet-0b\"\n\"iam_role.node\" = \"eksctl-node\"\n\"nat_gateway.n\" = \"nat-0c\"\n",
         );
         let roles = statement(&doc, "IamImportedRoles").expect("the imported role's statement");
         assert!(roles["Resource"].to_string().contains("arn:aws:iam::*:role/*/eksctl-node"), "{roles}");
         assert!(roles["Action"].to_string().contains("iam:DeleteRole"), "{roles}");
+        assert!(!roles["Action"].to_string().contains("iam:Create"), "{roles}");
         assert_eq!(roles["Condition"]["StringEquals"]["aws:ResourceTag/gpustack:stack"], "p");
         let attach = statement(&doc, "AttachStackPolicies").expect("attach");
         assert!(attach["Resource"].to_string().contains("role/eksctl-node"), "{attach}");

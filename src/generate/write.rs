@@ -635,6 +635,20 @@ mod tests {
         assert!(text.contains("\"subnet.private_a\"") && text.contains("= \"subnet-00000000000000a01\""), "{text}");
     }
 
+    /// Review imp-net M5: a VPC made by plain CreateVpc has DNS hostnames off; the file says
+    /// `dns = false` so its plan is clean, and leaves `dns` out when it is on (the default).
+    #[test]
+    fn a_vpc_with_dns_off_is_written_with_dns_false() {
+        let vpc = |dns: bool| {
+            let attrs = [("cidr_block", s("10.0.0.0/16")), ("dns", Value::Bool(dns))];
+            obj("vpc", "vpc-0000000000000000a", "vpc-0000000000000000a", &attrs, &[("id", "vpc-0000000000000000a")])
+        };
+        let off = render(&[vpc(false)], &opts());
+        assert!(off.lines().any(|l| l.replace(' ', "") == "dns=false"), "{off}");
+        let on = render(&[vpc(true)], &opts());
+        assert!(!on.contains("dns"), "{on}");
+    }
+
     #[test]
     fn without_protection_and_names_are_unique() {
         let mut found = sample();

@@ -41,6 +41,21 @@ pub fn imported(rec: Recorded, attrs: Attrs, unexpressed: Vec<(String, String)>)
     }
 }
 
+/// The CloudFormation stack that made an object (eksctl's, or any template's), as a note:
+/// `tags` drops the `aws:` tags as the language must, but the object stays that stack's, and
+/// deleting the stack later deletes it (CloudFormation UG "Resource tags": every resource of a
+/// stack carries `aws:cloudformation:stack-name`). Review imp-net m3.
+pub fn cloudformation_note(all: &std::collections::BTreeMap<String, String>) -> Option<(String, String)> {
+    all.get("aws:cloudformation:stack-name").map(|s| {
+        note(
+            "cloudformation_stack",
+            format!(
+                "{s} made it: deleting that stack deletes it; remove it from the template (DeletionPolicy Retain) first"
+            ),
+        )
+    })
+}
+
 /// A (field, value) pair for `Imported::unexpressed`.
 pub fn note(field: &str, value: impl Into<String>) -> (String, String) {
     (field.to_string(), value.into())
@@ -108,4 +123,20 @@ pub fn extra_routes(rt: &RouteTable, except: &[&str]) -> Vec<String> {
 /// The 0.0.0.0/0 route of `rt`, if any.
 pub fn default_route(rt: &RouteTable) -> Option<&aws_sdk_ec2::types::Route> {
     rt.routes().iter().find(|r| r.destination_cidr_block() == Some("0.0.0.0/0"))
+}
+
+#[cfg(test)]
+mod cloudformation_tests {
+    use super::*;
+
+    /// Review imp-net m3: an object a CloudFormation stack made says so, since `tags` drops it.
+    #[test]
+    fn an_object_of_a_cloudformation_stack_is_reported() {
+        let mut all = std::collections::BTreeMap::from([("Name".to_string(), "x".to_string())]);
+        assert_eq!(cloudformation_note(&all), None);
+        all.insert("aws:cloudformation:stack-name".into(), "eksctl-prod-cluster".into());
+        let (field, value) = cloudformation_note(&all).expect("reported");
+        assert_eq!(field, "cloudformation_stack");
+        assert!(value.contains("eksctl-prod-cluster"), "{value}");
+    }
 }

@@ -58,8 +58,11 @@ impl Kind for NatGatewayKind {
     /// `tags` are its inputs; `id` and `public_ip` the outputs create records. What a
     /// gpustack gateway never is goes to `unexpressed`: a private gateway (no Elastic IP,
     /// `ConnectivityType` private: EC2 API `NatGateway`) and secondary addresses beyond
-    /// the first (AssignPrivateNatGatewayAddress / AssociateNatGatewayAddress). Deleting an
-    /// imported gateway releases every Elastic IP it holds, as for one gpustack made.
+    /// the first (AssignPrivateNatGatewayAddress / AssociateNatGatewayAddress). Its Elastic
+    /// IPs stay the account's (review imp-net M3): they are never tagged into the stack, so
+    /// deleting or replacing the gateway only disassociates them ("Deleting a public NAT
+    /// gateway disassociates its Elastic IP address, but does not release the address", EC2
+    /// API `DeleteNatGateway`) and they are never released; the note says so per address.
     async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
         let Some(n) = describe(ctx, id).await? else { return Ok(None) };
         if !is_live(&n) {
@@ -73,7 +76,8 @@ impl Kind for NatGatewayKind {
             });
         }
         let o = observed(&n);
-        let mut unexpressed = vec![];
+        let mut unexpressed: Vec<(String, String)> =
+            super::import_ec2::cloudformation_note(&tags::ec2_map(n.tags())).into_iter().collect();
         if n.connectivity_type().is_some_and(|c| c.as_str() == "private") {
             unexpressed.push(note("connectivity_type", "private"));
         }
@@ -91,19 +95,20 @@ impl Kind for NatGatewayKind {
         if ips.len() > 1 {
             unexpressed.push(note("addresses", ips.join(", ")));
         }
+        for ip in &ips {
+            unexpressed.push(note(
+                "elastic_ip",
+                format!("{ip} stays yours: a destroy or replace of the gateway disassociates it and never releases it"),
+            ));
+        }
         Ok(Some(imported(Recorded { id: o.id, outputs: o.outputs }, o.attrs, unexpressed)))
     }
 
-    /// Tags the gateway and the Elastic IPs it holds: refresh counts a tagged address held by
-    /// a live gateway as that gateway's, and `delete` releases it with the gateway.
+    /// Tags the gateway only: its Elastic IPs were not made by gpustack (often allowlisted
+    /// egress addresses, terraform-aws-modules/vpc `external_nat_ip_ids`), so they never get
+    /// the stack's tag, and neither `delete` nor the stray logic of `read_all` releases them.
     async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
-        let gw = describe(ctx, id).await?;
-        let mut ids = vec![id.to_string()];
-        ids.extend(
-            gw.iter()
-                .flat_map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string))),
-        );
-        tag(ctx, &ids, address, &[]).await
+        tag(ctx, &[id.to_string()], address, &[]).await
     }
 
     async fn create(&self, ctx: &Ctx, req: &Create<'_>) -> Result<Recorded> {
@@ -187,11 +192,16 @@ impl Kind for NatGatewayKind {
         }
         // This gateway's own address; during a replace the new gateway holds another one with
         // the same tag, which must stay.
-        let gw = describe(ctx, id).await?;
+        let (gw, mine) = tokio::try_join!(describe(ctx, id), stack_addresses(ctx))?;
+        // Only addresses the stack allocated (tagged with it): an imported gateway's Elastic
+        // IPs are only disassociated (review imp-net M3).
         let own: Vec<String> = gw
             .as_ref()
             .map(|n| n.nat_gateway_addresses().iter().filter_map(|a| a.allocation_id().map(str::to_string)).collect())
-            .unwrap_or_default();
+            .unwrap_or_else(Vec::new)
+            .into_iter()
+            .filter(|a| mine.contains(a))
+            .collect();
         // One already deleting (an earlier delete was interrupted) is only waited for.
         if gw.is_some_and(|n| n.state() != Some(&NatGatewayState::Deleting)) {
             let request = ctx.ec2.delete_nat_gateway().nat_gateway_id(id);

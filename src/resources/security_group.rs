@@ -271,7 +271,7 @@ impl Kind for SecurityGroup {
         let (g, rec, mut attrs) = observed_groups(ctx, &groups).await?.remove(0);
         attrs.insert("name".into(), Value::str(g.group_name().unwrap_or_default()));
         attrs.insert("efa".into(), Value::Bool(false));
-        let mut unexpressed = vec![];
+        let mut unexpressed: Vec<(String, String)> = super::import_ec2::cloudformation_note(&all).into_iter().collect();
         for (dir, perms) in [("ingress", g.ip_permissions()), ("egress", g.ip_permissions_egress())] {
             for p in perms {
                 let what = || {

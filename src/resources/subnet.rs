@@ -57,6 +57,8 @@ impl Kind for Subnet {
             "ec2:DeleteRouteTable",
             "ec2:CreateRoute",
             "ec2:ReplaceRoute",
+            // Removing `nat_gateway` from an imported table that keeps other routes (review M7).
+            "ec2:DeleteRoute",
             "ec2:DescribeRouteTables",
         ]
     }
@@ -171,8 +173,18 @@ impl Kind for Subnet {
             attrs.insert("nat_gateway".into(), Value::str(nat));
         }
         let mut unexpressed = routing.unexpressed;
+        unexpressed.extend(super::import_ec2::cloudformation_note(&all));
         for b in sn.ipv6_cidr_block_association_set() {
             unexpressed.push(note("ipv6_cidr_block", b.ipv6_cidr_block().unwrap_or_default()));
+        }
+        // Settings gpustack never sets (botocore ec2 `Subnet`): resource-name hostnames change
+        // the nodes' names, DNS64 their resolution of IPv4-only names (review imp-net m3).
+        let hostnames = sn.private_dns_name_options_on_launch().and_then(|o| o.hostname_type());
+        if let Some(h) = hostnames.filter(|h| h.as_str() != "ip-name") {
+            unexpressed.push(note("private_dns_hostname_type_on_launch", h.as_str()));
+        }
+        if sn.enable_dns64() == Some(true) {
+            unexpressed.push(note("enable_dns64", "true"));
         }
         Ok(Some(imported(recorded_of(&sn), attrs, unexpressed)))
     }
@@ -241,7 +253,7 @@ impl Kind for Subnet {
     ) -> Result<Recorded> {
         if changed.iter().any(|c| c == "nat_gateway") {
             match str_attr(new, "nat_gateway") {
-                "" => remove_own_routes(ctx, id).await?,
+                "" => remove_own_routes(ctx, id, false).await?,
                 nat => route_through_nat(ctx, address, str_attr(new, "vpc"), id, nat, new).await?,
             }
         }
@@ -255,7 +267,7 @@ impl Kind for Subnet {
     }
 
     async fn delete(&self, ctx: &Ctx, _address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
-        remove_own_routes(ctx, id).await?;
+        remove_own_routes(ctx, id, true).await?;
         ctx.call(Service::Ec2, "DeleteSubnet", ctx.ec2.delete_subnet().subnet_id(id).send()).await.absent_ok()?;
         Ok(())
     }
@@ -290,6 +302,11 @@ struct OwnRoutes {
     /// The NAT gateway of its 0.0.0.0/0 route.
     nat: Option<String>,
     associations: Vec<String>,
+    /// The subnets of those associations (an association without one, a gateway's, counts
+    /// as another's).
+    associated: Vec<Option<String>>,
+    /// Routes besides `local` and 0.0.0.0/0 (an imported table's TGW, peering or endpoint routes).
+    extra: bool,
 }
 
 fn own_routes(rt: &aws_sdk_ec2::types::RouteTable) -> Option<OwnRoutes> {
@@ -308,6 +325,13 @@ fn own_routes(rt: &aws_sdk_ec2::types::RouteTable) -> Option<OwnRoutes> {
             .filter(|a| !a.main().unwrap_or(false))
             .filter_map(|a| a.route_table_association_id().map(str::to_string))
             .collect(),
+        associated: rt
+            .associations()
+            .iter()
+            .filter(|a| !a.main().unwrap_or(false) && a.route_table_association_id().is_some())
+            .map(|a| a.subnet_id().map(str::to_string))
+            .collect(),
+        extra: !extra_routes(rt, &["0.0.0.0/0"]).is_empty(),
     })
 }
 
@@ -379,7 +403,10 @@ impl Routing {
                 own_nat = Some(n.clone());
                 let extra = extra_routes(rt, &["0.0.0.0/0"]);
                 if !extra.is_empty() {
-                    unexpressed.push(note("route_table", format!("{rid} also routes {} (kept)", extra.join(", "))));
+                    unexpressed.push(note("route_table", format!(
+                            "{rid} also routes {} (kept: removing nat_gateway later deletes only its 0.0.0.0/0 route; deleting the subnet deletes the table)",
+                            extra.join(", ")
+                        )));
                 }
             }
             (Some(n), false) => unexpressed
@@ -440,7 +467,14 @@ async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, na
             let request = ctx.ec2.create_route_table().vpc_id(vpc).tag_specifications(spec);
             let rt = ctx.call(Service::Ec2, "CreateRouteTable", request.send()).await?;
             let table = rt.route_table().and_then(|r| r.route_table_id()).unwrap_or_default().to_string();
-            OwnRoutes { table, subnet: subnet.to_string(), nat: None, associations: vec![] }
+            OwnRoutes {
+                table,
+                subnet: subnet.to_string(),
+                nat: None,
+                associations: vec![],
+                associated: vec![],
+                extra: false,
+            }
         }
     };
     match own.nat.as_deref() {
@@ -472,11 +506,27 @@ async fn route_through_nat(ctx: &Ctx, address: &str, vpc: &str, subnet: &str, na
 }
 
 /// Removes the subnet's own route tables (the subnet falls back to the VPC's main table).
-async fn remove_own_routes(ctx: &Ctx, subnet: &str) -> Result<()> {
+/// Review imp-net M7: when only `nat_gateway` goes (`deleting` false) and the table carries
+/// other routes (an imported table's, reported "kept" at import), only its 0.0.0.0/0 route
+/// goes and the table stays with the subnet. Only the subnet's own association is removed,
+/// and a table another subnet (or gateway) has since been associated with is left to it.
+async fn remove_own_routes(ctx: &Ctx, subnet: &str, deleting: bool) -> Result<()> {
     for own in routes_of(ctx, subnet).await? {
-        for a in &own.associations {
-            let request = ctx.ec2.disassociate_route_table().association_id(a);
-            ctx.call(Service::Ec2, "DisassociateRouteTable", request.send()).await.absent_ok()?;
+        if !deleting && own.extra {
+            if own.nat.is_some() {
+                let request = ctx.ec2.delete_route().route_table_id(&own.table).destination_cidr_block("0.0.0.0/0");
+                ctx.call(Service::Ec2, "DeleteRoute", request.send()).await.absent_ok()?;
+            }
+            continue;
+        }
+        for (a, s) in own.associations.iter().zip(&own.associated) {
+            if s.as_deref() == Some(subnet) {
+                let request = ctx.ec2.disassociate_route_table().association_id(a);
+                ctx.call(Service::Ec2, "DisassociateRouteTable", request.send()).await.absent_ok()?;
+            }
+        }
+        if own.associated.iter().any(|s| s.as_deref() != Some(subnet)) {
+            continue;
         }
         let request = ctx.ec2.delete_route_table().route_table_id(&own.table);
         ctx.call(Service::Ec2, "DeleteRouteTable", request.send()).await.absent_ok()?;

@@ -21,8 +21,11 @@ const ATTRS: &[Attr] = &[
     // More IPv4 blocks (AssociateVpcCidrBlock), e.g. 100.64.0.0/16 for pod subnets: added and
     // removed in place. Checked offline against the VPC UG's restrictions (`cidr.rs`).
     Attr::opt("secondary_cidr_blocks", Ty::List(&Ty::Str), Default::EmptyList, OnChange::Update),
-    // Always true (not settable): computed so that refresh can show DNS turned off as drift.
-    Attr::computed("dns", Ty::Bool, OnChange::Update),
+    // DNS support and DNS hostnames (observed as both on). Default true, as EKS needs; `false`
+    // keeps hostnames off, which is what `import generate` writes for a VPC made by plain
+    // CreateVpc (it leaves hostnames off: EC2 API reference `CreateVpc`/`ModifyVpcAttribute`,
+    // VPC UG "DNS attributes"), so the generated plan changes nothing (review imp-net M5).
+    Attr::opt("dns", Ty::Bool, Default::Bool(true), OnChange::Update),
     TAGS,
     existing::EXISTING,
 ];
@@ -66,6 +69,9 @@ impl Kind for Vpc {
             "ec2:DisassociateVpcCidrBlock",
             // `[import]`: custom network ACLs are reported as what the language cannot say.
             "ec2:DescribeNetworkAcls",
+            // Delete checks what would keep DeleteVpc from succeeding first (review M2).
+            "ec2:DescribeSubnets",
+            "ec2:DescribeSecurityGroups",
         ]
     }
     fn normalize(&self, inputs: &mut Attrs) {
@@ -134,6 +140,7 @@ impl Kind for Vpc {
         ]);
         self.normalize(&mut attrs);
         let mut unexpressed = layout.unexpressed;
+        unexpressed.extend(super::import_ec2::cloudformation_note(&all));
         for b in v.ipv6_cidr_block_association_set() {
             unexpressed.push(note("ipv6_cidr_block", b.ipv6_cidr_block().unwrap_or_default()));
         }
@@ -157,7 +164,12 @@ impl Kind for Vpc {
     async fn tag_imported(&self, ctx: &Ctx, address: &str, id: &str, _outputs: &Attrs) -> Result<()> {
         let layout = Layout::read(ctx, id).await?;
         let mut ids = vec![id.to_string()];
-        ids.extend(layout.gateway.clone());
+        // The gateway only when the file says `internet_gateway = true` (a public table routes
+        // to it): one routed only from the main table stays foreign, and destroy never deletes
+        // it (review imp-net m2).
+        if layout.public.is_some() {
+            ids.extend(layout.gateway.clone());
+        }
         tag(ctx, &ids, address, &[]).await?;
         if let Some(rt) = &layout.public {
             tag(ctx, std::slice::from_ref(rt), address, &[(PUBLIC_ROUTES, "true")]).await?;
@@ -173,7 +185,10 @@ impl Kind for Vpc {
             .tag_specifications(tags::ec2_spec(ctx, ResourceType::Vpc, req.address, req.inputs));
         let out = ctx.call(Service::Ec2, "CreateVpc", request.send()).await?;
         let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
-        enable_dns(ctx, &id).await?;
+        // `dns = false`: CreateVpc already leaves hostnames off.
+        if bool_attr(req.inputs, "dns") {
+            enable_dns(ctx, &id).await?;
+        }
         sync_secondary(ctx, &id, &strings_attr(req.inputs, "secondary_cidr_blocks")).await?;
         if bool_attr(req.inputs, "internet_gateway") {
             attach_gateway(ctx, req.address, &id, req.inputs, req.token).await?;
@@ -225,7 +240,11 @@ impl Kind for Vpc {
         changed: &[String],
     ) -> Result<Recorded> {
         if changed.iter().any(|c| c == "dns") {
-            enable_dns(ctx, id).await?;
+            if bool_attr(new, "dns") {
+                enable_dns(ctx, id).await?;
+            } else {
+                disable_hostnames(ctx, id).await?;
+            }
         }
         if changed.iter().any(|c| c == "secondary_cidr_blocks") {
             sync_secondary(ctx, id, &strings_attr(new, "secondary_cidr_blocks")).await?;
@@ -244,6 +263,24 @@ impl Kind for Vpc {
     }
 
     async fn delete(&self, ctx: &Ctx, address: &str, id: &str, _inputs: &Attrs, _outputs: &Attrs) -> Result<()> {
+        // Review imp-net M2: check first, so a VPC that still holds what the stack does not
+        // own (an imported VPC's other subnets, tables or groups) keeps its gateway and public
+        // table instead of losing them before DeleteVpc refuses.
+        let blockers = foreign_dependencies(ctx, id).await?;
+        if !blockers.is_empty() {
+            return Err(crate::aws::AwsError {
+                operation: "DeleteVpc",
+                code: Some("DependencyViolation".into()),
+                detail: format!(
+                    "{id} still holds {} that this stack does not own; AWS deletes a VPC only once its subnets, \
+                     route tables (but the main one) and security groups (but `default`) are gone (EC2 API \
+                     reference `DeleteVpc`). Delete them, or import them into the stack and apply, then destroy \
+                     again; `{address}` and its internet gateway were not changed",
+                    blockers.join(", ")
+                ),
+            }
+            .into());
+        }
         remove_gateways(ctx, address, id).await?;
         ctx.call(Service::Ec2, "DeleteVpc", ctx.ec2.delete_vpc().vpc_id(id).send()).await.absent_ok()?;
         Ok(())
@@ -261,6 +298,15 @@ async fn enable_dns(ctx: &Ctx, vpc: &str) -> Result<()> {
         let call = if hostnames { call.enable_dns_hostnames(on()) } else { call.enable_dns_support(on()) };
         ctx.call(Service::Ec2, "ModifyVpcAttribute", call.send()).await?;
     }
+    Ok(())
+}
+
+/// `dns = false`: turns DNS hostnames off and leaves DNS support as it is (observed `dns` is
+/// both on, so hostnames off is enough to read false).
+async fn disable_hostnames(ctx: &Ctx, vpc: &str) -> Result<()> {
+    let off = AttributeBooleanValue::builder().value(false).build();
+    let call = ctx.ec2.modify_vpc_attribute().vpc_id(vpc).enable_dns_hostnames(off);
+    ctx.call(Service::Ec2, "ModifyVpcAttribute", call.send()).await?;
     Ok(())
 }
 
@@ -523,6 +569,52 @@ pub async fn public_route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<RouteTable>
         .into_paginator()
         .send();
     ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await
+}
+
+/// What keeps DeleteVpc from succeeding once the stack's own parts are gone: "You must detach
+/// or delete all gateways and resources that are associated with the VPC before you can delete
+/// it. For example, you must terminate all instances running in the VPC, delete all security
+/// groups associated with the VPC (except the default one), delete all route tables associated
+/// with the VPC (except the default one), and so on" (botocore ec2 2016-11-15 `DeleteVpc`).
+/// Subnets, internet gateways not the stack's, route tables other than the main one and the
+/// `gpustack:public-routes` ones (the delete removes those), and security groups other than
+/// `default`.
+async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
+    let by_vpc = || Filter::builder().name("vpc-id").values(vpc).build();
+    let subnets = ctx.all_pages(
+        Service::Ec2,
+        "DescribeSubnets",
+        ctx.ec2.describe_subnets().filters(by_vpc()).into_paginator().send(),
+        |p| p.subnets.unwrap_or_default(),
+    );
+    let groups = ctx.all_pages(
+        Service::Ec2,
+        "DescribeSecurityGroups",
+        ctx.ec2.describe_security_groups().filters(by_vpc()).into_paginator().send(),
+        |p| p.security_groups.unwrap_or_default(),
+    );
+    let attached = gateways(ctx, vec![Filter::builder().name("attachment.vpc-id").values(vpc).build()]);
+    let (subnets, tables, groups, attached) = tokio::try_join!(subnets, vpc_route_tables(ctx, vpc), groups, attached)?;
+    let mut out: Vec<String> = subnets.iter().filter_map(|s| s.subnet_id()).map(str::to_string).collect();
+    // An attached internet gateway not tagged for this stack (`remove_gateways` leaves it).
+    out.extend(
+        attached
+            .iter()
+            .filter(|g| tags::ec2_map(g.tags()).get(tags::STACK).map(String::as_str) != Some(ctx.stack.as_str()))
+            .filter_map(|g| g.internet_gateway_id())
+            .map(str::to_string),
+    );
+    let public = |rt: &RouteTable| {
+        rt.tags().iter().any(|t| t.key() == Some(PUBLIC_ROUTES) && t.value() == Some("true"))
+            && tags::ec2_map(rt.tags()).get(tags::STACK).map(String::as_str) == Some(ctx.stack.as_str())
+    };
+    out.extend(
+        tables.iter().filter(|rt| !is_main(rt) && !public(rt)).filter_map(|rt| rt.route_table_id()).map(str::to_string),
+    );
+    out.extend(
+        groups.iter().filter(|g| g.group_name() != Some("default")).filter_map(|g| g.group_id()).map(str::to_string),
+    );
+    Ok(out)
 }
 
 /// Removes the VPC's public route tables and its gateways: those attached to it and

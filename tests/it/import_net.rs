@@ -262,7 +262,9 @@ fn an_eksctl_network_imports_with_no_update_for_a_file_that_says_the_same() {
     assert_eq!(tags_of(&ec2, &b.public_rt).get("gpustack:public-routes").map(String::as_str), Some("true"));
     assert_eq!(tags_of(&ec2, &b.igw).get("gpustack:address").map(String::as_str), Some("vpc.main"));
     assert_eq!(tags_of(&ec2, own_rt).get("gpustack:routes-for"), Some(own));
-    assert_eq!(tags_of(&ec2, &b.eip).get("gpustack:address").map(String::as_str), Some("nat_gateway.n"));
+    // The NAT's Elastic IP is never tagged into the stack (review imp-net M3), and the note says it stays.
+    assert!(!tags_of(&ec2, &b.eip).contains_key("gpustack:stack"), "the Elastic IP is not the stack's");
+    assert!(nat.unexpressed.iter().any(|(f, v)| f == "elastic_ip" && v.contains(&b.eip)), "{:?}", nat.unexpressed);
     // … but never a table the subnet shares.
     assert!(tags_of(&ec2, &b.shared.1).is_empty() || !tags_of(&ec2, &b.shared.1).contains_key("gpustack:stack"));
 
@@ -538,6 +540,46 @@ fn an_imported_interface_endpoint_says_its_subnets_and_groups() {
 fn an_imported_eksctl_network_round_trips_through_plan_apply_and_destroy() {
     let env = Env::new();
     let b = brownfield_with(&env.emu, false);
+    write_eksctl_file(&env, &b);
+    let iam = env.emu.iam();
+    round_trip(&env, &b);
+    let role = block_on(iam.get_role().role_name("eksctl-node").send());
+    assert!(role.is_err(), "the imported role is deleted");
+}
+
+/// Review imp-net M2: the VPC also holds two subnets and a shared route table the stack did
+/// not import. Destroy deletes what was imported, then refuses the VPC before touching its
+/// internet gateway or public table, naming what blocks DeleteVpc.
+#[test]
+fn destroying_an_imported_vpc_that_holds_foreign_parts_refuses_before_touching_its_gateway() {
+    let env = Env::new();
+    let b = brownfield_with(&env.emu, true);
+    write_eksctl_file(&env, &b);
+    let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let out = env.run(&["destroy", "s.toml", "--auto-approve"]);
+    assert_ne!(out.code, 0, "{out:?}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    for id in [&b.shared.1, &b.shared.0[0], &b.shared.0[1]] {
+        assert!(text.contains(id.as_str()), "names {id}: {text}");
+    }
+    let ec2 = env.emu.ec2();
+    let (vpc, igw, rt) = (b.vpc.clone(), b.igw.clone(), b.public_rt.clone());
+    block_on(async move {
+        let f = |n: &str, v: &str| Filter::builder().name(n).values(v).build();
+        let vpcs = ec2.describe_vpcs().filters(f("vpc-id", &vpc)).send().await.unwrap();
+        assert_eq!(vpcs.vpcs().len(), 1, "the VPC stays");
+        let igws = ec2.describe_internet_gateways().filters(f("attachment.vpc-id", &vpc)).send().await.unwrap();
+        assert_eq!(igws.internet_gateways().first().and_then(|g| g.internet_gateway_id()), Some(igw.as_str()));
+        let tables = ec2.describe_route_tables().filters(f("route-table-id", &rt)).send().await.unwrap();
+        assert_eq!(tables.route_tables().len(), 1, "the public table stays");
+    });
+}
+
+/// The stack file the round trips import [`brownfield`] with: the VPC, its four eksctl subnets,
+/// the NAT gateway and a node role (made here) with its instance profile.
+fn write_eksctl_file(env: &Env, b: &Brownfield) {
     let iam = env.emu.iam();
     block_on(async {
         let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
@@ -596,6 +638,10 @@ instance_profile = true
         b.vpc, b.public[0], b.public[1], b.private[0].0, b.private[1].0, b.nat
     );
     env.write("s.toml", &file);
+}
+
+/// Plan (clean, changes nothing), apply (tags only), plan again (clean), destroy (the VPC is gone).
+fn round_trip(env: &Env, b: &Brownfield) {
     env.emu.reset_requests();
     let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "a clean import is no change:\n{plan:?}");
@@ -622,6 +668,92 @@ instance_profile = true
         out.unwrap().vpcs().len()
     });
     assert_eq!(left, 0, "the imported VPC is gone, with its gateway, tables, subnets and NAT");
-    let role = block_on(iam.get_role().role_name("eksctl-node").send());
-    assert!(role.is_err(), "the imported role is deleted");
+    // … but not the NAT's Elastic IP, which was never gpustack's (review imp-net M3).
+    let ec2 = env.emu.ec2();
+    let eip = b.eip.clone();
+    let kept =
+        block_on(async move { ec2.describe_addresses().allocation_ids(eip).send().await.unwrap().addresses().len() });
+    assert_eq!(kept, 1, "the imported NAT's Elastic IP is disassociated, not released");
+}
+
+/// Review imp-net M5: a VPC made by plain CreateVpc has DNS hostnames off (EC2 API reference
+/// `CreateVpc`; moto `vpcs.py`). The import reads `dns = false`; a file that says so (as
+/// `import generate` writes it) plans nothing, and a file that leaves `dns` out plans the
+/// update to turn DNS on — never a silent one.
+#[test]
+fn a_vpc_with_dns_hostnames_off_imports_as_dns_false() {
+    let env = Env::new();
+    let ec2 = env.emu.ec2();
+    let vpc = block_on(async {
+        let out = ec2.create_vpc().cidr_block("10.9.0.0/16").send().await.unwrap();
+        out.vpc().unwrap().vpc_id().unwrap().to_string()
+    });
+    let ctx = ctx(&env.emu);
+    let imported = import(&ctx, "vpc", &vpc);
+    assert_eq!(imported.observed.attrs.get("dns"), Some(&Value::Bool(false)), "{:?}", imported.observed.attrs);
+    let k = kind("vpc").unwrap();
+    let said = file_inputs("[vpc.main]\ncidr_block = \"10.9.0.0/16\"\ndns = false\n", "vpc.main");
+    assert_eq!(changed(k, &imported, &said), Vec::<String>::new());
+    let left_out = file_inputs("[vpc.main]\ncidr_block = \"10.9.0.0/16\"\n", "vpc.main");
+    assert_eq!(changed(k, &imported, &left_out), ["dns"]);
+}
+
+/// Review imp-net M7: an imported subnet's own NAT table that carries another route keeps it
+/// when `nat_gateway` is removed: only the 0.0.0.0/0 route goes, the table stays the subnet's.
+#[test]
+fn removing_nat_gateway_from_an_imported_table_keeps_its_other_routes() {
+    let env = Env::new();
+    let b = brownfield_with(&env.emu, false);
+    let ec2 = env.emu.ec2();
+    let (subnet, rt) = b.private[0].clone();
+    block_on(async {
+        let route = ec2.create_route().route_table_id(&rt).destination_cidr_block("10.200.0.0/16");
+        route.gateway_id(&b.igw).send().await.unwrap();
+    });
+    let ctx = ctx(&env.emu);
+    let imported = import(&ctx, "subnet", &subnet);
+    assert_eq!(imported.observed.attrs.get("nat_gateway"), Some(&Value::str(&b.nat)));
+    let k = kind("subnet").unwrap();
+    block_on(k.tag_imported(&ctx, "subnet.a", &subnet, &imported.observed.outputs)).unwrap();
+    let old = imported.observed.attrs.clone();
+    let mut new = old.clone();
+    new.remove("nat_gateway");
+    block_on(k.update(&ctx, "subnet.a", &subnet, &old, &new, &["nat_gateway".to_string()])).unwrap();
+    let table = block_on(async {
+        let f = Filter::builder().name("route-table-id").values(&rt).build();
+        ec2.describe_route_tables().filters(f).send().await.unwrap().route_tables().first().cloned()
+    })
+    .expect("the table stays");
+    let dests: Vec<&str> = table.routes().iter().filter_map(|r| r.destination_cidr_block()).collect();
+    assert!(dests.contains(&"10.200.0.0/16") && !dests.contains(&"0.0.0.0/0"), "{dests:?}");
+    assert!(table.associations().iter().any(|a| a.subnet_id() == Some(subnet.as_str())), "still the subnet's");
+    assert_eq!(refreshed(&ctx, "subnet", "subnet.a").attrs.get("nat_gateway"), None);
+}
+
+/// Review imp-net m2: a gateway routed only from the main table is not what
+/// `internet_gateway = true` says: the import leaves it untagged, so destroy never deletes it.
+#[test]
+fn a_gateway_routed_only_from_the_main_table_is_not_tagged_into_the_stack() {
+    let env = Env::new();
+    let ec2 = env.emu.ec2();
+    let (vpc, igw) = block_on(async {
+        let vpc = ec2.create_vpc().cidr_block("10.8.0.0/16").send().await.unwrap();
+        let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let igw = ec2.create_internet_gateway().send().await.unwrap();
+        let igw = igw.internet_gateway().unwrap().internet_gateway_id().unwrap().to_string();
+        ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(&vpc).send().await.unwrap();
+        let f = Filter::builder().name("vpc-id").values(&vpc).build();
+        let main = ec2.describe_route_tables().filters(f).send().await.unwrap();
+        let main = main.route_tables()[0].route_table_id().unwrap().to_string();
+        let route = ec2.create_route().route_table_id(&main).destination_cidr_block("0.0.0.0/0");
+        route.gateway_id(&igw).send().await.unwrap();
+        (vpc, igw)
+    });
+    let ctx = ctx(&env.emu);
+    let imported = import(&ctx, "vpc", &vpc);
+    assert_eq!(imported.observed.attrs.get("internet_gateway"), Some(&Value::Bool(false)));
+    assert!(imported.unexpressed.iter().any(|(f, v)| f == "internet_gateway" && v.contains(&igw)));
+    block_on(kind("vpc").unwrap().tag_imported(&ctx, "vpc.main", &vpc, &imported.observed.outputs)).unwrap();
+    assert!(tags_of(&ec2, &vpc).contains_key("gpustack:stack"));
+    assert!(!tags_of(&ec2, &igw).contains_key("gpustack:stack"), "the gateway stays foreign");
 }

@@ -483,12 +483,31 @@ fn statements(doc: &str) -> Option<Vec<serde_json::Value>> {
 
 /// True when `service`, `pod_identity` and `service_accounts` say the whole trust policy
 /// `doc` (decoded JSON): every statement is one that reading it into the inputs and writing
-/// them back gives again. A Pod Identity statement without `sts:TagSession` counts as said:
-/// refresh shows it as drift the inputs repair.
+/// them back gives again. Only the missing `sts:TagSession` of a Pod Identity statement
+/// counts as said (refresh shows it as drift the inputs repair): the statement is otherwise
+/// exactly the one written — `Allow`, that one principal, no `Condition`, its actions among
+/// AssumeRole and TagSession. A Pod Identity statement narrowed by conditions (the EKS UG
+/// `pod-id-role` shows `aws:RequestTag/kubernetes-namespace` and
+/// `…/kubernetes-service-account` ones) or a `Deny` is not said, so it is reported and a
+/// trust change never rewrites it away (review imp-net M1).
 fn trust_expressed(doc: &str) -> bool {
     let (Some(have), Some(trust)) = (statements(doc), Trust::read(doc)) else { return false };
     let written = statements(&trust.document()).unwrap_or_default();
-    have.iter().all(|s| written.contains(s) || s["Principal"]["Service"] == trust::POD_IDENTITY_PRINCIPAL)
+    let bare_pod_identity = |s: &serde_json::Value| {
+        let Some(m) = s.as_object() else { return false };
+        let actions_ok = match &s["Action"] {
+            serde_json::Value::String(a) => trust::POD_IDENTITY_ACTIONS.contains(&a.as_str()),
+            serde_json::Value::Array(a) => {
+                a.iter().all(|x| x.as_str().is_some_and(|x| trust::POD_IDENTITY_ACTIONS.contains(&x)))
+            }
+            _ => false,
+        };
+        actions_ok
+            && s["Effect"] == "Allow"
+            && s["Principal"] == serde_json::json!({ "Service": trust::POD_IDENTITY_PRINCIPAL })
+            && m.keys().all(|k| matches!(k.as_str(), "Effect" | "Principal" | "Action"))
+    };
+    have.iter().all(|s| written.contains(s) || bare_pod_identity(s))
 }
 
 /// IAM's answer when a name is taken.
@@ -577,11 +596,34 @@ async fn add_instance_profile(ctx: &Ctx, role: &str) -> Result<()> {
 
 async fn remove_instance_profiles(ctx: &Ctx, role: &str) -> Result<()> {
     let pages = ctx.iam.list_instance_profiles_for_role().role_name(role).into_paginator().send();
-    let profiles = ctx.all_pages(Service::Iam, "ListInstanceProfilesForRole", pages, |p| p.instance_profiles).await?;
+    let mut profiles =
+        ctx.all_pages(Service::Iam, "ListInstanceProfilesForRole", pages, |p| p.instance_profiles).await?;
+    // Profiles the stack does not own first (an imported role's, reported at import: the role
+    // leaves them and they stay), so a refusal there changes nothing of the role's own. The
+    // deploy policy allows RemoveRoleFromInstanceProfile only on the stack's profiles (its only
+    // resource type is `instance-profile`, SAR for IAM): say what to do rather than fail
+    // halfway (review imp-net M6).
+    let stacks =
+        |ip: &aws_sdk_iam::types::InstanceProfile| ip.instance_profile_name() == role || ip.path() == path(ctx);
+    profiles.sort_by_key(stacks);
     for ip in profiles {
         let name = ip.instance_profile_name();
         let request = ctx.iam.remove_role_from_instance_profile().instance_profile_name(name).role_name(role);
-        ctx.call(Service::Iam, "RemoveRoleFromInstanceProfile", request.send()).await.absent_ok()?;
+        let removed = ctx.call(Service::Iam, "RemoveRoleFromInstanceProfile", request.send()).await.absent_ok();
+        if let Err(e) = removed {
+            if stacks(&ip) {
+                return Err(e);
+            }
+            return Err(crate::aws::AwsError {
+                detail: format!(
+                    "{}; instance profile {name} is not this stack's and still holds role {role}: take the role out \
+                     (aws iam remove-role-from-instance-profile --instance-profile-name {name} --role-name {role}) \
+                     or delete the profile, then destroy again",
+                    e.detail
+                ),
+                ..e
+            });
+        }
         if name == role {
             let request = ctx.iam.delete_instance_profile().instance_profile_name(name);
             ctx.call(Service::Iam, "DeleteInstanceProfile", request.send()).await.absent_ok()?;
@@ -625,6 +667,24 @@ mod tests {
         assert_eq!(Trust::of(&i), Trust { pod_identity: true, ..Trust::default() });
         let doc: serde_json::Value = serde_json::from_str(&Trust::of(&i).document()).unwrap();
         assert_eq!(doc["Statement"][0]["Action"], serde_json::json!(["sts:AssumeRole", "sts:TagSession"]));
+    }
+
+    /// Review imp-net M1: only a Pod Identity statement's missing TagSession counts as said; its
+    /// conditions (EKS UG `pod-id-role`) or a Deny make the trust unexpressed, so the import
+    /// reports it and `update` refuses to rewrite it.
+    #[test]
+    fn a_pod_identity_trust_with_conditions_or_a_deny_is_not_expressed() {
+        let doc = |statement: &str| format!("{{\"Version\":\"2012-10-17\",\"Statement\":[{statement}]}}");
+        let bare = r#"{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":["sts:AssumeRole","sts:TagSession"]}"#;
+        assert!(trust_expressed(&doc(bare)));
+        let no_tag = r#"{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":"sts:AssumeRole"}"#;
+        assert!(trust_expressed(&doc(no_tag)), "the missing TagSession is drift the inputs repair");
+        let narrowed = r#"{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":["sts:AssumeRole","sts:TagSession"],"Condition":{"StringEquals":{"aws:RequestTag/kubernetes-namespace":"ml"}}}"#;
+        assert!(!trust_expressed(&doc(narrowed)));
+        let deny = r#"{"Effect":"Deny","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":"sts:AssumeRole"}"#;
+        assert!(!trust_expressed(&doc(&format!("{bare},{deny}"))));
+        let wider = r#"{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":"sts:*"}"#;
+        assert!(!trust_expressed(&doc(wider)));
     }
 
     #[test]

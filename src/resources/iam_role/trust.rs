@@ -15,7 +15,7 @@ use crate::value::{Attrs, Value};
 /// `"Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole",
 /// "sts:TagSession"]`).
 pub const POD_IDENTITY_PRINCIPAL: &str = "pods.eks.amazonaws.com";
-const POD_IDENTITY_ACTIONS: [&str; 2] = ["sts:AssumeRole", "sts:TagSession"];
+pub const POD_IDENTITY_ACTIONS: [&str; 2] = ["sts:AssumeRole", "sts:TagSession"];
 
 /// One IRSA service account: the provider's ARN, the namespace and the name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
