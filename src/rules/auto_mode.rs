@@ -388,8 +388,9 @@ fn odcr_notes(stack: &Stack, notes: &mut BTreeMap<String, String>) {
             continue;
         }
         let text = format!(
-            "{} select capacity reservations: Auto Mode may then use no open ODCR for any other NodeClass of the cluster (EKS UG auto-odcr); list every ODCR a pool should use in its capacity_reservations",
-            selecting.join(", ")
+            "{} {} capacity reservations: Auto Mode may then use no open ODCR for any other NodeClass of the cluster (EKS UG auto-odcr); list every ODCR a pool should use in its capacity_reservations",
+            selecting.join(", "),
+            if selecting.len() == 1 { "selects" } else { "select" }
         );
         notes.entry(cluster.address.clone()).and_modify(|n| n.push_str(&format!("; {text}"))).or_insert(text);
     }

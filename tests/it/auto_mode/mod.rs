@@ -47,7 +47,7 @@ fn the_example_applies_reads_compute_back_renders_valid_pools_and_moves_a_reserv
     let run = |cmd: &[&str], f: &str| env.ok(&[cmd, &[f][..], &vars[..]].concat());
     // Review auto m6: selecting reservations changes how Auto Mode treats open ODCRs.
     let first = run(&["plan"], file);
-    assert!(first.stdout.contains("select capacity reservations"), "{first:?}");
+    assert!(first.stdout.contains("auto_mode_pool.train selects capacity reservations"), "{first:?}");
     env.emu.reset_requests();
     let apply = run(&["apply", "--auto-approve", "--approve-purchases"], file);
     assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
