@@ -684,9 +684,11 @@ fn new_change(address: String, kind: &'static str, action: Action, note: Option<
 fn delete_change(address: &str, e: &ResourceState, stray: bool, note: Option<String>) -> Change {
     let kind = resources::kind(&e.kind);
     let action = if kind.is_some_and(|k| k.retains_on_delete()) { Action::Retain } else { Action::Delete };
+    let old_inputs = attrs_from_json(&e.inputs);
+    let note = note.or_else(|| kind.and_then(|k| k.delete_note(&old_inputs)));
     let mut c = new_change(address.to_string(), kind.map_or("unknown", |k| k.name()), action, note);
     c.id = Some(e.id.clone());
-    c.old_inputs = attrs_from_json(&e.inputs);
+    c.old_inputs = old_inputs;
     c.old_outputs = attrs_from_json(&e.outputs);
     c.old_deps = e.deps.clone();
     c.stray = stray;

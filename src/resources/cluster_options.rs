@@ -80,8 +80,42 @@ pub fn auto_mode_refusals(old: &Attrs, new: &Attrs) -> Vec<(&'static str, String
                 "keep auto_mode.node_role = \"{a}\"; give other roles to auto_mode_pool NodeClasses, or turn Auto Mode off first (destructive)"
             ),
         )],
+        // Review auto m3: none → a role is a change too, as the botocore text reads (whether EKS
+        // takes it is unverified; the emulator refuses it as well).
+        (None, Some(b)) if known(&Some(b.clone())) => vec![(
+            "auto_mode",
+            format!("EKS cannot give an Auto Mode cluster a node role once its compute is on (none → {b})"),
+            "leave auto_mode.node_role out, or turn Auto Mode off and on again with it (destructive)".into(),
+        )],
         _ => vec![],
     }
+}
+
+/// What Auto Mode leaves behind when it is turned off or its cluster deleted (review auto M3):
+/// "EKS will not delete EBS volumes provisioned by EKS Auto Mode", and a security group it
+/// manages "will leak (not be deleted)" if an outside rule refers to it; the query is the
+/// UG's (EKS UG `auto-disable`). A leaked group or volume left in the VPC keeps its subnets
+/// and VPC from being deleted.
+fn leftovers(cluster: &str) -> String {
+    format!(
+        "EKS does not delete the EBS volumes Auto Mode provisioned (delete PersistentVolumeClaims first, or the volumes \
+         after), and a security group Auto Mode manages leaks if an outside rule refers to it: find them with `aws ec2 \
+         describe-security-groups --filters Name=tag:eks:eks-cluster-name,Values={cluster} \
+         Name=tag-key,Values=ingress.eks.amazonaws.com/resource,service.eks.amazonaws.com/resource` (EKS UG auto-disable)"
+    )
+}
+
+/// The plan note of deleting an Auto Mode cluster: "Any EKS Auto Mode Nodes will be deleted,
+/// including the EC2 managed instances" and "All load balancers will be deleted" (EKS UG
+/// `delete-cluster`, "Considerations for EKS Auto Mode", which refers to `auto-disable` for
+/// the rest: the leftovers above).
+pub fn auto_mode_delete_note(old: &Attrs) -> Option<String> {
+    auto_mode(old)?;
+    Some(format!(
+        "Auto Mode: EKS deletes its nodes and load balancers with the cluster (EKS UG delete-cluster); delete \
+         LoadBalancer Services and Ingresses first so nothing recreates them; {}",
+        leftovers(&super::str_attr(old, "name"))
+    ))
 }
 
 /// Plan notes for Auto Mode changes: turning it off is destructive (EKS UG `auto-disable`);
@@ -92,8 +126,13 @@ pub fn auto_mode_notes(old: &Attrs, new: &Attrs, changed: &[String]) -> Vec<Stri
     }
     match (auto_mode(old), auto_mode(new)) {
         (Some(_), None) => vec![
-            "turning Auto Mode off terminates every EC2 instance and deletes every load balancer Auto Mode runs; its EBS volumes stay (EKS UG auto-disable)"
-                .into(),
+            format!(
+                "turning Auto Mode off terminates every EC2 instance and deletes every load balancer Auto Mode runs; {}; \
+                 install the vpc-cni, kube-proxy and coredns add-ons (eks_addon) before or with this change: the cluster \
+                 was created without them (bootstrapSelfManagedAddons = false), so nodes left or added later have no pod \
+                 networking or DNS (botocore eks CreateClusterRequest.bootstrapSelfManagedAddons)",
+                leftovers(&super::str_attr(new, "name"))
+            ),
         ],
         (None, Some(_)) => vec![
             "Auto Mode on an existing cluster needs vpc-cni ≥ v1.19.0-eksbuild.1, the EBS CSI driver ≥ v1.37.0-eksbuild.1 and pod identity agent ≥ v1.3.4-eksbuild.1 if installed, and the cluster role's Auto Mode policies (EKS UG auto-enable-existing)"
@@ -453,9 +492,30 @@ mod tests {
         assert!(auto_mode_refusals(&a, &b)[0].1.contains("cannot change"));
         assert!(auto_mode_refusals(&a, &auto(&[], Some("arn:aws:iam::1:role/a"))).is_empty(), "pools change in place");
         assert!(auto_mode_refusals(&a, &Attrs::new()).is_empty(), "off is allowed");
+        assert!(
+            auto_mode_refusals(&auto(&[], None), &auto(&["system"], Some("arn:aws:iam::1:role/a")))[0]
+                .1
+                .contains("once its compute is on"),
+            "review auto m3: none → a role is refused too"
+        );
         let changed = ["auto_mode".to_string()];
-        assert!(auto_mode_notes(&a, &Attrs::new(), &changed)[0].contains("terminates every EC2 instance"));
+        let off = &auto_mode_notes(&a, &Attrs::new(), &changed)[0];
+        assert!(off.contains("terminates every EC2 instance"));
+        // Review auto m1 / M3: the networking add-ons it was created without, and what stays.
+        assert!(off.contains("vpc-cni, kube-proxy and coredns"), "{off}");
+        assert!(off.contains("does not delete the EBS volumes"), "{off}");
         assert!(auto_mode_notes(&Attrs::new(), &a, &changed)[0].contains("auto-enable-existing"));
+    }
+
+    #[test]
+    fn deleting_an_auto_mode_cluster_says_what_stays() {
+        let mut a = auto(&["system"], Some("arn:aws:iam::1:role/a"));
+        a.insert("name".into(), Value::str("gpu"));
+        let note = auto_mode_delete_note(&a).unwrap();
+        assert!(note.contains("does not delete the EBS volumes"), "{note}");
+        assert!(note.contains("Values=gpu"), "{note}");
+        assert!(note.contains("LoadBalancer Services"), "{note}");
+        assert!(auto_mode_delete_note(&Attrs::new()).is_none(), "no note without Auto Mode");
     }
 
     #[test]

@@ -20,7 +20,8 @@ use aws_sdk_eks::types::{
 
 use super::cluster_log_group as log_group;
 use super::cluster_options::{
-    AUTO_MODE, auto_mode, auto_mode_notes, auto_mode_refusals, encryption_refusals, normalize_options, validate_options,
+    AUTO_MODE, auto_mode, auto_mode_delete_note, auto_mode_notes, auto_mode_refusals, encryption_refusals,
+    normalize_options, validate_options,
 };
 use super::{
     Create, Imported, Kind, Observed, Recorded, ReplaceOrder, Result, Schema, TAGS, bool_attr, int_attr, str_attr,
@@ -296,6 +297,10 @@ impl Kind for EksCluster {
 
     fn update_note(&self, old: &Attrs, new: &Attrs, changed: &[String]) -> Option<String> {
         update_notes(old, new, changed)
+    }
+
+    fn delete_note(&self, old: &Attrs) -> Option<String> {
+        auto_mode_delete_note(old)
     }
 
     fn check_update(&self, old: &Attrs, new: &Attrs) -> Vec<(&'static str, String, String)> {

@@ -411,6 +411,11 @@ pub trait Kind: Schema {
     fn update_note(&self, _old: &Attrs, _new: &Attrs, _changed: &[String]) -> Option<String> {
         None
     }
+    /// What deleting the object leaves behind or needs done first, for the plan (an Auto Mode
+    /// cluster's EBS volumes).
+    fn delete_note(&self, _old: &Attrs) -> Option<String> {
+        None
+    }
     /// Outputs an in-place update changes (a launch template's `version`): plans treat
     /// them as unknown until the update runs, so dependents see the change.
     fn outputs_changed_by_update(&self) -> &'static [&'static str] {

@@ -116,8 +116,56 @@ pub(super) fn offline(stack: &Stack) -> Vec<Diagnostic> {
         super::karpenter::spot_breadth(pool, &mut d);
         super::karpenter::limits_against_catalog(stack, pool, &mut d);
         gpu_families(stack, pool, &mut d);
+        block_outlives_nodes(stack, pool, &mut d);
     }
     d
+}
+
+/// Review auto M1: a Capacity Block longer than the pool's node lifetime. Expiration is
+/// forceful in Karpenter v1 ("Automated Forceful Methods → Expiration": disruption budgets do
+/// not stop it, `terminationGracePeriod` caps the drain; karpenter.sh docs v1.x
+/// `concepts/disruption`), and Auto Mode replaces a node by 21 days at the latest (EKS best
+/// practices guide, Auto Mode; aws-facts-auto-mode §5), so a job on such a block is restarted
+/// at least that often.
+fn block_outlives_nodes(stack: &Stack, pool: &Resource, d: &mut Vec<Diagnostic>) {
+    let Some(ExprKind::List(items)) = pool.attrs.get("capacity_reservations").map(|e| &e.kind) else { return };
+    let written = match pool.attrs.get("disruption").map(|e| &e.kind) {
+        Some(ExprKind::Table(t)) => t.get("expire_after"),
+        _ => None,
+    };
+    let expire = match written {
+        Some(e) => match e.as_literal().and_then(Value::as_str) {
+            Some(v) => Some(v.to_string()),
+            None => return,
+        },
+        None => None,
+    };
+    let Some(life) = crate::resources::auto_mode_pool::lifetime_hours(expire.as_deref()) else { return };
+    for block in items
+        .iter()
+        .filter_map(|e| e.as_single_ref())
+        .filter_map(|x| stack.get(&x.address))
+        .filter(|r| r.kind.name() == "capacity_block")
+    {
+        let Some(h) = lit(block, "duration_hours").and_then(|v| v.as_int()) else { continue };
+        if h > life {
+            d.push(
+                Diagnostic::warning(
+                    format!(
+                        "`{}` lasts {h}h but `{}`'s nodes live at most {life}h: jobs on this block are restarted at least every {} days",
+                        block.address,
+                        pool.address,
+                        life / 24
+                    ),
+                    written.and_then(|e| e.span.clone()).or(span(pool, "capacity_reservations")),
+                )
+                .help(format!(
+                    "EKS Auto Mode replaces a node by {} days (expiration is forceful); checkpoint the job, or use a karpenter_pool or a node_group for longer uninterrupted runs",
+                    crate::resources::auto_mode_pool::MAX_EXPIRE_HOURS / 24
+                )),
+            );
+        }
+    }
 }
 
 /// The cluster role carries the five Auto Mode policies and trusts EKS with sts:TagSession
@@ -320,10 +368,39 @@ fn beside_karpenter(stack: &Stack, cluster: &Resource, d: &mut Vec<Diagnostic>) 
     }
 }
 
+/// Review auto m6: the plan's note on an Auto Mode cluster whose pools select reservations.
+/// "If you configure capacityReservationSelectorTerms on a NodeClass in a cluster, EKS Auto
+/// Mode will no longer automatically use open ODCRs for any NodeClass in the cluster" (EKS UG
+/// `auto-odcr`, its warning in the 2025 text); the current text says only that open ODCRs are
+/// open-matched as `on-demand`, not prioritized. Either way an open ODCR meant for a pool has
+/// to be selected by it.
+fn odcr_notes(stack: &Stack, notes: &mut BTreeMap<String, String>) {
+    for cluster in stack.resources.iter().filter(|r| auto_mode_on(r)) {
+        let selecting: Vec<&str> = pools(stack)
+            .filter(|p| p.attrs.get("cluster").and_then(|e| e.as_single_ref()).is_some_and(|x| x.address == cluster.address))
+            .filter(|p| {
+                p.attrs.contains_key("capacity_reservation_tags")
+                    || matches!(p.attrs.get("capacity_reservations").map(|e| &e.kind), Some(ExprKind::List(l)) if !l.is_empty())
+            })
+            .map(|p| p.address.as_str())
+            .collect();
+        if selecting.is_empty() {
+            continue;
+        }
+        let text = format!(
+            "{} {} capacity reservations: Auto Mode may then use no open ODCR for any other NodeClass of the cluster (EKS UG auto-odcr); list every ODCR a pool should use in its capacity_reservations",
+            selecting.join(", "),
+            if selecting.len() == 1 { "selects" } else { "select" }
+        );
+        notes.entry(cluster.address.clone()).and_modify(|n| n.push_str(&format!("; {text}"))).or_insert(text);
+    }
+}
+
 /// The plan's note on an Auto Mode cluster that also has managed node groups: allowed ("Node
 /// Pools in EKS Auto Mode differ from Amazon EKS Managed Node Groups but can coexist in the
 /// same cluster", EKS UG `automode-get-started-cli`), with how to steer pods.
 pub(crate) fn notes(stack: &Stack, notes: &mut BTreeMap<String, String>) {
+    odcr_notes(stack, notes);
     for cluster in stack.resources.iter().filter(|r| auto_mode_on(r)) {
         let groups: Vec<&str> = node_groups(stack)
             .filter(|ng| {
@@ -376,7 +453,8 @@ mod tests {
         {
             assert!(!unsupported_accelerated(ok), "{ok}");
         }
-        for bad in ["g6f.large", "p6e-gb200.36xlarge", "trn2u.48xlarge", "dl1.24xlarge", "gr6f.4xlarge"] {
+        // p3 left the row (awsdocs/amazon-eks-user-guide @06faff14; review auto m7).
+        for bad in ["g6f.large", "p6e-gb200.36xlarge", "trn2u.48xlarge", "dl1.24xlarge", "gr6f.4xlarge", "p3.2xlarge"] {
             assert!(unsupported_accelerated(bad), "{bad}");
         }
     }

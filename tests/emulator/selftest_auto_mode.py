@@ -142,7 +142,8 @@ def main() -> int:
 
     update_refused("with compute alone", computeConfig={"enabled": True, "nodePools": ["system"], "nodeRoleArn": NODES})
     update_refused("changing the node role", **auto(True, ["system"], OTHER))
-    update_refused("changing nothing", **auto(True, ["general-purpose", "system"], NODES))
+    got = code(eks.update_cluster_config, name=name, **auto(True, ["general-purpose", "system"], NODES))
+    check(got == "InvalidRequestException", f"UpdateClusterConfig changing nothing -> InvalidRequestException (got {got})")
     update_refused("with logging beside it", **auto(True, ["system"], NODES), logging={"clusterLogging": []})
     u = eks.update_cluster_config(name=name, **auto(True, ["system"], NODES))["update"]
     check(u["type"] == "AutoModeUpdate", f"pools change in place: AutoModeUpdate (got {u['type']})")
@@ -161,6 +162,8 @@ def main() -> int:
     eks.update_cluster_config(name=plain, **auto(True, [], None))
     c = wait_active(eks, plain)
     check(c["computeConfig"]["enabled"] is True and c["computeConfig"]["nodePools"] == [], "Auto Mode turned on in place without built-in pools")
+    got = code(eks.update_cluster_config, name=plain, **auto(True, ["system"], NODES))
+    check(got == "InvalidParameterException", f"UpdateClusterConfig adding a node role once compute is on -> InvalidParameterException (got {got})")
     print("selftest_auto_mode: all passed")
     return 0
 

@@ -17,8 +17,6 @@ mod render;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 
 use super::karpenter_pool::{CAPACITY_TYPES, DISRUPTION, KarpenterPool};
@@ -52,6 +50,25 @@ pub const EPHEMERAL_STORAGE: &[Attr] = &[
 pub const DEFAULT_EXPIRE_AFTER: &str = "336h";
 /// The longest node lifetime Auto Mode keeps, in hours (21 days; see above).
 pub const MAX_EXPIRE_HOURS: i64 = 21 * 24;
+/// How long an expiring or drifted Auto Mode node drains before its pods are evicted, unless
+/// written (a Capacity Block pool's is its block's 10m: `karpenter_pool`).
+pub const DEFAULT_GRACE: &str = "1h";
+
+/// The hours an Auto Mode node of a pool with this written `expire_after` (None: the default
+/// of a pool that protects jobs) lives at most: Auto Mode's 21 days caps a longer one or
+/// `Never`. None when the text is not a duration.
+pub fn lifetime_hours(expire_after: Option<&str>) -> Option<i64> {
+    match expire_after {
+        None | Some("Never") => Some(MAX_EXPIRE_HOURS),
+        Some(v) => render::hours(v).map(|h| h.min(MAX_EXPIRE_HOURS)),
+    }
+}
+
+/// The default `expire_after`: Auto Mode's own, or its ceiling for a pool that protects jobs
+/// (review auto M1).
+pub fn default_expire_after(protects_jobs: bool) -> String {
+    if protects_jobs { format!("{MAX_EXPIRE_HOURS}h") } else { DEFAULT_EXPIRE_AFTER.to_string() }
+}
 
 const ATTRS: &[Attr] = &[
     Attr::req("cluster", Ty::Str, OnChange::Update),
@@ -117,13 +134,37 @@ impl Kind for AutoModePool {
     }
 
     /// Karpenter's pool normalization (capacity types, weights, disruption defaults), with
-    /// Auto Mode's node lifetime as the default `expire_after`.
+    /// Auto Mode's node lifetimes: `expire_after` defaults to Auto Mode's 336h, or for a pool
+    /// that protects jobs (reserved capacity, training) to the 21-day ceiling, so a long job
+    /// is stopped as late as Auto Mode allows; and every pool drains within a
+    /// `termination_grace_period` (1h unless written or set by a Capacity Block's defaults).
+    ///
+    /// Review auto M1: Karpenter's "Never" for such pools cannot hold under Auto Mode, which
+    /// replaces a node by 21 days regardless; and "it is not recommended to set `expireAfter`
+    /// without also setting `terminationGracePeriod` if your cluster has pods with the
+    /// `karpenter.sh/do-not-disrupt` annotation" (Karpenter docs v1.14 `concepts/disruption.md`
+    /// §Expiration: the expiring node otherwise drains until the pod ends, holding its
+    /// reservation slot).
     fn normalize(&self, inputs: &mut Attrs) {
-        let d = inputs.entry("disruption".into()).or_insert_with(|| Value::Table(BTreeMap::new()));
-        if let Value::Table(t) = d {
-            t.entry("expire_after".into()).or_insert(Value::str(DEFAULT_EXPIRE_AFTER));
-        }
+        let written = |k: &str| inputs.get("disruption").and_then(Value::as_table).is_some_and(|t| t.contains_key(k));
+        let (expire_written, grace_written) = (written("expire_after"), written("termination_grace_period"));
         KarpenterPool.normalize(inputs);
+        let capacity: Vec<&str> = inputs
+            .get("capacity_types")
+            .and_then(Value::as_list)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let expire = default_expire_after(super::karpenter_pool::protects_jobs(&capacity, inputs));
+        if let Some(Value::Table(t)) = inputs.get_mut("disruption") {
+            if !expire_written {
+                t.insert("expire_after".into(), Value::str(expire));
+            }
+            if !grace_written {
+                t.entry("termination_grace_period".into()).or_insert(Value::str(DEFAULT_GRACE));
+            }
+        }
         if let Some(Value::List(l)) = inputs.get_mut("gpu_names") {
             l.sort_by_key(Value::interpolate);
             l.dedup();

@@ -5,6 +5,8 @@
 //! requirements on Auto Mode's well-known labels (UG `create-node-pool`, "EKS Auto Mode
 //! Supported Labels": "Labels related to EC2 managed instances start with eks.amazonaws.com").
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value as Json, json};
 
 use super::{MAX_EXPIRE_HOURS, RESERVED_NAMES};
@@ -16,7 +18,7 @@ use crate::resources::node_group::require_stack_cluster;
 use crate::resources::priority_class::dns_label;
 use crate::resources::{Manifest, rendered, str_attr};
 use crate::stack::expr::ExprKind;
-use crate::stack::{Diagnostic, Resource};
+use crate::stack::{Diagnostic, Expr, Resource};
 use crate::value::{Attrs, Value};
 
 /// Auto Mode's instance labels (UG `create-node-pool`, Supported Labels).
@@ -121,7 +123,7 @@ pub fn manifest(address: &str, inputs: &Attrs) -> Manifest {
 
 /// Hours of a Karpenter duration (`336h`, `20h30m`), rounded down; None for `Never` or text
 /// that is not one.
-fn hours(v: &str) -> Option<i64> {
+pub(super) fn hours(v: &str) -> Option<i64> {
     let mut total = 0i64;
     let mut n = String::new();
     for c in v.chars() {
@@ -207,6 +209,44 @@ pub(super) fn validate(r: &Resource, d: &mut Vec<Diagnostic>) {
                 );
             }
         }
+        gp3_ratios(r, t, d);
+    }
+}
+
+/// Review auto m4: the volume is gp3, whose "maximum ratio of provisioned IOPS to provisioned
+/// volume size is 500 IOPS per GiB" and "of provisioned throughput to provisioned IOPS is .25
+/// MiB/s per IOPS" (EC2/EBS UG "General Purpose SSD volumes", gp3), beyond the 3000 IOPS and
+/// 125 MiB/s every gp3 volume has; unwritten fields are the NodeClass defaults (80Gi, 3000,
+/// 125: EKS UG create-node-class). Otherwise the NodeClaim fails only at launch.
+fn gp3_ratios(r: &Resource, t: &BTreeMap<String, Expr>, d: &mut Vec<Diagnostic>) {
+    let int = |k: &str| t.get(k).and_then(|e| e.as_literal()).and_then(Value::as_int);
+    let written = |k: &str| t.get(k).is_some_and(|e| e.as_literal().is_some());
+    if t.values().any(|e| e.as_literal().is_none()) {
+        return;
+    }
+    let (size, iops, throughput) =
+        (int("size_gib").unwrap_or(80), int("iops").unwrap_or(3000), int("throughput").unwrap_or(125));
+    if written("iops") && iops > 3000 && iops > 500 * size {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: ephemeral_storage.iops = {iops} is more than 500 per GiB of its {size} GiB", r.address),
+                t.get("iops").and_then(|e| e.span.clone()),
+            )
+            .help(format!(
+                "raise size_gib to at least {} or lower iops to {} (gp3: 500 IOPS per GiB)",
+                (iops + 499) / 500,
+                (500 * size).max(3000)
+            )),
+        );
+    }
+    if written("throughput") && throughput > 125 && throughput * 4 > iops {
+        d.push(
+            Diagnostic::error(
+                format!("`{}`: ephemeral_storage.throughput = {throughput} MiB/s is more than 0.25 MiB/s per IOPS of its {iops} IOPS", r.address),
+                t.get("throughput").and_then(|e| e.span.clone()),
+            )
+            .help(format!("raise iops to at least {} or lower throughput to {} (gp3: 0.25 MiB/s per IOPS)", throughput * 4, (iops / 4).max(125))),
+        );
     }
 }
 

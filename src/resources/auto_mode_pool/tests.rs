@@ -41,7 +41,10 @@ fn a_reserved_pool_selects_its_block_and_fills_first() {
     );
     assert_eq!(t["requirements"][0]["values"], serde_json::json!(["reserved"]));
     assert!(t["requirements"].as_array().unwrap().iter().any(|r| r["key"] == render::GPU_MANUFACTURER));
-    assert_eq!(t["expireAfter"], DEFAULT_EXPIRE_AFTER, "Auto Mode's lifetime, not Never");
+    // Review auto M1: a reserved pool lives as long as Auto Mode allows (not 336h, not a
+    // Never Auto Mode does not keep) and drains within a grace period.
+    assert_eq!(t["expireAfter"], "504h", "Auto Mode's ceiling, not Never nor 336h");
+    assert_eq!(t["terminationGracePeriod"], DEFAULT_GRACE, "an expiring node must not drain forever");
     assert_eq!(d[1]["spec"]["weight"], 50);
     assert_eq!(d[1]["spec"]["limits"]["nvidia.com/gpu"], 16);
     assert_eq!(d[1]["spec"]["disruption"]["consolidationPolicy"], "WhenEmpty");
@@ -77,6 +80,26 @@ fn a_burst_pool_is_spot_then_on_demand_below_reserved() {
             .any(|r| r["key"] == render::GPU_NAME && r["values"] == serde_json::json!(["l4", "l40s"]))
     );
     assert_eq!(d[1]["spec"]["weight"], 20);
+    assert_eq!(d[1]["spec"]["template"]["spec"]["expireAfter"], DEFAULT_EXPIRE_AFTER, "Auto Mode's own default");
+}
+
+#[test]
+fn written_lifetimes_are_kept() {
+    let a = pool(&[
+        ("node_role", Value::str("nodes")),
+        ("capacity_reservations", strs(&["cr-0123456789abcdef0"])),
+        (
+            "disruption",
+            Value::Table(
+                [("expire_after", Value::str("100h")), ("termination_grace_period", Value::str("5m"))]
+                    .map(|(k, v)| (k.to_string(), v))
+                    .into(),
+            ),
+        ),
+    ]);
+    let t = &docs(&a)[1]["spec"]["template"]["spec"];
+    assert_eq!(t["expireAfter"], "100h");
+    assert_eq!(t["terminationGracePeriod"], "5m");
 }
 
 #[test]

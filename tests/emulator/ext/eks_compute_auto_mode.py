@@ -34,8 +34,11 @@ pools or role with compute off). Wording marked (unverified) is ours.
   - Auto Mode with authentication mode ``CONFIG_MAP`` [UG, unverified wording], on Kubernetes
     below 1.29 [UG, unverified wording];
   - CreateCluster with Auto Mode and ``bootstrapSelfManagedAddons`` not false [C];
-  - UpdateClusterConfig changing ``nodeRoleArn`` of a cluster whose compute is on [M], or
-    changing nothing (as eks.py's other kinds), or mixing Auto Mode with another update kind.
+  - UpdateClusterConfig changing ``nodeRoleArn`` of a cluster whose compute is on, also from
+    none to a role [M] (unverified: EKS may take "" -> ARN), or mixing Auto Mode with another
+    update kind.
+* UpdateClusterConfig changing nothing: ``InvalidRequestException`` "No changes needed for EKS
+  Auto Mode configuration provided" (EKS's answer quoted in terraform-aws-modules/terraform-aws-eks#3516).
 * A successful update is an ``AutoModeUpdate`` with the three params [M]. DescribeCluster returns
   ``computeConfig``, ``storageConfig`` and ``kubernetesNetworkConfig.elasticLoadBalancing`` once
   set (a cluster made without them returns none).
@@ -51,6 +54,7 @@ import json
 from typing import Any
 
 from moto.core.responses import ActionResult
+from moto.eks.exceptions import InvalidRequestException
 from moto.eks.models import Cluster
 from moto.eks.responses import EKSResponse
 
@@ -176,13 +180,19 @@ def _update_config(self: EKSResponse) -> ActionResult:
         on = bool(_check(body, name, cluster.access_config.get("authenticationMode", "CONFIG_MAP"), cluster.version))
         current = cluster.compute_config or {"enabled": False}
         role = (body["computeConfig"] or {}).get("nodeRoleArn") or ""
-        if on and current.get("enabled") and current.get("nodeRoleArn") and role != current["nodeRoleArn"]:
+        # [M] "cannot be changed after the compute capability of EKS Auto Mode is enabled": also
+        # from none to a role (review auto m3; whether EKS treats "" -> ARN as a change is
+        # unverified, so this is at least as strict as the documented rule).
+        if on and current.get("enabled") and role != (current.get("nodeRoleArn") or ""):
             raise eks.invalid("nodeRoleArn cannot be changed after the compute capability of EKS Auto Mode is enabled", name)
         wanted = {"enabled": on}
         if on:
             wanted = {"enabled": True, "nodePools": list(body["computeConfig"].get("nodePools") or []), "nodeRoleArn": role}
         if wanted == current or (not on and not current.get("enabled")):
-            raise eks.invalid("No changes needed for the EKS Auto Mode configuration provided", name)
+            # EKS's own answer, quoted in terraform-aws-modules/terraform-aws-eks#3516 (review auto m2).
+            raise InvalidRequestException(
+                message="No changes needed for EKS Auto Mode configuration provided", clusterName=name
+            )
         _apply(cluster, on, body)
         params = [
             eks.param("ComputeConfig", json.dumps(cluster.compute_config)),

@@ -45,6 +45,9 @@ fn the_example_applies_reads_compute_back_renders_valid_pools_and_moves_a_reserv
     let (after, before) = (format!("block_after={}", in_days(1)), format!("block_before={}", in_days(7)));
     let vars = ["--var", after.as_str(), "--var", before.as_str()];
     let run = |cmd: &[&str], f: &str| env.ok(&[cmd, &[f][..], &vars[..]].concat());
+    // Review auto m6: selecting reservations changes how Auto Mode treats open ODCRs.
+    let first = run(&["plan"], file);
+    assert!(first.stdout.contains("auto_mode_pool.train selects capacity reservations"), "{first:?}");
     env.emu.reset_requests();
     let apply = run(&["apply", "--auto-approve", "--approve-purchases"], file);
     assert!(apply.stdout.contains("Apply complete"), "{apply:?}");
@@ -90,6 +93,43 @@ fn the_example_applies_reads_compute_back_renders_valid_pools_and_moves_a_reserv
         serde_json::json!({ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"] })
     );
     assert!(train[1]["spec"]["weight"].as_i64() > inference[1]["spec"]["weight"].as_i64(), "reserved fills first");
+    // Review auto M2: the taints route. The tolerations of the pod specs the example's header
+    // gives (nvidia.com/gpu is tolerated by any pod asking for a GPU: EKS's
+    // ExtendedResourceToleration, docs/karpenter-pools.md): training lands only on the block,
+    // inference on both.
+    let taints = |docs: &[Value]| -> Vec<(String, String)> {
+        docs[1]["spec"]["template"]["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["key"] != "nvidia.com/gpu")
+            .map(|t| (t["key"].as_str().unwrap().to_string(), t["value"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let fits = |pod: &[(&str, &str)], docs: &[Value]| {
+        taints(docs).iter().all(|(k, v)| pod.iter().any(|(pk, pv)| pk == k && pv == v))
+    };
+    let training_pod = [("gpustack.io/capacity", "reserved")];
+    let inference_pod = [("gpustack.io/capacity", "reserved"), ("gpustack.io/workload", "inference")];
+    assert!(fits(&training_pod, &train) && !fits(&training_pod, &inference), "training never spills onto burst");
+    assert!(
+        fits(&inference_pod, &train) && fits(&inference_pod, &inference),
+        "inference borrows the block, then bursts"
+    );
+    assert_eq!(
+        train[1]["spec"]["template"]["metadata"]["labels"]["gpustack.io/capacity"], "reserved",
+        "the training nodeSelector"
+    );
+    let example_text = std::fs::read_to_string(&example).unwrap();
+    for line in [
+        "nodeSelector: { gpustack.io/capacity: reserved }",
+        "key: gpustack.io/workload, operator: Equal, value: inference",
+    ] {
+        assert!(example_text.contains(line), "the example documents the pod spec: {line}");
+    }
+    // Review auto M1: the block pool lives as long as Auto Mode allows and drains in 10 minutes.
+    assert_eq!(train[1]["spec"]["template"]["spec"]["expireAfter"], "504h");
+    assert_eq!(train[1]["spec"]["template"]["spec"]["terminationGracePeriod"], "10m");
     let (valid, report) = validate_manifests(&env.path("k8s"));
     assert!(valid, "{report}");
     assert!(report.contains("6 of 6 document(s) valid"), "{report}");
@@ -211,9 +251,20 @@ fn auto_mode_turns_on_and_off_in_place_and_its_node_role_is_fixed() {
     assert_ne!(refused.code, 0, "{refused:?}");
     assert!(refused.stderr.contains("cannot change an Auto Mode cluster's node role"), "{refused:?}");
 
+    // Review auto M3: destroying an Auto Mode cluster says what EKS leaves behind.
+    env.write(
+        "a.toml",
+        &stack("auto_mode = { node_pools = [\"system\"], node_role = \"${iam_role.auto_nodes.arn}\" }"),
+    );
+    let gone = env.ok(&["plan", "--destroy", "a.toml"]);
+    assert!(gone.stdout.contains("does not delete the EBS volumes"), "{gone:?}");
+    assert!(gone.stdout.contains(&format!("Values={name}")), "the UG's query for leaked groups: {gone:?}");
+
     env.write("a.toml", &stack(""));
     let plan = env.ok(&["plan", "a.toml"]);
     assert!(plan.stdout.contains("terminates every EC2 instance"), "{plan:?}");
+    // Review auto m1: the networking add-ons the cluster was created without.
+    assert!(plan.stdout.contains("vpc-cni, kube-proxy and coredns"), "{plan:?}");
     env.ok(&["apply", "a.toml", "--auto-approve"]);
     let c = cluster(&env, &name);
     assert_eq!(c.compute_config().and_then(|c| c.enabled()), Some(false));
@@ -262,7 +313,7 @@ auto_mode           = { node_pools = ["system"] }
 [capacity_block.gb200]
 instance_type     = "p6e-gb200.36xlarge"
 instance_count    = 1
-duration_hours    = 24
+duration_hours    = 672
 start_after       = "2030-01-01T00:00:00Z"
 start_before      = "2030-01-05T00:00:00Z"
 availability_zone = "us-west-2b"
@@ -289,6 +340,7 @@ security_groups       = ["${eks_cluster.main.security_group_id}"]
 capacity_reservations = ["${capacity_reservation.h100.id}"]
 instance_types        = ["p5.48xlarge"]
 gpu_limit             = 8
+ephemeral_storage     = { size_gib = 20, iops = 16000 }
 
 [auto_mode_pool.plain]
 cluster         = "${eks_cluster.plain.name}"
@@ -296,6 +348,7 @@ node_role       = "${iam_role.auto_nodes.name}"
 subnets         = ["${subnet.a.id}"]
 security_groups = ["${eks_cluster.plain.security_group_id}"]
 instance_types  = ["g6f.large"]
+ephemeral_storage = { throughput = 1000 }
 "#,
     );
     env.write("bad.toml", &text);
@@ -313,6 +366,11 @@ instance_types  = ["g6f.large"]
         "auto_mode.node_pools needs auto_mode.node_role",
         "Auto Mode needs access entries; authentication_mode CONFIG_MAP has none",
         "EKS Auto Mode requires Kubernetes 1.29 or later",
+        // Review auto m4: gp3's ratios, not only its ranges.
+        "ephemeral_storage.iops = 16000 is more than 500 per GiB of its 20 GiB",
+        "ephemeral_storage.throughput = 1000 MiB/s is more than 0.25 MiB/s per IOPS of its 3000 IOPS",
+        // Review auto M1: a 4-week block outlives Auto Mode's 21-day nodes.
+        "`capacity_block.gb200` lasts 672h but `auto_mode_pool.train`'s nodes live at most 504h",
     ] {
         assert!(r.stderr.contains(want), "missing {want:?}:\n{}", r.stderr);
     }
