@@ -170,6 +170,19 @@ fn resource_change(
         return rendered_change(kind, r, recorded, desired, planned);
     }
     if let Some(decl) = stack.import_of(&r.address) {
+        if let Some(why) = refreshed.import_refusals.get(&r.address) {
+            planned.insert(r.address.clone(), None);
+            errors.push(
+                Diagnostic::error(
+                    format!("`[import]` `{}`: cannot import {}: {why}", r.address, decl.id),
+                    decl.span.clone(),
+                )
+                .help(
+                    "fix the object in AWS, or remove the [import] entry (and the resource, or let gpustack create it)",
+                ),
+            );
+            return None;
+        }
         match recorded.or(adopted) {
             None => return import_change(stack, idx, decl, refreshed, &desired, planned, errors),
             // In state already: the entry is a no-op (Terraform's), unless it names another object.
@@ -1210,6 +1223,38 @@ max_upfront_usd = 8000
         r.strays = vec![("placement_group.old".into(), stray)];
         let p = plan_with(&s, None, &r).unwrap();
         assert_eq!(actions(&p), vec![("placement_group.train".to_string(), "import")]);
+    }
+
+    /// Review imp-core m1: every import the kind refuses is its own error, at its entry, in
+    /// one pass (not a bare error that stops the refresh at the first).
+    #[test]
+    fn refused_imports_are_each_an_error_at_their_entry() {
+        let text = "[stack]\nname = \"t\"\nregion = \"us-west-2\"\n[placement_group.a]\nstrategy = \"cluster\"\n[placement_group.b]\nstrategy = \"cluster\"\n[import]\n\"placement_group.a\" = \"pg-a\"\n\"placement_group.b\" = \"pg-b\"\n";
+        let s = load(text);
+        let r = Refreshed {
+            import_refusals: HashMap::from([
+                ("placement_group.a".to_string(), "pg-a is no good".to_string()),
+                ("placement_group.b".to_string(), "pg-b is no good either".to_string()),
+            ]),
+            ..Default::default()
+        };
+        let errors = plan_with(&s, None, &r).err().expect("refused");
+        let mut got: Vec<(String, String)> =
+            errors.iter().map(|e| (e.message.clone(), s.source.location(&e.span))).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "`[import]` `placement_group.a`: cannot import pg-a: pg-a is no good".to_string(),
+                    "t.toml:9:23".to_string()
+                ),
+                (
+                    "`[import]` `placement_group.b`: cannot import pg-b: pg-b is no good either".to_string(),
+                    "t.toml:10:23".to_string()
+                ),
+            ]
+        );
     }
 
     /// Review imp-core M1: an object tagged by an interrupted import (pending import still

@@ -41,6 +41,9 @@ pub struct Refreshed {
     /// (pending [`crate::state::Operation::Import`] entries still found by their tags): never
     /// deleted as strays, only untagged (review imp-core M1).
     pub interrupted_imports: BTreeSet<String>,
+    /// `[import]` entries whose object the kind found but refused to import, and why (not in
+    /// `imports`): reported each at its entry.
+    pub import_refusals: HashMap<String, String>,
 }
 
 impl Refreshed {
@@ -98,11 +101,12 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         anyhow::Ok(found)
     };
     // The imports are read beside the kinds' reads, not after them.
-    let (mut found, imports) = tokio::try_join!(reading, read_imports(ctx, stack, state))?;
+    let (mut found, (imports, refused)) = tokio::try_join!(reading, read_imports(ctx, stack, state))?;
     found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     let mut out = merge(stack, state, found);
     out.existing = read_existing(ctx, stack, out.state.as_ref()).await?;
     out.imports = imports;
+    out.import_refusals = refused;
     Ok(out)
 }
 
@@ -111,19 +115,11 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
 /// whose object the state already holds under the same id is a no-op and not read
 /// (Terraform's behaviour); one whose address the state holds under another id is read, so
 /// the plan can say which two objects disagree.
-async fn read_imports(
-    ctx: &Ctx,
-    stack: &Stack,
-    state: Option<&State>,
-) -> Result<HashMap<String, Option<resources::Imported>>> {
+async fn read_imports(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<ImportReads> {
     // A read (`existing`) is not held: the file may take it over with [import].
-    let held = |address: &str| -> Option<String> {
-        let e = state.and_then(|s| s.resources.get(address))?;
-        (!resources::existing::in_state(e)).then(|| e.id.clone())
-    };
     let mut tasks = tokio::task::JoinSet::new();
     for decl in &stack.imports {
-        if held(&decl.address).as_deref() == Some(decl.id.as_str()) {
+        if held(state, &decl.address, &decl.id) {
             continue;
         }
         let Some(r) = stack.get(&decl.address) else { continue };
@@ -134,13 +130,36 @@ async fn read_imports(
             (address, id, found)
         });
     }
-    let mut out = HashMap::new();
+    let (mut out, mut refused) = (HashMap::new(), HashMap::new());
     while let Some(joined) = tasks.join_next().await {
         let (address, id, found) = joined.context("an import read failed")?;
-        let found = found.with_context(|| format!("reading {id} to import it as {address}"))?;
-        out.insert(address, found);
+        match found {
+            Ok(found) => {
+                out.insert(address, found);
+            }
+            // The kind refused the object it found (gpustack's own refusals carry no AWS
+            // code: a Capacity Block given as an ODCR, a Failed plan, an expired
+            // reservation): one diagnostic per entry, at its place (review imp-core m1).
+            Err(e) if e.code.is_none() => {
+                refused.insert(address, e.detail);
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {id} to import it as {address}"))),
+        }
     }
-    Ok(out)
+    Ok((out, refused))
+}
+
+/// What `[import]` read: the objects by address, and the entries the kind refused (why).
+type ImportReads = (HashMap<String, Option<resources::Imported>>, HashMap<String, String>);
+
+/// Whether the state records the object an `[import]` names at its address, under the
+/// written id or another form of it (a placement group imported by name is recorded by its
+/// `pg-` id, a training plan by its ARN; both keep the name in their outputs): such an entry is
+/// a no-op, not read again on every plan (review imp-core m4).
+fn held(state: Option<&State>, address: &str, id: &str) -> bool {
+    let Some(e) = state.and_then(|s| s.resources.get(address)) else { return false };
+    let other = |k: &str| e.outputs.get(k).and_then(|v| v.as_str()) == Some(id);
+    !resources::existing::in_state(e) && (e.id == id || other("name") || other("arn") || other("id"))
 }
 
 /// Reads the objects the stack names with `existing`, kind by kind in dependency order (a
@@ -432,6 +451,28 @@ mod tests {
         );
         let r = merge(&s, Some(&done), vec![(kind, vec![vpc("vpc-1", "vpc.main")])]);
         assert!(r.state.unwrap().pending.is_empty() && r.interrupted_imports.is_empty());
+    }
+
+    /// Review imp-core m4: an import recorded under another form of its id (a group by its
+    /// `pg-` id, imported by name) is held, so it is not read again; another name is not.
+    #[test]
+    fn an_import_held_under_another_form_of_its_id_is_not_read_again() {
+        let mut st = State::new("m", "us-west-2");
+        st.resources.insert(
+            "placement_group.train".into(),
+            ResourceState {
+                kind: "placement_group".into(),
+                id: "pg-0123".into(),
+                inputs: Default::default(),
+                outputs: serde_json::json!({ "name": "brown-pg", "id": "pg-0123" }).as_object().unwrap().clone(),
+                deps: vec![],
+                prevent_destroy: false,
+            },
+        );
+        assert!(held(Some(&st), "placement_group.train", "brown-pg"));
+        assert!(held(Some(&st), "placement_group.train", "pg-0123"));
+        assert!(!held(Some(&st), "placement_group.train", "other-pg"));
+        assert!(!held(None, "placement_group.train", "brown-pg"));
     }
 
     /// Review imp-core m7: an object adopted for a declared address carries the file's
