@@ -39,6 +39,25 @@ fn imported_roles(stack: &Stack) -> Vec<String> {
     out
 }
 
+/// The ARNs of the training plans the stack imports (`[import]` ids of `training_plan`, a
+/// plan name): they keep their own names, outside the stack's `<stack>-*` (review imp-core
+/// M3). Each is listed as written and lower-cased: `TrainingPlanName` allows upper case
+/// (botocore sagemaker `TrainingPlanName` pattern `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}`) but the
+/// published training-plan ARNs are lower case, and the real ARN cannot be read offline (m8).
+fn imported_plans(stack: &Stack) -> Vec<String> {
+    let region = stack.region.as_str();
+    let mut out: Vec<String> = vec![];
+    for i in stack.imports.iter().filter(|i| stack.get(&i.address).is_some_and(|r| r.kind.name() == "training_plan")) {
+        for name in [i.id.clone(), i.id.to_lowercase()] {
+            let arn = format!("arn:aws:sagemaker:{region}:*:training-plan/{name}");
+            if !out.contains(&arn) {
+                out.push(arn);
+            }
+        }
+    }
+    out
+}
+
 /// The EC2 resource types an import tags beside the imported object: a VPC's internet gateway
 /// and public route table, a subnet's own route table. Never a NAT gateway's Elastic IPs:
 /// they stay the account's (review imp-net M3/M4).
@@ -178,8 +197,12 @@ fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&st
         resources.push(format!("arn:aws:sagemaker:{region}:*:cluster/*"));
         creates.push("sagemaker:CreateCluster");
     }
+    // The stack's own plans, and the imported ones by their ARNs: changed (tags, destroy's
+    // retain) only once the import has tagged them for the stack (`aws:ResourceTag` below).
+    let mut plans = vec![format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name)];
+    plans.extend(imported_plans(stack));
     if has("sagemaker:CreateTrainingPlan") {
-        resources.push(format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name));
+        resources.push(plans[0].clone());
         creates.push("sagemaker:CreateTrainingPlan");
     }
     if creates.is_empty() {
@@ -192,13 +215,17 @@ fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&st
     let mut on_create = request_tag;
     on_create["StringEquals"]["sagemaker:TaggingAction"] = json!(tagging);
     push("SageMakerTagOnCreate", vec!["sagemaker:AddTags"], json!(resources.clone()), Some(on_create));
+    let mut managed = resources.clone();
+    if has("sagemaker:CreateTrainingPlan") {
+        managed.extend(plans[1..].iter().cloned());
+    }
     push(
         "SageMakerManageStackResources",
         ["sagemaker:UpdateCluster", "sagemaker:DeleteCluster", "sagemaker:AddTags", "sagemaker:DeleteTags"]
             .into_iter()
             .filter(|a| has(a))
             .collect(),
-        json!(resources),
+        json!(managed),
         Some(resource_tag),
     );
     if has("sagemaker:CreateTrainingPlan") {
@@ -207,7 +234,7 @@ fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&st
         push(
             "SageMakerTakeBackRetainedPlans",
             vec!["sagemaker:AddTags", "sagemaker:DeleteTags"],
-            json!(format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name)),
+            json!(plans),
             Some(json!({ "StringLike": {
                 format!("aws:ResourceTag/{}", crate::resources::capacity_block::RETAINED): format!("{name} *")
             } })),
@@ -225,10 +252,13 @@ fn sagemaker(stack: &Stack, has: &dyn Fn(&str) -> bool, push: &mut dyn FnMut(&st
             push(
                 "HyperPodOnTrainingPlans",
                 vec!["sagemaker:CreateCluster", "sagemaker:UpdateCluster"],
-                json!([
-                    format!("arn:aws:sagemaker:{region}:*:training-plan/{}-*", name),
-                    format!("arn:aws:sagemaker:{region}:*:reserved-capacity/*")
-                ]),
+                json!(
+                    plans
+                        .iter()
+                        .cloned()
+                        .chain([format!("arn:aws:sagemaker:{region}:*:reserved-capacity/*")])
+                        .collect::<Vec<_>>()
+                ),
                 None,
             );
         }
@@ -1069,6 +1099,38 @@ mod tests {
         assert!(!s["Resource"].to_string().contains("vpc-endpoint"), "the endpoint stays tag-scoped: {s}");
     }
 
+    /// Review imp-core M3/m8: an imported training plan keeps its own name, outside the
+    /// stack's `p-*`: its ARN (as written and lower-cased) is in every statement that changes,
+    /// takes back or uses the stack's plans, still conditioned on the stack's tag where it was.
+    #[test]
+    fn an_imported_training_plan_is_reachable_by_its_own_arn() {
+        let now = jiff::Timestamp::now();
+        let day = |n: i64| (now + jiff::SignedDuration::from_hours(24 * n)).to_string();
+        let dated = |t: &str| t.replace("AFTER", &day(7)).replace("BEFORE", &day(14));
+        let doc = policy(&dated(
+            "[training_plan.base]\ninstance_type = \"ml.p5.48xlarge\"\ninstance_count = 2\nduration_hours = 48\n\
+             start_after = \"AFTER\"\nstart_before = \"BEFORE\"\nmax_upfront_usd = 1\n\
+             [import]\n\"training_plan.base\" = \"Team-Baseline\"\n",
+        ));
+        let arn = "arn:aws:sagemaker:us-west-2:*:training-plan/Team-Baseline";
+        let lower = "arn:aws:sagemaker:us-west-2:*:training-plan/team-baseline";
+        for sid in ["SageMakerManageStackResources", "SageMakerTakeBackRetainedPlans", "TagImported0"] {
+            let s = statement(&doc, sid).unwrap_or_else(|| panic!("{sid}: {doc}"));
+            let res = s["Resource"].to_string();
+            assert!(res.contains(arn) && res.contains(lower), "{sid}: {s}");
+        }
+        let manage = statement(&doc, "SageMakerManageStackResources").unwrap();
+        assert_eq!(manage["Condition"]["StringEquals"]["aws:ResourceTag/gpustack:stack"], "p");
+        assert!(manage["Action"].to_string().contains("sagemaker:DeleteTags"), "{manage}");
+        let create = statement(&doc, "SageMakerCreateTagged").unwrap();
+        assert!(!create["Resource"].to_string().contains("Baseline"), "nothing is bought under its name: {create}");
+        let plain = policy(&dated(
+            "[training_plan.base]\ninstance_type = \"ml.p5.48xlarge\"\ninstance_count = 2\nduration_hours = 48\n\
+             start_after = \"AFTER\"\nstart_before = \"BEFORE\"\nmax_upfront_usd = 1\n",
+        ));
+        assert!(!plain.to_string().contains("Baseline"));
+    }
+
     /// Issue 20: an imported role outside the stack's path is changed (and passed) by its own
     /// ARN once tagged for the stack; an imported network's gateway and route tables may take
     /// gpustack's tags and markers, and nothing else (never a NAT's Elastic IPs: review M3/M4).
@@ -1101,5 +1163,16 @@ mod tests {
         assert!(
             statement(&plain, "IamImportedRoles").is_none() && statement(&plain, "TagImportedNetworkParts").is_none()
         );
+        // Review imp-core M4: the secondary objects of an imported NAT gateway (its Elastic
+        // IPs) and role (its instance profile) are reachable through the same statements.
+        let tags = statement(&doc, "TagImportedInstanceProfiles").expect("the role's instance profile");
+        assert!(tags["Resource"].to_string().contains("instance-profile/eksctl-node"), "{tags}");
+        let nat = policy(
+            "[vpc.pub]\ncidr_block = \"10.1.0.0/16\"\ninternet_gateway = true\n\
+             [subnet.a]\nvpc = \"${vpc.pub.id}\"\ncidr_block = \"10.1.0.0/20\"\navailability_zone = \"us-west-2a\"\npublic = true\n\
+             [nat_gateway.a]\nsubnet = \"${subnet.a.id}\"\n[import]\n\"nat_gateway.a\" = \"nat-0c\"\n",
+        );
+        let parts = statement(&nat, "TagImportedNetworkParts").expect("the NAT gateway's Elastic IPs");
+        assert_eq!(parts["Resource"], json!(["arn:aws:ec2:us-west-2:*:elastic-ip/*"]));
     }
 }

@@ -77,6 +77,35 @@ pub async fn execute(
     progress: Arc<Progress>,
     mut cancel: watch::Receiver<bool>,
 ) -> anyhow::Result<Outcome> {
+    // An import that the plan replaces (consented with prevent_destroy = false) is tagged
+    // before it is recorded and replaced: the delete of the old object is allowed only on an
+    // object tagged for the stack (`gpustack policy`, `aws:ResourceTag/gpustack:stack`), and
+    // the import's own tag grant is the only one that reaches it untagged (review imp-core M2).
+    let replaced_imports: Vec<&Change> = plan.changes.iter().filter(|c| is_replaced_import(&stack, c)).collect();
+    let mut import_tokens = vec![];
+    for c in replaced_imports {
+        let kind = resources::kind(c.kind).ok_or_else(|| anyhow::anyhow!("unknown kind {}", c.kind))?;
+        let id = c.id.clone().unwrap_or_default();
+        let token = uuid::Uuid::new_v4().to_string();
+        journal.commit(|s| s.pending.push(pending(c, Operation::Import, &token, Some(id.clone())))).await?;
+        import_tokens.push(token);
+        kind.tag_imported(&ctx, &c.address, &id, &c.old_outputs)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: tagging {id} for the import before replacing it: {e}", c.address))?;
+    }
+    // Objects tagged by an interrupted import and no longer wanted: their gpustack tags come
+    // off, nothing else is touched (review imp-core M1), then their pending entry goes.
+    for c in plan.changes.iter().filter(|c| c.action == Action::Forget && c.stray) {
+        let id = c.id.clone().unwrap_or_default();
+        resources::import::untag(&ctx, c.kind, &id, &c.old_outputs)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: removing the gpustack tags from {id}: {e}", c.address))?;
+        journal
+            .record(|s| {
+                s.pending.retain(|p| !(p.operation == Operation::Import && p.id.as_deref() == Some(id.as_str())))
+            })
+            .await?;
+    }
     // An import is recorded by its own operation, after its tags are on the object.
     let adoptions: Vec<(String, ResourceState)> = plan
         .changes
@@ -87,12 +116,19 @@ pub async fn execute(
     // Adopted objects exist in AWS already: like results, they need not be stored before acting.
     // Objects the stack reads but does not own (`existing`) leave state without an AWS call.
     let forgotten: Vec<String> =
-        plan.changes.iter().filter(|c| c.action == Action::Forget).map(|c| c.address.clone()).collect();
+        plan.changes.iter().filter(|c| c.action == Action::Forget && !c.stray).map(|c| c.address.clone()).collect();
     journal
         .record(|s| {
+            s.pending.retain(|p| !import_tokens.contains(&p.token));
             for (a, e) in adoptions {
                 s.resources.insert(a, e);
             }
+            // An interrupted import adopted at its address is resolved.
+            let held: Vec<(String, String)> = s.resources.iter().map(|(a, e)| (a.clone(), e.id.clone())).collect();
+            s.pending.retain(|p| {
+                p.operation != Operation::Import
+                    || !held.iter().any(|(a, id)| *a == p.address && Some(id) == p.id.as_ref())
+            });
             for a in &forgotten {
                 s.resources.remove(a);
             }
@@ -514,8 +550,9 @@ async fn update(env: &Env, c: &Change) -> Result<String, Failure> {
 
 /// `[import]`: tags the object (`gpustack:stack`, `gpustack:address`), then records it in
 /// state, then updates the fields the plan listed. The tagging is journaled as a pending
-/// update of the object: a crash after the tags landed and before the record leaves an
-/// object the next refresh finds by its tags (`Kind::read_all`) and adopts for its address.
+/// import of the object: a crash after the tags landed and before the record leaves an
+/// object the next refresh finds by its tags (`Kind::read_all`) and adopts for its address,
+/// or, when the file no longer wants it, only untags (never deletes: review imp-core M1).
 async fn import(env: &Env, c: &Change) -> Result<String, Failure> {
     let kind = resources::kind(c.kind).ok_or(Failure::from("unknown kind"))?;
     let Some(mut entry) = c.adopt.clone() else {
@@ -527,7 +564,7 @@ async fn import(env: &Env, c: &Change) -> Result<String, Failure> {
     let id = entry.id.clone();
     let token = uuid::Uuid::new_v4().to_string();
     env.journal
-        .commit(|s| s.pending.push(pending(c, Operation::Update, &token, Some(id.clone()))))
+        .commit(|s| s.pending.push(pending(c, Operation::Import, &token, Some(id.clone()))))
         .await
         .map_err(|e| Failure::from(e.to_string()))?;
     kind.tag_imported(&env.ctx, &c.address, &id, &c.old_outputs).await?;
@@ -546,6 +583,14 @@ async fn import(env: &Env, c: &Change) -> Result<String, Failure> {
     }
     update(env, c).await?;
     Ok(id)
+}
+
+/// A consented replace of an `[import]` (diff.rs `import_change`): a replace that adopts an
+/// object the stack's `[import]` names by the id the plan read.
+fn is_replaced_import(stack: &Stack, c: &Change) -> bool {
+    matches!(c.action, Action::DeleteThenCreate | Action::CreateThenDelete)
+        && c.adopt.is_some()
+        && stack.imports.iter().any(|i| i.address == c.address)
 }
 
 /// Last guard: an object read with `existing` is not the stack's; nothing deletes it,

@@ -170,6 +170,19 @@ fn resource_change(
         return rendered_change(kind, r, recorded, desired, planned);
     }
     if let Some(decl) = stack.import_of(&r.address) {
+        if let Some(why) = refreshed.import_refusals.get(&r.address) {
+            planned.insert(r.address.clone(), None);
+            errors.push(
+                Diagnostic::error(
+                    format!("`[import]` `{}`: cannot import {}: {why}", r.address, decl.id),
+                    decl.span.clone(),
+                )
+                .help(
+                    "fix the object in AWS, or remove the [import] entry (and the resource, or let gpustack create it)",
+                ),
+            );
+            return None;
+        }
         match recorded.or(adopted) {
             None => return import_change(stack, idx, decl, refreshed, &desired, planned, errors),
             // In state already: the entry is a no-op (Terraform's), unless it names another object.
@@ -631,7 +644,12 @@ fn removals(
             deletes.push(c);
             continue;
         }
-        if e.prevent_destroy || stack.get(address).is_some_and(|r| r.prevent_destroy) {
+        // A kind that retains on delete (a Capacity Block, a training plan) is not destroyed by
+        // a removal: gpustack forgets it and it runs to its end date, so prevent_destroy has
+        // nothing to refuse (import generate writes it on every purchase, and destroy of an
+        // imported stack must leave those purchases retained). A replace is still refused.
+        let retained = resources::kind(&e.kind).is_some_and(|k| k.retains_on_delete());
+        if !retained && (e.prevent_destroy || stack.get(address).is_some_and(|r| r.prevent_destroy)) {
             errors.push(refusal(stack, address, "delete"));
         }
         let observed = refreshed.observed.get(address);
@@ -648,11 +666,23 @@ fn removals(
         // imports it now (re-tagging it for its new address).
         let imported = |id: &str| refreshed.imports.values().flatten().any(|i| i.observed.id == id);
         for (address, e) in refreshed.strays.iter().filter(|(_, e)| !imported(&e.id)) {
+            // Tagged by an interrupted import, never recorded: not the stack's to delete (or
+            // cancel), only to untag (review imp-core M1).
+            if refreshed.interrupted_imports.contains(&e.id) {
+                let mut c = delete_change(address, e, true, None);
+                c.action = Action::Forget;
+                deletes.push(c);
+                continue;
+            }
             let note = "found by its tags, not in state: left by an interrupted run";
             deletes.push(delete_change(address, e, true, Some(note.into())));
         }
         if opts.destroy {
             for (address, e) in refreshed.adopted.iter().filter(|(a, _)| !st.resources.contains_key(*a)) {
+                let retained = resources::kind(&e.kind).is_some_and(|k| k.retains_on_delete());
+                if !retained && (e.prevent_destroy || stack.get(address).is_some_and(|r| r.prevent_destroy)) {
+                    errors.push(refusal(stack, address, "delete"));
+                }
                 if deletion_protected(&attrs_from_json(&e.inputs)) {
                     errors.push(protected_refusal(stack, address, "delete"));
                 }
@@ -1025,6 +1055,25 @@ max_upfront_usd = 8000
         assert!(errors[0].message.contains("would replace it"), "{}", errors[0].message);
     }
 
+    /// A purchase that retains on delete is only forgotten by a destroy: prevent_destroy does
+    /// not refuse that (integrator decision), but still refuses the change that would replace it.
+    #[test]
+    fn prevent_destroy_on_a_bought_block_allows_the_retain_not_a_replace() {
+        let guarded = STACK.replace("[capacity_block.train]", "[capacity_block.train]\nprevent_destroy = true");
+        assert_ne!(guarded, STACK);
+        let s = load(&guarded);
+        let st = applied(&s);
+        let p = plan(&s, Some(&st), true, &[]).expect("destroy retains the block");
+        let block = p.changes.iter().find(|c| c.address == "capacity_block.train").unwrap();
+        assert_eq!(block.action, Action::Retain);
+        let fewer = guarded.split("[capacity_block.train]").next().unwrap();
+        assert!(plan(&load(fewer), Some(&st), false, &[]).is_ok(), "removing it retains it");
+        let errors = plan(&load(&guarded.replace("instance_count = 2", "instance_count = 4")), Some(&st), false, &[])
+            .err()
+            .expect("a change is refused");
+        assert!(errors.iter().any(|e| e.message.contains("cannot change")), "{:?}", errors);
+    }
+
     #[test]
     fn destroy_deletes_dependents_first_and_targets_take_what_they_need() {
         let s = load(STACK);
@@ -1176,6 +1225,77 @@ max_upfront_usd = 8000
         r.strays = vec![("placement_group.old".into(), stray)];
         let p = plan_with(&s, None, &r).unwrap();
         assert_eq!(actions(&p), vec![("placement_group.train".to_string(), "import")]);
+    }
+
+    /// Review imp-core m1: every import the kind refuses is its own error, at its entry, in
+    /// one pass (not a bare error that stops the refresh at the first).
+    #[test]
+    fn refused_imports_are_each_an_error_at_their_entry() {
+        let text = "[stack]\nname = \"t\"\nregion = \"us-west-2\"\n[placement_group.a]\nstrategy = \"cluster\"\n[placement_group.b]\nstrategy = \"cluster\"\n[import]\n\"placement_group.a\" = \"pg-a\"\n\"placement_group.b\" = \"pg-b\"\n";
+        let s = load(text);
+        let r = Refreshed {
+            import_refusals: HashMap::from([
+                ("placement_group.a".to_string(), "pg-a is no good".to_string()),
+                ("placement_group.b".to_string(), "pg-b is no good either".to_string()),
+            ]),
+            ..Default::default()
+        };
+        let errors = plan_with(&s, None, &r).err().expect("refused");
+        let mut got: Vec<(String, String)> =
+            errors.iter().map(|e| (e.message.clone(), s.source.location(&e.span))).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "`[import]` `placement_group.a`: cannot import pg-a: pg-a is no good".to_string(),
+                    "t.toml:9:23".to_string()
+                ),
+                (
+                    "`[import]` `placement_group.b`: cannot import pg-b: pg-b is no good either".to_string(),
+                    "t.toml:10:23".to_string()
+                ),
+            ]
+        );
+    }
+
+    /// Review imp-core M1: an object tagged by an interrupted import (pending import still
+    /// found by its tags) that the file no longer imports is only untagged (`forget`), never
+    /// deleted or cancelled; an object tagged by the stack's own interrupted create still is.
+    #[test]
+    fn an_interrupted_import_the_file_dropped_is_released_not_deleted() {
+        let s = load("[stack]\nname = \"t\"\nregion = \"us-west-2\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\n");
+        let stray = |id: &str| ResourceState {
+            kind: "capacity_reservation".into(),
+            id: id.into(),
+            inputs: Default::default(),
+            outputs: Default::default(),
+            deps: vec![],
+            prevent_destroy: false,
+        };
+        let r = Refreshed {
+            strays: vec![
+                ("capacity_reservation.odcr".into(), stray("cr-0abc")),
+                ("capacity_reservation.made".into(), stray("cr-0mine")),
+            ],
+            interrupted_imports: ["cr-0abc".to_string()].into(),
+            ..Default::default()
+        };
+        let p = plan_with(&s, None, &r).unwrap();
+        let mut got = actions(&p);
+        got.retain(|(a, _)| a.starts_with("capacity_reservation"));
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("capacity_reservation.made".to_string(), "delete"),
+                ("capacity_reservation.odcr".to_string(), "forget")
+            ]
+        );
+        let released = p.changes.iter().find(|c| c.address == "capacity_reservation.odcr").unwrap();
+        assert!(released.stray && released.id.as_deref() == Some("cr-0abc"));
+        let text = crate::plan::render::render(&p, "", &crate::plan::render::Style { color: false });
+        assert!(text.contains("tagged by an interrupted import"), "{text}");
     }
 
     /// A reservation the stack read with `existing` is taken over when the file writes its

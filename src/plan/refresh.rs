@@ -37,6 +37,13 @@ pub struct Refreshed {
     /// yet, and for one it holds under another id (to compare the two objects).
     /// `None`: nothing has that id. An entry whose object the state already holds is not read.
     pub imports: HashMap<String, Option<resources::Imported>>,
+    /// Ids of objects an interrupted import tagged for this stack before recording them
+    /// (pending [`crate::state::Operation::Import`] entries still found by their tags): never
+    /// deleted as strays, only untagged (review imp-core M1).
+    pub interrupted_imports: BTreeSet<String>,
+    /// `[import]` entries whose object the kind found but refused to import, and why (not in
+    /// `imports`): reported each at its entry.
+    pub import_refusals: HashMap<String, String>,
 }
 
 impl Refreshed {
@@ -94,11 +101,12 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
         anyhow::Ok(found)
     };
     // The imports are read beside the kinds' reads, not after them.
-    let (mut found, imports) = tokio::try_join!(reading, read_imports(ctx, stack, state))?;
+    let (mut found, (imports, refused)) = tokio::try_join!(reading, read_imports(ctx, stack, state))?;
     found.sort_by_key(|(k, _)| crate::resources::rank(k.name()));
     let mut out = merge(stack, state, found);
     out.existing = read_existing(ctx, stack, out.state.as_ref()).await?;
     out.imports = imports;
+    out.import_refusals = refused;
     Ok(out)
 }
 
@@ -107,19 +115,11 @@ pub async fn refresh(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<
 /// whose object the state already holds under the same id is a no-op and not read
 /// (Terraform's behaviour); one whose address the state holds under another id is read, so
 /// the plan can say which two objects disagree.
-async fn read_imports(
-    ctx: &Ctx,
-    stack: &Stack,
-    state: Option<&State>,
-) -> Result<HashMap<String, Option<resources::Imported>>> {
+async fn read_imports(ctx: &Ctx, stack: &Stack, state: Option<&State>) -> Result<ImportReads> {
     // A read (`existing`) is not held: the file may take it over with [import].
-    let held = |address: &str| -> Option<String> {
-        let e = state.and_then(|s| s.resources.get(address))?;
-        (!resources::existing::in_state(e)).then(|| e.id.clone())
-    };
     let mut tasks = tokio::task::JoinSet::new();
     for decl in &stack.imports {
-        if held(&decl.address).as_deref() == Some(decl.id.as_str()) {
+        if held(state, &decl.address, &decl.id) {
             continue;
         }
         let Some(r) = stack.get(&decl.address) else { continue };
@@ -130,13 +130,36 @@ async fn read_imports(
             (address, id, found)
         });
     }
-    let mut out = HashMap::new();
+    let (mut out, mut refused) = (HashMap::new(), HashMap::new());
     while let Some(joined) = tasks.join_next().await {
         let (address, id, found) = joined.context("an import read failed")?;
-        let found = found.with_context(|| format!("reading {id} to import it as {address}"))?;
-        out.insert(address, found);
+        match found {
+            Ok(found) => {
+                out.insert(address, found);
+            }
+            // The kind refused the object it found (gpustack's own refusals carry no AWS
+            // code: a Capacity Block given as an ODCR, a Failed plan, an expired
+            // reservation): one diagnostic per entry, at its place (review imp-core m1).
+            Err(e) if e.code.is_none() => {
+                refused.insert(address, e.detail);
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {id} to import it as {address}"))),
+        }
     }
-    Ok(out)
+    Ok((out, refused))
+}
+
+/// What `[import]` read: the objects by address, and the entries the kind refused (why).
+type ImportReads = (HashMap<String, Option<resources::Imported>>, HashMap<String, String>);
+
+/// Whether the state records the object an `[import]` names at its address, under the
+/// written id or another form of it (a placement group imported by name is recorded by its
+/// `pg-` id, a training plan by its ARN; both keep the name in their outputs): such an entry is
+/// a no-op, not read again on every plan (review imp-core m4).
+fn held(state: Option<&State>, address: &str, id: &str) -> bool {
+    let Some(e) = state.and_then(|s| s.resources.get(address)) else { return false };
+    let other = |k: &str| e.outputs.get(k).and_then(|v| v.as_str()) == Some(id);
+    !resources::existing::in_state(e) && (e.id == id || other("name") || other("arn") || other("id"))
 }
 
 /// Reads the objects the stack names with `existing`, kind by kind in dependency order (a
@@ -290,6 +313,10 @@ pub fn merge(stack: &Stack, state: Option<&State>, found: Vec<(&'static dyn Kind
             };
             let address = o.address.clone().unwrap_or_else(|| format!("{}.{}", kind.name(), o.id));
             let declared = stack.get(&address).is_some_and(|r| r.kind.name() == kind.name());
+            // Adopted for a declared address: the file's prevent_destroy protects it from the
+            // start (review imp-core m7), not only after the adoption's apply.
+            let mut entry = entry;
+            entry.prevent_destroy = declared && stack.get(&address).is_some_and(|r| r.prevent_destroy);
             if o.retained && !declared {
                 continue;
             }
@@ -319,7 +346,22 @@ pub fn merge(stack: &Stack, state: Option<&State>, found: Vec<(&'static dyn Kind
             .map(|p| p.address.clone())
             .collect();
     }
-    st.pending.clear();
+    // A pending import stays until its object is recorded at its address, or no longer
+    // carries the stack's tag (then it was never tagged, or was released): until then the
+    // object found by its tags is one gpustack never owned (review imp-core M1).
+    let tagged: BTreeSet<&str> =
+        out.adopted.values().chain(out.strays.iter().map(|(_, e)| e)).map(|e| e.id.as_str()).collect();
+    let recorded =
+        |p: &crate::state::Pending| st.resources.get(&p.address).is_some_and(|e| Some(&e.id) == p.id.as_ref());
+    let kept: Vec<crate::state::Pending> = st
+        .pending
+        .iter()
+        .filter(|p| p.operation == crate::state::Operation::Import && !recorded(p))
+        .filter(|p| p.id.as_deref().is_some_and(|id| tagged.contains(id)))
+        .cloned()
+        .collect();
+    out.interrupted_imports = kept.iter().filter_map(|p| p.id.clone()).collect();
+    st.pending = kept;
     out.state = Some(st);
     out
 }
@@ -369,6 +411,82 @@ mod tests {
         assert_eq!(r.adopted.keys().collect::<Vec<_>>(), vec!["vpc.main"]);
         assert_eq!(r.unconfirmed, vec!["vpc.other".to_string()]);
         assert!(r.state.unwrap().pending.is_empty());
+    }
+
+    /// Review imp-core M1: a pending import whose object still carries the stack's tags and is
+    /// not recorded stays pending (its id marked as an interrupted import); one whose object is
+    /// recorded at its address, or is no longer found by its tags, is resolved.
+    #[test]
+    fn a_pending_import_stays_until_its_object_is_recorded_or_untagged() {
+        let s = stack();
+        let import = |address: &str, id: &str| Pending {
+            address: address.into(),
+            kind: "vpc".into(),
+            operation: Operation::Import,
+            token: id.into(),
+            id: Some(id.into()),
+            started: "now".into(),
+        };
+        let mut st = State::new("m", "us-west-2");
+        st.pending = vec![import("vpc.gone", "vpc-7"), import("vpc.untagged", "vpc-8"), pending_create("vpc.other")];
+        let kind = resources::kind("vpc").unwrap();
+        let r = merge(&s, Some(&st), vec![(kind, vec![vpc("vpc-7", "vpc.gone")])]);
+        assert_eq!(r.strays.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), vec!["vpc-7"]);
+        assert_eq!(r.interrupted_imports, BTreeSet::from(["vpc-7".to_string()]));
+        let kept = r.state.unwrap().pending;
+        assert_eq!(kept.iter().map(|p| p.token.as_str()).collect::<Vec<_>>(), vec!["vpc-7"]);
+        // Recorded at its address: resolved.
+        let mut done = State::new("m", "us-west-2");
+        done.pending = vec![import("vpc.main", "vpc-1")];
+        done.resources.insert(
+            "vpc.main".into(),
+            ResourceState {
+                kind: "vpc".into(),
+                id: "vpc-1".into(),
+                inputs: Default::default(),
+                outputs: Default::default(),
+                deps: vec![],
+                prevent_destroy: false,
+            },
+        );
+        let r = merge(&s, Some(&done), vec![(kind, vec![vpc("vpc-1", "vpc.main")])]);
+        assert!(r.state.unwrap().pending.is_empty() && r.interrupted_imports.is_empty());
+    }
+
+    /// Review imp-core m4: an import recorded under another form of its id (a group by its
+    /// `pg-` id, imported by name) is held, so it is not read again; another name is not.
+    #[test]
+    fn an_import_held_under_another_form_of_its_id_is_not_read_again() {
+        let mut st = State::new("m", "us-west-2");
+        st.resources.insert(
+            "placement_group.train".into(),
+            ResourceState {
+                kind: "placement_group".into(),
+                id: "pg-0123".into(),
+                inputs: Default::default(),
+                outputs: serde_json::json!({ "name": "brown-pg", "id": "pg-0123" }).as_object().unwrap().clone(),
+                deps: vec![],
+                prevent_destroy: false,
+            },
+        );
+        assert!(held(Some(&st), "placement_group.train", "brown-pg"));
+        assert!(held(Some(&st), "placement_group.train", "pg-0123"));
+        assert!(!held(Some(&st), "placement_group.train", "other-pg"));
+        assert!(!held(None, "placement_group.train", "brown-pg"));
+    }
+
+    /// Review imp-core m7: an object adopted for a declared address carries the file's
+    /// prevent_destroy from the start.
+    #[test]
+    fn an_adopted_object_keeps_the_files_prevent_destroy() {
+        let text = "[stack]\nname = \"m\"\nregion = \"us-west-2\"\n[vpc.main]\ncidr_block = \"10.0.0.0/16\"\nprevent_destroy = true\n";
+        let none = |_: &str| None;
+        let s = crate::load::check(Source::new("m.toml", text.into()), &VarSources { cli: &[], env: &none })
+            .unwrap_or_else(|d| panic!("{d}"));
+        let kind = resources::kind("vpc").unwrap();
+        let r = merge(&s, None, vec![(kind, vec![vpc("vpc-1", "vpc.main"), vpc("vpc-2", "vpc.stray")])]);
+        assert!(r.adopted["vpc.main"].prevent_destroy);
+        assert!(!r.strays[0].1.prevent_destroy);
     }
 
     #[test]

@@ -186,6 +186,10 @@ fn render_change(out: &mut String, c: &Change, stack: &str, style: &Style) {
             Some(id) => format!("read {id} (existing, not managed: no change to AWS)"),
             None => "read (existing, not managed: no change to AWS)".into(),
         },
+        Action::Forget if c.stray => format!(
+            "forget {} (tagged by an interrupted import, never the stack's: remove its gpustack tags, left in AWS)",
+            c.id.as_deref().unwrap_or_default()
+        ),
         Action::Forget => {
             format!("forget {} (existing, not managed: left in AWS as it is)", c.id.as_deref().unwrap_or_default())
         }

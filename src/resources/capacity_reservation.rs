@@ -132,7 +132,7 @@ impl Kind for CapacityReservationKind {
                 && let Some(state) = found.iter().filter_map(|r| r.state()).find(|s| !usable(s))
             {
                 out.push(Err(format!(
-                    "capacity reservation {id} is {}: it holds no capacity to launch into (only active, scheduled or pending reservations are read)",
+                    "capacity reservation {id} is {}: it holds no capacity to launch into (expired, cancelled, failed, payment-failed, unsupported, cancelling and unavailable reservations are not read)",
                     state.as_str()
                 )));
                 continue;
@@ -416,10 +416,30 @@ fn recorded(r: Option<&CapacityReservation>) -> Recorded {
     }
 }
 
-/// A reservation that holds (or will hold) capacity to launch into.
+/// A reservation that holds (or will hold) capacity to launch into: every state of the
+/// botocore ec2 `CapacityReservationState` enum but the ended or refused ones. A Capacity
+/// Block bought by hand is `payment-pending` for a moment, a future-dated ODCR goes through
+/// `assessing` and may be `delayed` (EC2 UG "Capacity Reservation states"; review imp-core m2).
 fn usable(s: &CapacityReservationState) -> bool {
-    matches!(
-        s,
-        CapacityReservationState::Active | CapacityReservationState::Scheduled | CapacityReservationState::Pending
+    !matches!(
+        s.as_str(),
+        "expired" | "cancelled" | "failed" | "payment-failed" | "unsupported" | "cancelling" | "unavailable"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review imp-core m2: a block bought by hand (`payment-pending`) and a future-dated ODCR
+    /// (`assessing`, `delayed`) hold capacity to come; only ended or refused ones do not.
+    #[test]
+    fn reservations_that_hold_or_will_hold_capacity_are_usable() {
+        for s in ["active", "scheduled", "pending", "payment-pending", "assessing", "delayed"] {
+            assert!(usable(&CapacityReservationState::from(s)), "{s}");
+        }
+        for s in ["expired", "cancelled", "failed", "payment-failed", "unsupported", "cancelling", "unavailable"] {
+            assert!(!usable(&CapacityReservationState::from(s)), "{s}");
+        }
+    }
 }

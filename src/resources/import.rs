@@ -29,6 +29,48 @@ pub async fn tag_sagemaker(ctx: &Ctx, arn: &str, address: &str) -> Result<()> {
     Ok(())
 }
 
+/// Takes `gpustack:stack` and `gpustack:address` (and only those) off an object tagged by an
+/// interrupted import that the stack no longer wants (review imp-core M1): it was never the
+/// stack's, so it is released, never deleted. Keys only: EC2 `DeleteTags` ("If you specify a
+/// tag key without a tag value, we delete any tag with this key regardless of its value", EC2
+/// API reference), SageMaker `DeleteTags` (`TagKeys`), EKS `UntagResource` (`tagKeys`), IAM
+/// `UntagRole`/`UntagOpenIDConnectProvider` (`TagKeys`); botocore models ec2 2016-11-15,
+/// sagemaker 2017-07-24, eks 2017-11-01, iam 2010-05-08. The object carries the stack's tag,
+/// so `gpustack policy`'s tag-conditioned statements allow these calls.
+pub async fn untag(ctx: &Ctx, kind: &str, id: &str, outputs: &crate::value::Attrs) -> Result<()> {
+    let keys = [tags::STACK, tags::ADDRESS];
+    let arn = outputs.get("arn").and_then(crate::value::Value::as_str).filter(|a| !a.is_empty()).unwrap_or(id);
+    match kind {
+        "training_plan" => {
+            let call = ctx.sagemaker.delete_tags().resource_arn(id).set_tag_keys(Some(keys.map(String::from).to_vec()));
+            ctx.call(Service::SageMaker, "DeleteTags", call.send()).await?;
+        }
+        "eks_cluster" | "node_group" | "eks_addon" | "eks_access_entry" | "pod_identity_association" => {
+            let call = ctx.eks.untag_resource().resource_arn(arn).set_tag_keys(Some(keys.map(String::from).to_vec()));
+            ctx.call(Service::Eks, "UntagResource", call.send()).await?;
+        }
+        "iam_role" => {
+            let call = ctx.iam.untag_role().role_name(id).set_tag_keys(Some(keys.map(String::from).to_vec()));
+            ctx.call(Service::Iam, "UntagRole", call.send()).await?;
+        }
+        "oidc_provider" => {
+            let call = ctx
+                .iam
+                .untag_open_id_connect_provider()
+                .open_id_connect_provider_arn(id)
+                .set_tag_keys(Some(keys.map(String::from).to_vec()));
+            ctx.call(Service::Iam, "UntagOpenIDConnectProvider", call.send()).await?;
+        }
+        // Every other importable kind is an EC2 object, tagged by its id.
+        _ => {
+            let tags = keys.map(|k| aws_sdk_ec2::types::Tag::builder().key(k).build());
+            let call = ctx.ec2.delete_tags().resources(id).set_tags(Some(tags.to_vec()));
+            ctx.call(Service::Ec2, "DeleteTags", call.send()).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Adds one error per problem of the stack's `[import]` entries.
 pub fn check(stack: &Stack, diags: &mut Vec<Diagnostic>) {
     let mut seen: Vec<(&str, &str, &str)> = vec![];
@@ -93,7 +135,11 @@ pub fn check(stack: &Stack, diags: &mut Vec<Diagnostic>) {
 /// (action, the imported objects' ARNs), for `gpustack policy`. ARN forms from the Service
 /// Authorization Reference ("Resource types defined by" Amazon EC2, Amazon EKS, IAM, Amazon
 /// SageMaker); where the id does not give the whole ARN (a node group's ARN ends in a UUID)
-/// the rest is a wildcard.
+/// the rest is a wildcard. Only the imported object itself is here: the objects an import
+/// tags beside it, whose ids are read at apply time (an imported VPC's internet gateway and
+/// route tables, a subnet's route table, a NAT gateway's Elastic IPs, an imported role's
+/// instance profile), are granted by `gpustack policy`'s own statements
+/// (`TagImportedNetworkParts`, `TagImportedInstanceProfiles`; review imp-core M4).
 pub fn tag_targets(stack: &Stack) -> Vec<(&'static str, Vec<String>)> {
     let region = stack.region.as_str();
     let mut out: Vec<(&'static str, Vec<String>)> = vec![];
@@ -131,7 +177,15 @@ fn tag_target(kind: &str, id: &str, region: &str) -> Option<(&'static str, Vec<S
         "capacity_reservation" | "capacity_block" => ec2("capacity-reservation"),
         "launch_template" => ec2("launch-template"),
         "placement_group" => ec2("placement-group"),
-        "training_plan" => one("sagemaker:AddTags", format!("arn:aws:sagemaker:{region}:*:training-plan/{id}")),
+        // As written and lower-cased: the name allows upper case, published plan ARNs are
+        // lower case, and the real ARN cannot be read offline (review imp-core m8).
+        "training_plan" => {
+            let mut arns = vec![format!("arn:aws:sagemaker:{region}:*:training-plan/{id}")];
+            if id.to_lowercase() != id {
+                arns.push(format!("arn:aws:sagemaker:{region}:*:training-plan/{}", id.to_lowercase()));
+            }
+            Some(("sagemaker:AddTags", arns))
+        }
         // A role's ARN holds its path (`role/NAME` or `role/PATH/NAME`).
         "iam_role" => {
             Some(("iam:TagRole", vec![format!("arn:aws:iam::*:role/{id}"), format!("arn:aws:iam::*:role/*/{id}")]))

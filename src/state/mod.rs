@@ -62,6 +62,11 @@ pub enum Operation {
     Create,
     Update,
     Delete,
+    /// `[import]`: the gpustack tags go on an object the stack does not own yet. Kept by
+    /// refresh until the object is recorded at its address (or no longer carries the tags), so
+    /// an object tagged by an interrupted import is never mistaken for one the stack made and
+    /// deleted (review imp-core M1).
+    Import,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

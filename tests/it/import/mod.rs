@@ -167,6 +167,25 @@ fn an_offline_plan_says_the_import_was_not_read_and_apply_refuses_it() {
 
 /// A crash after the tags landed and before the state record: the next run finds the group
 /// by its tags and adopts it, no second import needed, nothing duplicated.
+/// Review imp-core M2: a consented replace of an import tags the object for the stack before
+/// deleting it (`gpustack policy` allows the delete only on an object tagged for the stack).
+#[test]
+fn a_consented_replace_of_an_import_tags_the_object_before_deleting_it() {
+    let env = Env::new();
+    make_group(&env, "brown-pg");
+    let text = pg_stack("imp", "brown-pg", r#"team = "ml""#, "brown-pg")
+        .replace("strategy = \"cluster\"", "strategy = \"spread\"\nprevent_destroy = false");
+    env.write("s.toml", &text);
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let calls = mutating(&env.emu.requests());
+    let at = |a: &str| calls.iter().position(|c| c == a).unwrap_or_else(|| panic!("no {a}: {calls:?}"));
+    assert!(at("CreateTags") < at("DeletePlacementGroup"), "{calls:?}");
+    assert!(at("DeletePlacementGroup") < at("CreatePlacementGroup"), "{calls:?}");
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "{again:?}");
+}
+
 #[test]
 fn a_crash_between_tagging_and_recording_is_adopted_by_tag() {
     let env = Env::new();
@@ -185,4 +204,39 @@ fn a_crash_between_tagging_and_recording_is_adopted_by_tag() {
     assert_eq!(env.state("imp")["resources"]["placement_group.train"]["id"], id.as_str());
     let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(again.code, 0, "{again:?}");
+}
+
+/// Review imp-core M1: a crash between the import's tags and its record, after which the user
+/// drops the import from the file: the object is the user's, never the stack's. The plan
+/// releases it (removes the two gpustack tags), and nothing deletes it.
+#[test]
+fn an_interrupted_import_dropped_from_the_file_is_untagged_never_deleted() {
+    let env = Env::new();
+    let id = make_group(&env, "brown-pg");
+    env.write("s.toml", &pg_stack("imp", "brown-pg", r#"team = "ml""#, "brown-pg"));
+    env.emu.set_latency(0);
+    env.emu.control("POST", "/_gpustack/latency?ms=400&after=1");
+    crate::crash::kill_after(&env, &["apply", "s.toml", "--auto-approve"], "CreateTags");
+    env.emu.control("POST", "/_gpustack/latency?ms=0&after=1");
+    assert!(group_tags(&env, "brown-pg").contains(&("gpustack:stack".into(), "imp".into())), "tagged before the kill");
+    let other = "[stack]\nname   = \"imp\"\nregion = \"us-west-2\"\n\n[placement_group.other]\nstrategy = \"spread\"\nname     = \"other-pg\"\n";
+    env.write("s.toml", other);
+    let plan = env.run(&["plan", "s.toml"]);
+    assert_eq!(plan.code, 0, "{plan:?}");
+    let line = plan.stdout.lines().find(|l| l.contains("placement_group.train")).unwrap_or_default();
+    assert!(line.contains(&format!("forget {id} (tagged by an interrupted import")), "{plan:?}");
+    assert!(!line.contains("delete"), "{plan:?}");
+    env.emu.reset_requests();
+    env.ok(&["apply", "s.toml", "--auto-approve"]);
+    let calls = mutating(&env.emu.requests());
+    assert!(!calls.iter().any(|a| a == "DeletePlacementGroup"), "{calls:?}");
+    assert!(calls.iter().any(|a| a == "DeleteTags"), "{calls:?}");
+    assert_eq!(
+        group_tags(&env, "brown-pg"),
+        vec![("team".to_string(), "ml".to_string())],
+        "only the user's tag is left"
+    );
+    let again = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
+    assert_eq!(again.code, 0, "released once: {again:?}");
+    assert!(env.state("imp")["pending"].as_array().is_none_or(|p| p.is_empty()), "{:#}", env.state("imp"));
 }

@@ -157,7 +157,7 @@ duration_hours  = 24
 start_after     = "{after}"
 start_before    = "{before}"
 max_upfront_usd = 1
-prevent_destroy = false
+prevent_destroy = true
 
 [import]
 "capacity_block.train" = "{id}"
@@ -187,6 +187,8 @@ prevent_destroy = false
 
     env.write("s.toml", &stack(1));
     env.emu.reset_requests();
+    // prevent_destroy = true (what `import generate` writes on purchases) does not refuse
+    // destroy: nothing is destroyed, the block is retained (integrator decision).
     let gone = env.ok(&["destroy", "s.toml", "--auto-approve"]);
     assert!(gone.stdout.contains("retain"), "{gone:?}");
     let calls = env.emu.requests();
