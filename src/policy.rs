@@ -468,12 +468,15 @@ pub fn document(stack: &Stack) -> Json {
     // it on "*". DescribeSpotPriceHistory has no resource type (Service Authorization
     // Reference, EC2), so "*" in the stack's region.
     if crate::plan::cost::prices_anything(stack) {
-        push(
-            "PriceList",
-            vec!["pricing:GetProducts"],
-            json!("*"),
-            Some(json!({ "StringEquals": { "aws:RequestedRegion": crate::price::endpoint_region(region) } })),
-        );
+        // GovCloud and China regions make no GetProducts call (price::no_usd_price_list).
+        if crate::price::no_usd_price_list(region).is_none() {
+            push(
+                "PriceList",
+                vec!["pricing:GetProducts"],
+                json!("*"),
+                Some(json!({ "StringEquals": { "aws:RequestedRegion": crate::price::endpoint_region(region) } })),
+            );
+        }
         push("SpotPriceHistory", vec!["ec2:DescribeSpotPriceHistory"], json!("*"), Some(in_region.clone()));
     }
     let ec2_any = json!(format!("arn:aws:ec2:{region}:*:*"));

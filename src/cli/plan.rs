@@ -254,7 +254,8 @@ async fn checks(
     skip_quota: bool,
     chart_installed: bool,
 ) -> Result<bool> {
-    let prices = reads.as_ref().map_or_else(crate::price::PriceBook::embedded, |r| r.prices.clone());
+    let prices =
+        reads.as_ref().map_or_else(|| crate::price::PriceBook::embedded_for(&stack.region), |r| r.prices.clone());
     let pf = match reads {
         Some(r) => {
             let mut pf = r.preflight;

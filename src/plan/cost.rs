@@ -35,13 +35,23 @@ use crate::value::Value;
 pub struct Cost {
     /// "AWS Price List …, fetched <time>" or "embedded snapshot <date> from <source>".
     pub source: String,
+    /// The region whose On-Demand list prices are used: the stack's, or us-east-1 when an
+    /// offline plan's snapshot lacks the stack's region (`PriceBook::embedded_for`).
+    pub on_demand_prices_of: String,
     pub items: Vec<Item>,
-    /// USD per hour of what runs at the desired sizes (unpriced items left out).
-    pub now_usd_per_hour: Usd,
-    /// USD per hour with every group and pool at its max.
-    pub max_usd_per_hour: Usd,
-    /// USD the plan's purchases cost up front, non-refundable.
-    pub upfront_usd: Usd,
+    /// USD per hour of what runs at the desired sizes; null when an item is unpriced now (a
+    /// price that cannot be found is never 0: `priced_now_usd_per_hour` has the priced part).
+    pub now_usd_per_hour: Option<Usd>,
+    /// USD per hour with every group and pool at its max; null when an item is unpriced at max.
+    pub max_usd_per_hour: Option<Usd>,
+    /// USD the plan's purchases cost up front, non-refundable; null when one is unpriced.
+    pub upfront_usd: Option<Usd>,
+    /// The sums of the priced parts only: a lower bound when `complete` is false.
+    pub priced_now_usd_per_hour: Usd,
+    pub priced_max_usd_per_hour: Usd,
+    pub priced_upfront_usd: Usd,
+    /// Whether every item is priced (else the totals above are null and `unpriced` names why).
+    pub complete: bool,
     /// Addresses with a part the book could not price: the totals leave them out.
     pub unpriced: Vec<String>,
     /// Reads of prices that failed (their prices are unpriced).
@@ -200,22 +210,44 @@ fn scaling(r: &Resource) -> Option<(u64, u64, u64)> {
     Some((min, n("desired").unwrap_or(min), max))
 }
 
-/// The highest Spot price of `types` in `zones` (any zone of the region when none is known).
-fn spot_price(book: &PriceBook, region: &str, zones: &[String], types: &[String]) -> Option<Usd> {
+/// The highest Spot price of `types` in `zones` (any zone of the region when none is known),
+/// and the `type in zone` pairs with no price. DescribeSpotPriceHistory has no row for a type in
+/// a zone that does not offer it (GPU types are often not in every zone), and Auto Scaling and
+/// Karpenter launch only where a type is offered: such a pair is left out, not unpriced. A type
+/// with no price in any of the zones makes the estimate unpriced (None), never 0.
+fn spot_price(book: &PriceBook, region: &str, zones: &[String], types: &[String]) -> Option<(Usd, Vec<String>)> {
     let mut best: Option<Usd> = None;
+    let mut missing = vec![];
     for t in types {
-        let prices: Vec<Option<Usd>> = if zones.is_empty() {
-            vec![book.spot_hourly(region, None, t)]
+        let prices: Vec<(Option<&String>, Option<Usd>)> = if zones.is_empty() {
+            vec![(None, book.spot_hourly(region, None, t))]
         } else {
-            zones.iter().map(|z| book.spot_hourly(region, Some(z), t)).collect()
+            zones.iter().map(|z| (Some(z), book.spot_hourly(region, Some(z), t))).collect()
         };
-        // A type unpriced in one of its zones makes the whole estimate unpriced.
-        for p in prices {
-            let p = p?;
-            best = Some(best.map_or(p, |b| b.max(p)));
+        let mut priced = false;
+        for (z, p) in prices {
+            match p {
+                Some(p) => {
+                    priced = true;
+                    best = Some(best.map_or(p, |b| b.max(p)));
+                }
+                None => missing.extend(z.map(|z| format!("{t} in {z}"))),
+            }
+        }
+        if !priced {
+            return None;
         }
     }
-    best
+    best.map(|b| (b, missing))
+}
+
+/// The note's words for Spot pairs with no price: "; no Spot offering of g5.xlarge in us-west-2c".
+fn no_offering(missing: &[String]) -> String {
+    if missing.is_empty() {
+        String::new()
+    } else {
+        format!(" (no Spot price, so no offering, of {}: left out)", missing.join(", "))
+    }
 }
 
 fn why_unpriced(book: &PriceBook, region: &str, what: &str) -> String {
@@ -263,14 +295,35 @@ pub fn estimate(stack: &Stack, plan: &Plan, book: &PriceBook) -> Cost {
                 item.max_usd_per_hour = Some(0.0);
             }
             Offer::Offline(_) | Offer::NotSearched => {
+                // A purchase adds no hourly charge; only its price up front is unknown.
+                item.now_usd_per_hour = Some(0.0);
+                item.max_usd_per_hour = Some(0.0);
                 item.unpriced = Some("offering not searched with --refresh=false; a refreshing plan prices it".into());
                 item.note = "bought by this plan, non-refundable".into();
             }
         }
         items.push(item);
     }
+    let list = book.list_region(region).to_string();
+    if list != region {
+        // Every On-Demand price here is another region's list price: each line says so.
+        for i in items.iter_mut().filter(|i| match i.market {
+            "spot" => false,
+            "mixed" => i.now_usd_per_hour.is_some(),
+            _ => i.unit_usd_per_hour.is_some(),
+        }) {
+            let sep = if i.note.is_empty() { "" } else { "; " };
+            i.note = format!("{}{sep}{list} On-Demand list price used for {region}", i.note);
+        }
+    }
     let sum = |f: fn(&Item) -> Option<Usd>| items.iter().filter_map(f).fold(0.0, |a, b| a + b);
-    let unpriced = items
+    // A total is known only when every item's part of it is.
+    let total = |f: fn(&Item) -> Option<Usd>, applies: fn(&Item) -> bool| {
+        items.iter().filter(|i| applies(i)).all(|i| f(i).is_some()).then(|| sum(f))
+    };
+    let (now, max) = (total(|i| i.now_usd_per_hour, |_| true), total(|i| i.max_usd_per_hour, |_| true));
+    let upfront = total(|i| i.upfront_usd, |i| i.market == "purchase");
+    let unpriced: Vec<String> = items
         .iter()
         .filter(|i| i.unpriced.is_some())
         .map(|i| i.address.clone())
@@ -279,9 +332,14 @@ pub fn estimate(stack: &Stack, plan: &Plan, book: &PriceBook) -> Cost {
         .collect();
     Cost {
         source: book.source().to_string(),
-        now_usd_per_hour: sum(|i| i.now_usd_per_hour),
-        max_usd_per_hour: sum(|i| i.max_usd_per_hour),
-        upfront_usd: sum(|i| i.upfront_usd),
+        on_demand_prices_of: list,
+        complete: now.is_some() && max.is_some() && upfront.is_some() && unpriced.is_empty(),
+        now_usd_per_hour: now,
+        max_usd_per_hour: max,
+        upfront_usd: upfront,
+        priced_now_usd_per_hour: sum(|i| i.now_usd_per_hour),
+        priced_max_usd_per_hour: sum(|i| i.max_usd_per_hour),
+        priced_upfront_usd: sum(|i| i.upfront_usd),
         unpriced,
         problems: book.problems().to_vec(),
         items,
@@ -320,12 +378,14 @@ fn node_group(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> It
     }
     let unit = if market == "spot" {
         let zones = crate::rules::subnet_zones(stack, r);
+        let found = spot_price(book, region, &zones, &types);
         item.note = format!(
-            "Spot: the highest price of {} in {}",
+            "Spot: the highest price of {} in {}{}",
             types.join(", "),
-            if zones.is_empty() { format!("the zones of {region}") } else { zones.join(", ") }
+            if zones.is_empty() { format!("the zones of {region}") } else { zones.join(", ") },
+            found.as_ref().map_or(String::new(), |(_, missing)| no_offering(missing))
         );
-        spot_price(book, region, &zones, &types)
+        found.map(|(usd, _)| usd)
     } else {
         item.instance_type = Some(types[0].clone());
         if types.len() > 1 {
@@ -399,7 +459,9 @@ fn self_managed(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> 
         book.on_demand_hourly(region, &types[0])
     };
     let zones = crate::rules::subnet_zones(stack, r);
-    let spot = spot_price(book, region, &zones, &types);
+    let found = spot_price(book, region, &zones, &types);
+    let missing = found.as_ref().map_or(String::new(), |(_, missing)| no_offering(missing));
+    let spot = found.map(|(usd, _)| usd);
     let cost = |n: u64| -> Option<Usd> {
         let (od, sp) = split(n);
         let a = if od > 0 { od_price? * od as f64 } else { 0.0 };
@@ -417,9 +479,9 @@ fn self_managed(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> 
     item.note = match market {
         "on-demand" if lowest => "On-Demand at the lowest-priced listed type".into(),
         "on-demand" => String::new(),
-        "spot" => format!("Spot: the highest price of {}", types.join(", ")),
+        "spot" => format!("Spot: the highest price of {}{missing}", types.join(", ")),
         _ => format!(
-            "mixed: {base} On-Demand base, then {pct}% On-Demand ({} now, {} at max), the rest Spot",
+            "mixed: {base} On-Demand base, then {pct}% On-Demand ({} now, {} at max), the rest Spot{missing}",
             split(desired).0,
             split(max).0
         ),
@@ -451,6 +513,15 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
         e.refs(&mut refs);
         !refs.is_empty() || lit(r, "capacity_reservations").is_some_and(|v| !v.as_list().unwrap_or_default().is_empty())
     }) || r.attrs.contains_key("capacity_reservation_tags");
+    if caps.is_empty() && !r.attrs.contains_key("capacity_types") {
+        // A `karpenter.sh/capacity-type In [...]` requirement, as `KarpenterPool::normalize`
+        // reads it into `capacity_types`.
+        use crate::resources::karpenter_pool::requirements;
+        let reqs = lit(r, "requirements")
+            .map(|v| requirements::parse(&[("requirements".to_string(), v)].into()))
+            .unwrap_or_default();
+        caps = requirements::capacity_types(&reqs).unwrap_or_default();
+    }
     if caps.is_empty() {
         caps = vec![if reservations { "reserved" } else { "on-demand" }.to_string()];
     }
@@ -482,6 +553,7 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
     let (nodes, cpu) = (limit("nodes"), limit("cpu"));
     let zones = crate::rules::subnet_zones(stack, r);
     let mut dearest: Option<(Usd, u64, &String)> = None;
+    let mut absent = vec![];
     for t in &types {
         let info = catalog.get(t);
         let mut bound: Option<u64> = nodes;
@@ -497,7 +569,10 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
             return item;
         };
         let unit = if market == "spot" {
-            spot_price(book, region, &zones, std::slice::from_ref(t))
+            spot_price(book, region, &zones, std::slice::from_ref(t)).map(|(usd, missing)| {
+                absent.extend(missing);
+                usd
+            })
         } else {
             book.on_demand_hourly(region, t)
         };
@@ -515,8 +590,9 @@ fn pool(stack: &Stack, r: &Resource, book: &PriceBook, region: &str) -> Item {
         item.instance_type = Some(t.clone());
         item.unit_usd_per_hour = Some(if n > 0 { usd / n as f64 } else { 0.0 });
         item.note = format!(
-            "Karpenter starts nodes for pending pods: none now; at its limits {n} × {t} ({}, the dearest listed type)",
-            if market == "spot" { "Spot" } else { "On-Demand" }
+            "Karpenter starts nodes for pending pods: none now; at its limits ≈ {n} × {t} ({}, the dearest listed type; Karpenter's limit checks may overrun a little){}",
+            if market == "spot" { "Spot" } else { "On-Demand" },
+            no_offering(&absent)
         );
     }
     item
@@ -585,10 +661,19 @@ fn reservation(stack: &Stack, r: &Resource, book: &PriceBook, region: &str, grou
         .collect();
     let of = |u: &Resource, f: fn(&Item) -> Option<u64>| groups.iter().find(|g| g.address == u.address).and_then(f);
     let used_now: u64 = users.iter().filter_map(|u| of(u, |g| g.count_now)).sum::<u64>().min(count);
-    // A Karpenter pool may fill the whole reservation (reserved capacity is launched first).
-    let pool = users.iter().any(|u| u.kind.name() == "karpenter_pool");
-    let used_max: u64 =
-        if pool { count } else { users.iter().filter_map(|u| of(u, |g| g.count_max)).sum::<u64>().min(count) };
+    // At max, the part of the reservation its users' lines already price: a node group's
+    // instances up to its max; a pool that may also launch On-Demand or Spot, up to its max
+    // (its line prices that many at its dearest type); a reserved-only pool prices nothing of
+    // its own ("priced in their lines"), so the whole reservation stays in this line, which
+    // bills 24×7 whether used or not.
+    let used_max: u64 = users
+        .iter()
+        .filter_map(|u| {
+            let g = groups.iter().find(|g| g.address == u.address)?;
+            if g.market == "reserved" { Some(0) } else { g.count_max }
+        })
+        .sum::<u64>()
+        .min(count);
     let (idle_now, idle_max) = (count - used_now, count - used_max);
     let Some(unit) = book.on_demand_hourly(region, &t) else {
         item.unpriced = Some(why_unpriced(book, region, &format!("On-Demand price of {t}")));
@@ -602,7 +687,11 @@ fn reservation(stack: &Stack, r: &Resource, book: &PriceBook, region: &str, grou
         "no group of the stack targets it".to_string()
     } else {
         let verb = if users.len() == 1 { "runs" } else { "run" };
-        format!("{names} {verb} {used_now} on it now, up to {used_max} at max (priced in their lines)")
+        let own = groups.iter().any(|g| g.market == "reserved" && users.iter().any(|u| u.address == g.address));
+        format!(
+            "{names} {verb} {used_now} on it now, up to {used_max} at max (priced in their lines){}",
+            if own { "; reserved-only pools' use of it is priced here" } else { "" }
+        )
     };
     item.note = format!(
         "{count} × {t} reserved = ${:.2}/h, billed whether used or not; {used}; idle: {idle_now} now (${:.2}/h), {idle_max} at max (${:.2}/h)",
@@ -631,20 +720,37 @@ pub fn usd(v: Usd) -> String {
     format!("{}${grouped}.{frac:02}", if cents < 0 { "-" } else { "" })
 }
 
-/// The summary line: "≈ $X/h now, up to $Y/h at max; $Z up front, non-refundable", with
-/// "+ unpriced items" when some are.
+/// The summary line: "≈ $X/h now, up to $Y/h at max; $Z up front, non-refundable". A total
+/// with an unpriced part is never shown as a plain sum: "≥ $X/h" (the priced part, a lower
+/// bound) or "unpriced" when nothing of it is priced, and the unpriced items are named.
 pub fn summary(c: &Cost) -> String {
-    let mut s = format!("≈ {}/h now, up to {}/h at max", usd(c.now_usd_per_hour), usd(c.max_usd_per_hour));
+    let now = match c.now_usd_per_hour {
+        Some(v) => format!("≈ {}/h now", usd(v)),
+        None if c.priced_now_usd_per_hour > 0.0 => format!("≥ {}/h now", usd(c.priced_now_usd_per_hour)),
+        None => "unpriced now".to_string(),
+    };
+    let max = match c.max_usd_per_hour {
+        Some(v) => format!("up to {}/h at max", usd(v)),
+        None if c.priced_max_usd_per_hour > 0.0 => format!("up to ≥ {}/h at max", usd(c.priced_max_usd_per_hour)),
+        None => "unpriced at max".to_string(),
+    };
+    let mut s = format!("{now}, {max}");
     let purchases = c.items.iter().filter(|i| i.market == "purchase");
     let (priced, unpriced) =
-        purchases.fold((0, 0), |(p, u), i| if i.unpriced.is_some() { (p, u + 1) } else { (p + 1, u) });
+        purchases.fold((0, 0), |(p, u), i| if i.upfront_usd.is_none() { (p, u + 1) } else { (p + 1, u) });
     match (priced, unpriced) {
         (0, 0) => {}
         (0, _) => s.push_str("; purchases up front unpriced (offerings not searched), non-refundable"),
-        _ => s.push_str(&format!("; {} up front, non-refundable", usd(c.upfront_usd))),
+        (_, 0) => s.push_str(&format!("; {} up front, non-refundable", usd(c.priced_upfront_usd))),
+        _ => s.push_str(&format!("; ≥ {} up front, non-refundable", usd(c.priced_upfront_usd))),
     }
     if !c.unpriced.is_empty() {
-        s.push_str(&format!(" + unpriced items ({})", c.unpriced.join(", ")));
+        let n = c.unpriced.len();
+        s.push_str(&format!(
+            " (excluding {n} unpriced item{}: {})",
+            if n == 1 { "" } else { "s" },
+            c.unpriced.join(", ")
+        ));
     }
     s
 }
@@ -699,12 +805,22 @@ mod tests {
         let g = cost.items.iter().find(|i| i.address == "self_managed_node_group.gpu").unwrap();
         assert_eq!(g.market, "mixed");
         assert!(near(g.now_usd_per_hour, 1.0) && near(g.max_usd_per_hour, 1.0 + 5.0 * 0.50), "{g:?}");
-        // Without one type's Spot price in one zone the whole group is unpriced, never 0.
+        assert!(cost.complete && near(cost.now_usd_per_hour, 1.0), "{cost:?}");
+        // A type with no Spot price in one of the zones (not offered there) is left out of that
+        // zone only: the group stays priced, and the note names the pair (review cost M3).
         let book = PriceBook::from_prices("test", &[(r, "g6.2xlarge", 1.0)], &spot[1..]);
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let g = cost.items.iter().find(|i| i.address == "self_managed_node_group.gpu").unwrap();
+        assert!(near(g.max_usd_per_hour, 1.0 + 5.0 * 0.50) && g.unpriced.is_none(), "{g:?}");
+        assert!(g.note.contains("g6.2xlarge in us-west-2a"), "{g:?}");
+        // A type with no Spot price in any of its zones makes the group unpriced, never 0.
+        let book = PriceBook::from_prices("test", &[(r, "g6.2xlarge", 1.0)], &spot[..4]);
         let cost = estimate(&stack, &no_changes(&stack), &book);
         let g = cost.items.iter().find(|i| i.address == "self_managed_node_group.gpu").unwrap();
         assert!(g.now_usd_per_hour.is_none() && g.unpriced.is_some(), "{g:?}");
         assert_eq!(cost.unpriced, vec!["self_managed_node_group.gpu".to_string()]);
+        // The totals are then unknown, not the priced part (review cost M2).
+        assert!(cost.now_usd_per_hour.is_none() && cost.max_usd_per_hour.is_none() && !cost.complete, "{cost:?}");
     }
 
     /// examples/karpenter.toml: `fallback` (On-Demand, gpu_limit 8, single-GPU types) is priced
@@ -729,6 +845,88 @@ mod tests {
         // The Spot pool has no Spot price in this book: unpriced at max, and said in the totals.
         let burst = cost.items.iter().find(|i| i.address == "karpenter_pool.burst").unwrap();
         assert!(burst.max_usd_per_hour.is_none() && cost.unpriced.contains(&burst.address), "{burst:?}");
+    }
+
+    /// Review cost M1: a reserved-only pool prices nothing of its own, so its ODCR's line keeps
+    /// the whole reservation at max (it bills whether used or not); a pool that may also launch
+    /// On-Demand prices up to its max of it in its own line.
+    #[test]
+    fn an_odcr_used_by_a_reserved_only_pool_is_billed_in_full_at_max() {
+        let stack = example("karpenter.toml");
+        let r = "us-west-2";
+        let book = PriceBook::from_prices(
+            "test",
+            &[(r, "g6.xlarge", 0.8), (r, "g6.2xlarge", 1.0), (r, "g5.xlarge", 1.1), (r, "m6i.large", 0.1)],
+            &[],
+        );
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let odcr = cost.items.iter().find(|i| i.address == "capacity_reservation.inference").unwrap();
+        let count = odcr.count_now.unwrap() as f64;
+        assert!(count > 0.0);
+        let unit = odcr.unit_usd_per_hour.unwrap();
+        assert!(near(odcr.now_usd_per_hour, count * unit) && near(odcr.max_usd_per_hour, count * unit), "{odcr:?}");
+        // The same pool allowing On-Demand with a limit of 2 nodes: 2 in its line, the rest here.
+        let text = std::fs::read_to_string(format!("{}/examples/karpenter.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let text = text.replace(
+            "[karpenter_pool.inference]\n",
+            "[karpenter_pool.inference]\ncapacity_types = [\"reserved\", \"on-demand\"]\n",
+        );
+        let text = text.replace("gpu_limit             = 4\n", "gpu_limit             = 2\n");
+        assert!(text.contains("gpu_limit             = 2\n"), "karpenter.toml's inference pool has gpu_limit 4");
+        let vars = crate::stack::VarSources { cli: &[], env: &|_| None };
+        let stack =
+            crate::load::check(crate::stack::Source::new("k.toml", text), &vars).unwrap_or_else(|d| panic!("{d}"));
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let pool = cost.items.iter().find(|i| i.address == "karpenter_pool.inference").unwrap();
+        assert_eq!((pool.market, pool.count_max), ("on-demand", Some(2)), "{pool:?}");
+        let odcr = cost.items.iter().find(|i| i.address == "capacity_reservation.inference").unwrap();
+        assert!(near(odcr.max_usd_per_hour, (count - 2.0) * unit), "{odcr:?}");
+    }
+
+    /// Review cost minor 6: a capacity type written as a requirement is the pool's market.
+    #[test]
+    fn a_pools_market_follows_a_capacity_type_requirement() {
+        let text = std::fs::read_to_string(format!("{}/examples/karpenter.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let written =
+            "capacity_types  = [\"on-demand\"]\ninstance_types  = [\"g6.xlarge\", \"g6.2xlarge\", \"g5.xlarge\"]\n";
+        assert!(text.contains(written), "karpenter.toml's fallback pool");
+        let text = text.replace(
+            written,
+            "requirements = [{ key = \"karpenter.sh/capacity-type\", operator = \"In\", values = [\"spot\"] }]\ninstance_types  = [\"g6.xlarge\", \"g6.2xlarge\", \"g5.xlarge\"]\n",
+        );
+        let vars = crate::stack::VarSources { cli: &[], env: &|_| None };
+        let stack =
+            crate::load::check(crate::stack::Source::new("k.toml", text), &vars).unwrap_or_else(|d| panic!("{d}"));
+        let r = "us-west-2";
+        let book = PriceBook::from_prices(
+            "test",
+            &[(r, "g6.xlarge", 0.8), (r, "g6.2xlarge", 1.0), (r, "g5.xlarge", 1.1)],
+            &[],
+        );
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let fallback = cost.items.iter().find(|i| i.address == "karpenter_pool.fallback").unwrap();
+        assert_eq!(fallback.market, "spot", "{fallback:?}");
+        assert!(fallback.max_usd_per_hour.is_none(), "no Spot price in the book: unpriced, {fallback:?}");
+    }
+
+    /// Review cost M2: a total with an unpriced part never reads as a plain sum, let alone $0.00.
+    #[test]
+    fn totals_with_unpriced_items_are_lower_bounds_or_unpriced() {
+        let stack = example("karpenter.toml");
+        let cost = estimate(&stack, &no_changes(&stack), &PriceBook::none("nothing"));
+        assert!(!cost.complete && cost.now_usd_per_hour.is_none() && cost.max_usd_per_hour.is_none());
+        let line = summary(&cost);
+        assert!(line.starts_with("unpriced now, unpriced at max (excluding "), "{line}");
+        assert!(!line.contains("$0.00"), "{line}");
+        let r = "us-west-2";
+        let book = PriceBook::from_prices("test", &[(r, "m6i.large", 0.1)], &[]);
+        let cost = estimate(&stack, &no_changes(&stack), &book);
+        let line = summary(&cost);
+        assert!(line.starts_with("≥ $"), "{line}");
+        assert!(line.contains("unpriced item"), "{line}");
+        let json = serde_json::to_value(&cost).unwrap();
+        assert!(json["now_usd_per_hour"].is_null() && json["complete"] == false, "{json}");
+        assert!(json["priced_now_usd_per_hour"].as_f64().unwrap() > 0.0, "{json}");
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct PriceBook {
     /// The regions the book holds On-Demand prices for (the snapshot's), to say why a price
     /// is missing.
     regions: BTreeSet<String>,
+    /// Regions priced with another region's list prices ([`PriceBook::embedded_for`]):
+    /// region → the region whose prices are used.
+    borrowed: BTreeMap<String, String>,
 }
 
 /// The embedded snapshot's layout (`src/price/snapshot.json`).
@@ -104,8 +107,38 @@ impl PriceBook {
         book
     }
 
-    /// On-Demand (`pricing:GetProducts`, one call for all the types: [`on_demand`]) and Spot (`ec2:DescribeSpotPriceHistory`, one listing for all types) prices
-    /// of `types` in `region`, read at once. Types are deduplicated; none: no call.
+    /// The embedded snapshot for a plan in `region`. When the snapshot has no prices of
+    /// `region`, its us-east-1 list prices stand in for them, as Karpenter's own offline table
+    /// does ("fall back to the always available us-east-1": karpenter-provider-aws
+    /// `pkg/providers/pricing/pricing.go`, `Reset`); the source says so and
+    /// [`PriceBook::list_region`] names the region whose prices are used.
+    pub fn embedded_for(region: &str) -> PriceBook {
+        const FALLBACK: &str = "us-east-1";
+        let mut book = PriceBook::embedded();
+        if book.knows_region(region) || !book.knows_region(FALLBACK) {
+            return book;
+        }
+        let rows: Vec<(String, Usd)> =
+            book.on_demand.iter().filter(|((r, _), _)| r == FALLBACK).map(|((_, t), usd)| (t.clone(), *usd)).collect();
+        for (t, usd) in rows {
+            book.insert_on_demand(region, &t, usd);
+        }
+        book.regions.insert(region.to_string());
+        book.borrowed.insert(region.to_string(), FALLBACK.to_string());
+        book.source = format!(
+            "{}; {FALLBACK} On-Demand list prices used for {region} (the snapshot holds no {region} prices; Karpenter falls back to {FALLBACK} likewise)",
+            book.source
+        );
+        book
+    }
+
+    /// The region whose On-Demand list prices the book uses for `region`: itself, or the
+    /// snapshot's us-east-1 when [`PriceBook::embedded_for`] fell back to it.
+    pub fn list_region<'a>(&'a self, region: &'a str) -> &'a str {
+        self.borrowed.get(region).map_or(region, String::as_str)
+    }
+
+    /// On-Demand (`pricing:GetProducts`, one call for all the types: [`on_demand`]) and Spot (`ec2:DescribeSpotPriceHistory`, one listing for all types) prices    /// of `types` in `region`, read at once. Types are deduplicated; none: no call.
     pub async fn live(ctx: &Ctx, region: &str, types: &[&str]) -> Result<PriceBook> {
         let types: BTreeSet<String> = types.iter().map(|t| t.to_string()).collect();
         let fetched = jiff::Timestamp::now();
@@ -120,8 +153,13 @@ impl PriceBook {
         if types.is_empty() {
             return Ok(book);
         }
+        if let Some(why) = no_usd_price_list(region) {
+            book.problems.push(why);
+        }
+        let priced: BTreeSet<String> =
+            if no_usd_price_list(region).is_some() { BTreeSet::new() } else { types.clone() };
         let spot = spot(ctx, region, &types, fetched);
-        let (spot, on_demand) = tokio::join!(spot, on_demand(ctx, region, &types));
+        let (spot, on_demand) = tokio::join!(spot, on_demand(ctx, region, &priced));
         match on_demand {
             Ok(prices) => {
                 for (t, usd) in prices {
@@ -211,6 +249,25 @@ impl PriceBook {
     /// The regions the book has On-Demand prices for.
     pub fn regions(&self) -> Vec<&str> {
         self.regions.iter().map(String::as_str).collect()
+    }
+}
+
+/// Why the On-Demand prices of `region` are not read, when they are not: AWS GovCloud has no
+/// Price List endpoint (botocore `endpoints.json` has no `api.pricing` in `aws-us-gov`;
+/// Karpenter skips On-Demand price reads there, "pricing APIs aren't available in AWS GovCloud
+/// regions"), and the China price list answers in CNY (Karpenter's `onDemandPage` reads
+/// `pricePerUnit.CNY` for `cn-` regions), which a USD cost cannot show.
+pub fn no_usd_price_list(region: &str) -> Option<String> {
+    if region.starts_with("us-gov-") {
+        Some(format!(
+            "On-Demand prices of {region} not read: the AWS Price List Query API has no endpoint in AWS GovCloud"
+        ))
+    } else if region.starts_with("cn-") {
+        Some(format!(
+            "On-Demand prices of {region} not read: the China price list is in CNY, and costs are shown in USD"
+        ))
+    } else {
+        None
     }
 }
 
@@ -374,6 +431,19 @@ mod tests {
     }
 
     #[test]
+    fn offline_a_region_the_snapshot_lacks_uses_us_east_1_list_prices_and_says_so() {
+        let book = PriceBook::embedded_for("us-west-2");
+        assert_eq!(book.on_demand_hourly("us-west-2", "g6.xlarge"), Some(0.8048));
+        assert_eq!(book.list_region("us-west-2"), "us-east-1");
+        assert!(book.source().contains("us-east-1 On-Demand list prices used for us-west-2"), "{}", book.source());
+        // The snapshot's own region is its own.
+        let east = PriceBook::embedded_for("us-east-1");
+        assert_eq!(east.list_region("us-east-1"), "us-east-1");
+        assert_eq!(east.source(), PriceBook::embedded().source());
+        assert_eq!(east.on_demand_hourly("us-west-2", "g6.xlarge"), None);
+    }
+
+    #[test]
     fn a_price_list_item_is_read_at_its_on_demand_hourly_usd_path() {
         let doc = r#"{"product":{"productFamily":"Compute Instance","attributes":{"instanceType":"g6.xlarge","regionCode":"us-west-2"},"sku":"ABC"},
           "serviceCode":"AmazonEC2",
@@ -395,6 +465,13 @@ mod tests {
         assert_eq!(b.spot_hourly("us-west-2", Some("us-west-2a"), "g6.xlarge"), Some(0.30));
         assert_eq!(b.spot_hourly("us-west-2", Some("us-west-2c"), "g6.xlarge"), None);
         assert_eq!(b.spot_hourly("us-east-1", None, "g6.xlarge"), None);
+    }
+
+    #[test]
+    fn govcloud_and_china_on_demand_prices_are_not_read_and_say_why() {
+        assert!(no_usd_price_list("us-gov-west-1").is_some_and(|w| w.contains("no endpoint in AWS GovCloud")));
+        assert!(no_usd_price_list("cn-north-1").is_some_and(|w| w.contains("CNY")));
+        assert_eq!(no_usd_price_list("us-west-2"), None);
     }
 
     #[test]

@@ -77,6 +77,16 @@ def pricing_checks(endpoint: str) -> None:
     check(usd_of(out["PriceList"][0]) == want, f"its USD hourly price is the data file's ({want})")
     doc = json.loads(out["PriceList"][0])
     check(doc["product"]["attributes"]["regionCode"] == "us-west-2", "the item is a JSON string with product.attributes")
+    west = boto3.client("pricing", region_name="us-west-2", endpoint_url=endpoint, config=NO_RETRY)
+    check(
+        error_code(west.get_products, ServiceCode="AmazonEC2", Filters=linux("us-west-2", "g6.xlarge")) == "InvalidSignatureException",
+        "a request signed for us-west-2 (no api.pricing endpoint there) is refused",
+    )
+    for region in ("eu-central-1", "ap-south-1"):
+        other = boto3.client("pricing", region_name=region, endpoint_url=endpoint, config=NO_RETRY)
+        check(len(other.get_products(ServiceCode="AmazonEC2", Filters=linux("us-west-2", "g6.xlarge"))["PriceList"]) == 1, f"{region} has an endpoint and prices us-west-2")
+    no_sw = [f for f in linux("us-west-2", "g6.xlarge") if f["Field"] != "preInstalledSw"]
+    check(len(p.get_products(ServiceCode="AmazonEC2", Filters=no_sw)["PriceList"]) == 2, "without preInstalledSw NA the SQL Web row matches too")
     loose = p.get_products(ServiceCode="AmazonEC2", Filters=[term("regionCode", "us-west-2"), term("instanceType", "g6.xlarge")])
     check(len(loose["PriceList"]) > 1, "without the OS/tenancy/capacitystatus filters decoy rows match too")
     check(
@@ -95,7 +105,7 @@ def pricing_checks(endpoint: str) -> None:
         token = page.get("NextToken")
         if not token:
             break
-    check(len(seen) == len(set(seen)) and len(seen) == 5 * len(DATA["on_demand"]["us-west-2"]), "paging returns every row once")
+    check(len(seen) == len(set(seen)) and len(seen) == 6 * len(DATA["on_demand"]["us-west-2"]), "paging returns every row once")
     first = p.get_products(ServiceCode="AmazonEC2", Filters=[term("regionCode", "us-west-2")], MaxResults=3)
     check(
         error_code(p.get_products, ServiceCode="AmazonEC2", Filters=[term("regionCode", "us-east-1")], NextToken=first["NextToken"])
@@ -156,6 +166,7 @@ def spot_checks(endpoint: str) -> None:
     check(error_code(ec2.describe_spot_price_history, Filters=[{"Name": "region", "Values": ["x"]}]) == "InvalidParameterValue", "an undocumented filter is refused")
     check(error_code(ec2.describe_spot_price_history, AvailabilityZone="us-west-2a", AvailabilityZoneId="usw2-az1") == "InvalidParameterCombination", "AvailabilityZone and AvailabilityZoneId together are refused")
     check(error_code(ec2.describe_spot_price_history, MaxResults=4) == "InvalidParameterValue", "MaxResults below 5 is refused")
+    check(error_code(ec2.describe_spot_price_history, MaxResults=2000, StartTime=now) is None, "MaxResults 2000 is accepted (Karpenter sends it)")
     check(error_code(ec2.describe_spot_price_history, InstanceTypes=["g6.huge"]) == "InvalidParameterValue", "an instance type outside the enum is refused")
     check(
         error_code(ec2.describe_spot_price_history, StartTime=now, EndTime=now - datetime.timedelta(days=1)) == "InvalidParameterValue",

@@ -32,7 +32,8 @@ example (``examples-1.json``): ``product`` (``productFamily``, ``attributes``, `
 region has its real row (Linux, Shared, ``capacitystatus`` ``Used``, ``marketoption`` ``OnDemand``,
 ``preInstalledSw`` ``NA``) and decoys a careless query would also match: the
 ``UnusedCapacityReservation`` and ``AllocatedCapacityReservation`` rows (same rate), a Windows row
-and a Dedicated-tenancy row (synthetic rates, 1.5x and 1.1x: not AWS data), so a client must send
+a Dedicated-tenancy row and a Linux row with ``preInstalledSw`` ``SQL Web`` (synthetic rates, 1.5x,
+1.1x and 1.3x: not AWS data), so a client must send
 the filters to get one price.
 
 Throttling: GetProducts has a token bucket of 10 requests refilled at 5 a second, per account and
@@ -40,6 +41,14 @@ Region (AWS Billing UG ``using-pelong``, "Quotas"; the Region is the endpoint's:
 Query API has endpoints in us-east-1, eu-central-1 and ap-south-1 whatever region is priced). The
 emulator keeps one bucket per endpoint Region (the SigV4 credential scope's) and answers a request
 that finds it empty with 400 ``ThrottlingException`` (an error GetProducts declares in botocore).
+Endpoint regions: the Price List Query API exists only where botocore ``endpoints.json`` lists
+an ``api.pricing`` endpoint (``aws``: us-east-1, eu-central-1, ap-south-1; ``aws-cn``:
+cn-northwest-1; and the isolated partitions' one region each). A client that signs for another
+region (the SDK's default ``Client::new`` for a us-west-2 stack) would reach no endpoint in AWS;
+the emulator, which serves every region at one address, refuses such a request with 400
+``InvalidSignatureException`` "Credential should be scoped to a valid region" (the wording of
+AWS's SigV4 scope refusal; that AWS answers a wrongly scoped pricing request with exactly this
+code is UNVERIFIED: in AWS the host ``api.pricing.<region>`` simply does not exist).
 
 Control endpoint: ``GET /_gpustack/prices`` -> the data file's content (tests compute expected
 costs from it).
@@ -170,6 +179,9 @@ def products() -> tuple[dict[str, Any], ...]:
                 rows.append(_row(region, instance_type, usd, capacitystatus=status))
             rows.append(_row(region, instance_type, usd * Decimal("1.5"), operatingSystem="Windows"))
             rows.append(_row(region, instance_type, usd * Decimal("1.1"), tenancy="Dedicated"))
+            # Linux with SQL Server Web pre-installed: same OS, so only ``preInstalledSw`` NA
+            # leaves it out (synthetic rate, 1.3x: not AWS data).
+            rows.append(_row(region, instance_type, usd * Decimal("1.3"), preInstalledSw="SQL Web", licenseModel="License included"))
     return tuple(rows)
 
 
@@ -225,6 +237,30 @@ def _offset(token: str, query: str) -> int:
     raise PricingError("InvalidNextTokenException", "The next token is invalid or expired.")
 
 
+@lru_cache(maxsize=1)
+def endpoint_regions() -> frozenset[str]:
+    """The regions with an ``api.pricing`` endpoint in botocore ``endpoints.json``, every partition."""
+    import botocore
+
+    path = pathlib.Path(botocore.__file__).resolve().parent / "data" / "endpoints.json"
+    doc = json.loads(path.read_text())
+    return frozenset(
+        region
+        for partition in doc["partitions"]
+        for region in partition["services"].get("api.pricing", {}).get("endpoints", {})
+    )
+
+
+def scope_region(environ: dict[str, Any]) -> str | None:
+    """The region of the request's SigV4 credential scope (``Credential=AKID/date/REGION/pricing/aws4_request``)."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    marker = "Credential="
+    if marker not in auth:
+        return None
+    parts = auth.split(marker, 1)[1].split(",", 1)[0].strip().split("/")
+    return parts[-3] if len(parts) >= 5 and parts[-1] == "aws4_request" else None
+
+
 def get_products(params: dict[str, Any]) -> dict[str, Any]:
     fmt = params.get("FormatVersion", FORMAT_VERSION)
     if fmt != FORMAT_VERSION:
@@ -270,6 +306,18 @@ class PricingApp:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if not target.startswith(TARGET_PREFIX):
             return self.app(environ, start_response)
+        region = scope_region(environ)
+        if region is not None and region not in endpoint_regions():
+            return _answer(
+                start_response,
+                "400 Bad Request",
+                {
+                    "__type": "InvalidSignatureException",
+                    "message": f"Credential should be scoped to a valid region, not '{region}'. "
+                    f"The Price List Query API has endpoints in {', '.join(sorted(endpoint_regions()))} only.",
+                },
+                [("x-amzn-ErrorType", "InvalidSignatureException")],
+            )
         refused = param_validation.validate(environ, start_response)
         if refused is not None:
             return refused

@@ -27,9 +27,11 @@ in ``ec2_filters.FILTERS``):
 * Filters (only the documented ones): ``availability-zone``, ``availability-zone-id``,
   ``instance-type``, ``product-description``, ``spot-price`` (exact or wildcards), ``timestamp``
   (``ddd MMM dd HH:mm:ss UTC YYYY`` with wildcards).
-* ``MaxResults``: 5-1000, default 1000 (the bounds of EC2's paginated Describe calls, EC2 API
-  Reference "Pagination"; botocore gives none for this call: UNVERIFIED), ``NextToken`` opaque;
-  the last page has no token.
+* ``MaxResults``: at least 5, default 1000 (the lower bound of EC2's paginated Describe calls,
+  EC2 API Reference "Pagination"; botocore gives none for this call: UNVERIFIED). No upper bound:
+  botocore gives none and Karpenter sends 2000 in production ("EC2 doesn't seem to limit page
+  size here", karpenter-provider-aws ``pkg/providers/pricing/pricing.go`` ``UpdateSpotPricing``).
+  ``NextToken`` opaque; the last page has no token.
 
 Rows are sorted newest first, then by zone and type.
 """
@@ -49,7 +51,7 @@ from .capacity_reservations import instance_type_known
 from .pricing import data
 
 LINUX = "Linux/UNIX"
-MIN_RESULTS, MAX_RESULTS = 5, 1000
+MIN_RESULTS, DEFAULT_RESULTS = 5, 1000
 
 
 def _when(text: str) -> datetime.datetime:
@@ -96,12 +98,12 @@ def _in_window(rows: list[dict[str, Any]], start: datetime.datetime | None, end:
 def _paginate(self: EC2Response, items: list[Any]) -> tuple[list[Any], str | None]:
     max_results = self._get_int_param("MaxResults")
     if max_results is None:
-        max_results = MAX_RESULTS
-    elif not MIN_RESULTS <= max_results <= MAX_RESULTS:
+        max_results = DEFAULT_RESULTS
+    elif max_results < MIN_RESULTS:
         raise ec2_error(
             "InvalidParameterValue",
             f"Value ({max_results}) for parameter maxResults is invalid. "
-            f"Expecting a value between {MIN_RESULTS} and {MAX_RESULTS}.",
+            f"Expecting a value greater than or equal to {MIN_RESULTS}.",
         )
     token = self._get_param("NextToken")
     offset = 0

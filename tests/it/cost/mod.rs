@@ -119,16 +119,24 @@ fn a_plan_prices_every_group_the_odcrs_idle_part_and_says_what_is_unpriced() {
     assert!(un["unpriced"].as_str().unwrap().contains("m6i.2xlarge"), "{un}");
     assert_eq!(cost["unpriced"], serde_json::json!(["node_group.unpriced"]));
 
+    // With an unpriced item the totals are unknown (null, never a sum that reads as complete);
+    // the priced parts are lower bounds.
     let now = 2.0 * system + 2.0 * spot_unit + reserved + 3.0 * reserved;
     let max = 3.0 * system + 5.0 * spot_unit + 3.0 * reserved + reserved;
-    assert!(close(&cost["now_usd_per_hour"], now) && close(&cost["max_usd_per_hour"], max), "{cost}");
-    assert!(close(&cost["upfront_usd"], 0.0), "{cost}");
+    assert!(cost["now_usd_per_hour"].is_null() && cost["max_usd_per_hour"].is_null(), "{cost}");
+    assert_eq!(cost["complete"], false, "{cost}");
+    assert!(close(&cost["priced_now_usd_per_hour"], now) && close(&cost["priced_max_usd_per_hour"], max), "{cost}");
+    assert!(cost["upfront_usd"].is_null() || close(&cost["upfront_usd"], 0.0), "{cost}");
+    assert_eq!(cost["on_demand_prices_of"], "us-west-2");
 
     // The text plan: the lines and the summary line with the same numbers.
     let text = env.ok(&["plan", "c.toml"]).stdout;
     let dollars = |v: f64| format!("${:.2}", v);
-    let summary =
-        format!("≈ {}/h now, up to {}/h at max + unpriced items (node_group.unpriced)", dollars(now), dollars(max));
+    let summary = format!(
+        "≥ {}/h now, up to ≥ {}/h at max (excluding 1 unpriced item: node_group.unpriced)",
+        dollars(now),
+        dollars(max)
+    );
     assert!(text.contains(&summary), "{summary}\n{text}");
     assert!(
         text.contains("Cost (USD; prices: AWS Price List (On-Demand) and EC2 Spot price history, fetched "),
@@ -157,6 +165,17 @@ fn prices_are_read_in_one_batch_per_plan() {
     // for all of them.
     assert_eq!(count("pricing", "GetProducts"), 1, "{reqs:?}");
     assert_eq!(count("ec2", "DescribeSpotPriceHistory"), 1, "{reqs:?}");
+    // The Price List is read at its us-east-1 endpoint, not the stack's region (there is no
+    // api.pricing endpoint in us-west-2; the emulator refuses a request scoped to it).
+    let log = env.emu.control("GET", "/_gpustack/requests");
+    let regions: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["service"] == "pricing")
+        .filter_map(|r| r["region"].as_str())
+        .collect();
+    assert!(regions.len() == 5 && regions.iter().all(|r| *r == "us-east-1"), "{regions:?}");
 }
 
 #[test]
@@ -176,11 +195,19 @@ fn an_offline_plan_prices_from_the_embedded_snapshot_and_names_it() {
     assert!(sp["now_usd_per_hour"].is_null() && sp["unpriced"].is_string(), "{sp}");
     let text = env.ok(&["plan", "e.toml", "--refresh=false"]).stdout;
     assert!(text.contains("Cost (USD; prices: embedded snapshot 2026-07-20 from "), "{text}");
-    assert!(text.contains("+ unpriced items (node_group.spot)"), "{text}");
-    // A region the snapshot lacks is unpriced, and says why.
+    assert!(text.contains("(excluding 1 unpriced item: node_group.spot)"), "{text}");
+    assert!(!text.contains("$0.00/h now"), "{text}");
+    // A region the snapshot lacks is priced at us-east-1 list prices, as Karpenter's offline
+    // table falls back, and the plan says exactly that (the JSON names the region used).
     env.write("w.toml", &stack("offline", "us-west-2"));
+    let j: Json = serde_json::from_str(&env.ok(&["plan", "w.toml", "--json", "--refresh=false"]).stdout).unwrap();
+    let cost = &j["cost"];
+    assert_eq!(cost["on_demand_prices_of"], "us-east-1", "{cost}");
+    let sys = item(cost, "node_group.system");
+    assert!(close(&sys["now_usd_per_hour"], 2.0 * on_demand(&p, "us-east-1", "m6i.large")), "{sys}");
+    assert!(sys["note"].as_str().unwrap().contains("us-east-1 On-Demand list price used for us-west-2"), "{sys}");
     let text = env.ok(&["plan", "w.toml", "--refresh=false"]).stdout;
-    assert!(text.contains("no on-demand price of m6i.large in us-west-2: the prices cover us-east-1 only"), "{text}");
+    assert!(text.contains("us-east-1 On-Demand list prices used for us-west-2"), "{text}");
 }
 
 #[test]
@@ -231,7 +258,7 @@ max_upfront_usd   = 40000
     let j: Json = serde_json::from_str(&env.ok(&["plan", "b.toml", "--json"]).stdout).unwrap();
     let upfront = j["changes"][0]["purchase"]["upfront_usd"].as_f64().unwrap();
     let cost = &j["cost"];
-    assert!(close(&cost["upfront_usd"], upfront) && upfront > 0.0, "{cost}");
+    assert!(close(&cost["upfront_usd"], upfront) && upfront > 0.0 && cost["complete"] == true, "{cost}");
     assert!(close(&item(cost, "capacity_block.train")["upfront_usd"], upfront), "{cost}");
     let text = env.ok(&["plan", "b.toml"]).stdout;
     let thousands = |v: f64| {
