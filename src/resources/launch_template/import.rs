@@ -237,11 +237,21 @@ pub fn from_data(
             keep(&mut un, "Placement", format!("{p:?}"));
         }
     }
+    // A template without a hop limit is the template API's default, 1 (botocore ec2
+    // `LaunchTemplateInstanceMetadataOptionsRequest.HttpPutResponseHopLimit`: "Default: 1"),
+    // which is also the file's default: no diff. What an instance then really gets can come
+    // from the account's IMDS defaults or the AMI's `ImdsSupport` first (EC2 UG
+    // `configuring-instance-metadata-options`, order of precedence), so the note says so.
+    let unset = "unset: the instance takes the account's IMDS defaults (GetInstanceMetadataDefaults), else the AMI's ImdsSupport, else the API's (HttpTokens optional, hop limit 1); gpustack's next version writes HttpTokens required, hop limit imds_hop_limit";
     match d.metadata_options() {
         Some(m) => {
-            if let Some(h) = m.http_put_response_hop_limit() {
-                a.insert("imds_hop_limit".into(), Value::Int(h.into()));
-            }
+            match m.http_put_response_hop_limit() {
+                Some(h) => a.insert("imds_hop_limit".into(), Value::Int(h.into())),
+                None => {
+                    un.push(("MetadataOptions.HttpPutResponseHopLimit".into(), unset.into()));
+                    a.insert("imds_hop_limit".into(), Value::Int(1))
+                }
+            };
             if m.http_tokens() != Some(&LaunchTemplateHttpTokensState::Required) {
                 // gpustack always requires IMDSv2: the next version would too.
                 un.push(("MetadataOptions.HttpTokens".into(), format!("{:?}", m.http_tokens().map(|t| t.as_str()))));
@@ -250,7 +260,10 @@ pub fn from_data(
                 un.push(("MetadataOptions.InstanceMetadataTags".into(), t.as_str().into()));
             }
         }
-        None => un.push(("MetadataOptions".into(), "unset (IMDSv1 allowed)".into())),
+        None => {
+            un.push(("MetadataOptions".into(), unset.into()));
+            a.insert("imds_hop_limit".into(), Value::Int(1));
+        }
     }
     if let Some(img) = d.image_id() {
         keep(&mut un, "ImageId", format!("{img} (a custom AMI: the node group's amiType is CUSTOM)"));
@@ -404,6 +417,26 @@ mod tests {
         assert_eq!(a["root_volume"].as_table().unwrap()["size_gib"], Value::Int(200));
         assert_eq!(a["node_labels"], Value::Table(BTreeMap::from([("pool".to_string(), Value::str("a"))])));
         assert_eq!(a["user_data"], Value::str(ud));
+    }
+
+    /// No metadata options (or no hop limit) is the API's default hop limit 1, the file's
+    /// default too: no diff, and the note says what the instance really takes.
+    #[test]
+    fn an_unset_hop_limit_is_the_api_default_and_said() {
+        let mut d = gpustack_like("");
+        d.metadata_options = None;
+        let (a, un, _) = from_data(&d, None);
+        assert_eq!(a["imds_hop_limit"], Value::Int(1));
+        let m = un.iter().find(|(f, _)| f == "MetadataOptions").expect("reported");
+        assert!(m.1.contains("account's IMDS defaults") && m.1.contains("ImdsSupport"), "{m:?}");
+        d.metadata_options = Some(
+            LaunchTemplateInstanceMetadataOptions::builder()
+                .http_tokens(LaunchTemplateHttpTokensState::Required)
+                .build(),
+        );
+        let (a, un, _) = from_data(&d, None);
+        assert_eq!(a["imds_hop_limit"], Value::Int(1));
+        assert!(un.iter().any(|(f, _)| f == "MetadataOptions.HttpPutResponseHopLimit"), "{un:?}");
     }
 
     /// A custom AMI and a shell part are unexpressed and guard the template against updates.
