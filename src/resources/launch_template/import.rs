@@ -136,6 +136,10 @@ pub fn from_data(
         let mut rest = n.clone();
         rest.groups = None;
         rest.device_index = rest.device_index.filter(|i| *i != 0);
+        // `DeleteOnTermination = true` is what the primary interface EC2 makes for top-level
+        // SecurityGroupIds has (the one gpustack's next version gets): no loss. (EC2 UG
+        // `network-interfaces`, from memory: not re-read in this session.)
+        rest.delete_on_termination = rest.delete_on_termination.filter(|d| !*d);
         let extra = rest != aws_sdk_ec2::types::LaunchTemplateInstanceNetworkInterfaceSpecification::builder().build();
         if extra {
             keep(&mut un, "NetworkInterfaces[0]", format!("{n:?}"));
@@ -480,7 +484,11 @@ mod tests {
             assert!(kept.iter().any(|k| k == f), "{f}: {kept:?}");
         }
         d.network_interfaces = Some(vec![
-            LaunchTemplateInstanceNetworkInterfaceSpecification::builder().device_index(0).groups("sg-a").build(),
+            LaunchTemplateInstanceNetworkInterfaceSpecification::builder()
+                .device_index(0)
+                .groups("sg-a")
+                .delete_on_termination(true)
+                .build(),
         ]);
         d.disable_api_termination = Some(false);
         d.instance_initiated_shutdown_behavior = None;
