@@ -188,11 +188,21 @@ impl Kind for EksAccessEntry {
     }
 
     /// DescribeAccessEntry, and a STANDARD entry's policy associations. An entry in a cluster
-    /// in CONFIG_MAP mode cannot exist (EKS refuses the call): none found.
+    /// in CONFIG_MAP mode cannot exist: EKS refuses the call (InvalidRequestException), and
+    /// that is said as such, with what to do, not as "no such entry" (review imp-eks m5).
     async fn import(&self, ctx: &Ctx, id: &str) -> Result<Option<Imported>> {
         let Some((cluster, principal)) = eks::split_import_id(id) else { return Ok(None) };
         let found = match describe(ctx, cluster, principal).await {
-            Err(e) if e.has_code("InvalidRequestException") => None,
+            Err(e) if e.has_code("InvalidRequestException") => {
+                return Err(crate::aws::AwsError {
+                    operation: e.operation,
+                    code: e.code.clone(),
+                    detail: format!(
+                        "{} (cluster {cluster}: access entries need authentication_mode API or API_AND_CONFIG_MAP; a CONFIG_MAP cluster grants access in the aws-auth ConfigMap, which gpustack does not import)",
+                        e.detail
+                    ),
+                });
+            }
             other => other?,
         };
         let Some(a) = found else { return Ok(None) };

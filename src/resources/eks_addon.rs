@@ -52,6 +52,10 @@ const POD_IDENTITY: &[Attr] =
 /// Versions resolved once by gpustack and then pinned: not drift when EKS's answer moves on.
 const RESOLVED: [&str; 2] = ["default", "latest"];
 
+/// Marks the current inputs of an import (`import` puts it in, `settle` takes it out): not an
+/// attribute, never diffed or stored.
+const IMPORTED: &str = "~imported";
+
 impl Schema for EksAddon {
     fn name(&self) -> &'static str {
         "eks_addon"
@@ -177,9 +181,15 @@ impl Kind for EksAddon {
     }
 
     /// An import reads neither `resolve_conflicts` (the mode of a call, not a setting) nor
-    /// `preserve` (what a delete does): the file's values stand.
+    /// `preserve` (what a delete does): the file's values stand. A file whose `version` is
+    /// "default" or "latest" (resolved once at create, then pinned) takes the installed version
+    /// as that pin, as a refresh does: an import never moves an add-on to EKS's default, which
+    /// is often older than what eksctl or Terraform installed (review imp-eks M1).
     fn settle(&self, current: &mut Attrs, desired: &Attrs) {
         super::eks_cluster::settle_unreadable(current, desired);
+        if current.remove(IMPORTED).is_some() && RESOLVED.contains(&str_attr(desired, "version")) {
+            current.insert("version".into(), Value::str(str_attr(desired, "version")));
+        }
     }
 
     fn import_id(&self) -> Option<&'static str> {
@@ -197,6 +207,7 @@ impl Kind for EksAddon {
         for k in ["resolve_conflicts", "preserve"] {
             attrs.insert(k.into(), Value::Unknown);
         }
+        attrs.insert(IMPORTED.into(), Value::Bool(true));
         let mut unexpressed = vec![];
         // Configuration values that are not a mapping cannot be a table.
         if let Some(raw) = a.configuration_values().filter(|j| !j.trim().is_empty())
@@ -545,5 +556,27 @@ mod tests {
         let mut cur = EksAddon.current(&Attrs::new(), &observed);
         EksAddon.settle(&mut cur, &wants);
         assert_eq!(cur, wants);
+    }
+
+    /// M1 (review imp-eks): an import whose file leaves the version "default" or "latest"
+    /// pins the installed one (no change); an explicit other version still differs; a refresh
+    /// (no import mark) is untouched.
+    #[test]
+    fn an_import_pins_the_installed_version_for_default() {
+        let observed =
+            Attrs::from([("version".into(), Value::str("v1.19.5-eksbuild.1")), (IMPORTED.into(), Value::Bool(true))]);
+        for v in ["default", "latest"] {
+            let mut cur = EksAddon.current(&Attrs::new(), &observed);
+            EksAddon.settle(&mut cur, &Attrs::from([("version".into(), Value::str(v))]));
+            assert_eq!(cur["version"], Value::str(v));
+            assert!(!cur.contains_key(IMPORTED));
+        }
+        let mut cur = EksAddon.current(&Attrs::new(), &observed);
+        EksAddon.settle(&mut cur, &Attrs::from([("version".into(), Value::str("v1.20.0-eksbuild.1"))]));
+        assert_eq!(cur["version"], Value::str("v1.19.5-eksbuild.1"));
+        let mut cur =
+            EksAddon.current(&Attrs::new(), &Attrs::from([("version".into(), Value::str("v1.19.5-eksbuild.1"))]));
+        EksAddon.settle(&mut cur, &Attrs::from([("version".into(), Value::str("default"))]));
+        assert_eq!(cur["version"], Value::str("v1.19.5-eksbuild.1"), "only an import pins");
     }
 }

@@ -764,23 +764,20 @@ pub(super) fn settle_unreadable(current: &mut Attrs, desired: &Attrs) {
 /// What DescribeCluster shows that the stack language cannot say (yet), as (field, value).
 fn unexpressed_of(c: &Cluster) -> Vec<(String, String)> {
     let mut out = vec![];
-    if let Some(cc) = c.compute_config().filter(|cc| cc.enabled() == Some(true)) {
+    // Auto Mode is `auto_mode` (`observe`): compute, block storage and load balancing on
+    // together. EKS takes the three only together (aws-facts-auto-mode §2); a cluster where
+    // they disagree is what the language cannot say.
+    let compute = c.compute_config().and_then(|cc| cc.enabled()) == Some(true);
+    let storage = c.storage_config().and_then(|s| s.block_storage()).and_then(|b| b.enabled()) == Some(true);
+    let elb =
+        c.kubernetes_network_config().and_then(|n| n.elastic_load_balancing()).and_then(|e| e.enabled()) == Some(true);
+    if compute != storage || compute != elb {
         out.push((
-            "computeConfig".into(),
-            format!(
-                "EKS Auto Mode on: nodePools {:?}, nodeRoleArn {}",
-                cc.node_pools(),
-                cc.node_role_arn().unwrap_or("-")
-            ),
+            "computeConfig/storageConfig/elasticLoadBalancing".into(),
+            format!("EKS Auto Mode capabilities not all on or all off: compute {compute}, block storage {storage}, load balancing {elb}"),
         ));
     }
-    if let Some(b) = c.storage_config().and_then(|s| s.block_storage()).filter(|b| b.enabled() == Some(true)) {
-        out.push(("storageConfig.blockStorage.enabled".into(), format!("{:?}", b.enabled())));
-    }
     if let Some(net) = c.kubernetes_network_config() {
-        if let Some(e) = net.elastic_load_balancing().filter(|e| e.enabled() == Some(true)) {
-            out.push(("kubernetesNetworkConfig.elasticLoadBalancing.enabled".into(), format!("{:?}", e.enabled())));
-        }
         if let Some(v6) = net.service_ipv6_cidr().filter(|v| !v.is_empty()) {
             out.push(("kubernetesNetworkConfig.serviceIpv6Cidr".into(), v6.to_string()));
         }
@@ -976,10 +973,41 @@ mod tests {
         assert_eq!(cur.get("log_retention_days"), Some(&Value::Int(90)), "a retention the file drops is a change");
     }
 
-    /// Auto Mode and the control-plane tier are reported, not dropped.
+    /// Auto Mode with only compute on and the control-plane tier are reported, not dropped;
+    /// Auto Mode on whole is `auto_mode`, read back by `observe`.
     #[test]
     fn what_the_language_lacks_is_unexpressed() {
-        use aws_sdk_eks::types::{ComputeConfigResponse, ControlPlaneScalingConfig, ProvisionedControlPlaneTier};
+        use aws_sdk_eks::types::{
+            BlockStorage, ComputeConfigResponse, ControlPlaneScalingConfig, ElasticLoadBalancing,
+            KubernetesNetworkConfigResponse, ProvisionedControlPlaneTier, StorageConfigResponse,
+        };
+        let auto = Cluster::builder()
+            .name("auto")
+            .compute_config(
+                ComputeConfigResponse::builder()
+                    .enabled(true)
+                    .node_pools("system")
+                    .node_role_arn("arn:aws:iam::123456789012:role/n")
+                    .build(),
+            )
+            .storage_config(
+                StorageConfigResponse::builder().block_storage(BlockStorage::builder().enabled(true).build()).build(),
+            )
+            .kubernetes_network_config(
+                KubernetesNetworkConfigResponse::builder()
+                    .elastic_load_balancing(ElasticLoadBalancing::builder().enabled(true).build())
+                    .build(),
+            )
+            .build();
+        assert!(unexpressed_of(&auto).is_empty(), "{:?}", unexpressed_of(&auto));
+        let t = observe(&auto).attrs["auto_mode"].clone();
+        assert_eq!(
+            t,
+            Value::Table(std::collections::BTreeMap::from([
+                ("node_pools".to_string(), Value::List(vec![Value::str("system")])),
+                ("node_role".to_string(), Value::str("arn:aws:iam::123456789012:role/n")),
+            ]))
+        );
         let c = Cluster::builder()
             .name("brown")
             .compute_config(ComputeConfigResponse::builder().enabled(true).node_pools("general-purpose").build())
@@ -988,7 +1016,7 @@ mod tests {
             )
             .build();
         let fields: Vec<String> = unexpressed_of(&c).into_iter().map(|(f, _)| f).collect();
-        assert_eq!(fields, ["computeConfig", "controlPlaneScalingConfig.tier"]);
+        assert_eq!(fields, ["computeConfig/storageConfig/elasticLoadBalancing", "controlPlaneScalingConfig.tier"]);
         assert!(unexpressed_of(&Cluster::builder().name("plain").build()).is_empty());
     }
 }

@@ -194,10 +194,31 @@ fn tag_target(kind: &str, id: &str, region: &str) -> Option<(&'static str, Vec<S
         "eks_cluster" => eks(format!("cluster/{id}")),
         "node_group" => eks(format!("nodegroup/{cluster}/{rest}/*")),
         "eks_addon" => eks(format!("addon/{cluster}/{rest}/*")),
-        "eks_access_entry" => eks(format!("access-entry/{cluster}/*")),
+        // The entry's ARN names its principal: `access-entry/CLUSTER/{role|user}/ACCOUNT/NAME/UUID`
+        // (the emulator's and the aws-cli example's form, tests/emulator/ext/eks_access.py;
+        // review imp-eks m4): only this principal's entry, whatever the role's path.
+        "eks_access_entry" => match principal_parts(rest) {
+            Some((ty, account, name)) => Some((
+                "eks:TagResource",
+                vec![
+                    format!("arn:aws:eks:{region}:*:access-entry/{cluster}/{ty}/{account}/{name}/*"),
+                    format!("arn:aws:eks:{region}:*:access-entry/{cluster}/{ty}/{account}/*/{name}/*"),
+                ],
+            )),
+            None => eks(format!("access-entry/{cluster}/*")),
+        },
         "pod_identity_association" => eks(format!("podidentityassociation/{cluster}/{rest}")),
         _ => None,
     }
+}
+
+/// `arn:aws:iam::ACCOUNT:role/PATH/NAME` → ("role", ACCOUNT, NAME); users alike.
+fn principal_parts(arn: &str) -> Option<(&str, &str, &str)> {
+    let mut f = arn.splitn(6, ':');
+    let (_, _, _, _, account, resource) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+    let (ty, path) = resource.split_once('/')?;
+    let name = path.rsplit('/').next()?;
+    (matches!(ty, "role" | "user") && !account.is_empty() && !name.is_empty()).then_some((ty, account, name))
 }
 
 /// The kinds whose `import_id` is set.
@@ -317,6 +338,22 @@ mod tests {
         assert_eq!(
             st[0]["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"],
             serde_json::json!(["gpustack:stack", "gpustack:address"])
+        );
+    }
+
+    /// m4 (review imp-eks): an access entry's tag grant names its principal, not every entry
+    /// of the cluster.
+    #[test]
+    fn an_access_entry_tag_grant_is_scoped_to_its_principal() {
+        let (action, arns) =
+            tag_target("eks_access_entry", "brown:arn:aws:iam::111122223333:role/ops/brown-ops", "us-west-2").unwrap();
+        assert_eq!(action, "eks:TagResource");
+        assert_eq!(
+            arns,
+            [
+                "arn:aws:eks:us-west-2:*:access-entry/brown/role/111122223333/brown-ops/*",
+                "arn:aws:eks:us-west-2:*:access-entry/brown/role/111122223333/*/brown-ops/*"
+            ]
         );
     }
 

@@ -1159,12 +1159,55 @@ def nodegroups(env: Env, cluster: str, lt: str) -> None:
         "TagResource on a node group ARN",
     )
 
+    # A template with a custom AMI (amiType CUSTOM): botocore `Nodegroup.releaseVersion` is the
+    # AMI id; `CreateNodegroupRequest.releaseVersion` and `UpdateNodegroupVersionRequest.
+    # {releaseVersion,version}`: "don't specify ... or the node group deployment/update will fail".
+    image = env.ssm.get_parameter(
+        Name="/aws/service/bottlerocket/aws-k8s-1.31-nvidia/x86_64/latest/image_id"
+    )["Parameter"]["Value"]
+    custom_lt = env.ec2.create_launch_template(
+        LaunchTemplateName=f"{env.stack}-custom", LaunchTemplateData={"ImageId": image, "InstanceType": "g6.xlarge"}
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    check(
+        error(
+            eks.create_nodegroup,
+            **base,
+            nodegroupName="custom",
+            launchTemplate={"id": custom_lt},
+            releaseVersion="1.56.0-7f3e0a51",
+        )
+        == ("InvalidParameterException", 400),
+        "CreateNodegroup with a custom-AMI template and a releaseVersion -> InvalidParameterException",
+    )
+    eks.create_nodegroup(**base, nodegroupName="custom", launchTemplate={"id": custom_lt})
+    eks.get_waiter("nodegroup_active").wait(
+        clusterName=cluster, nodegroupName="custom", WaiterConfig={"Delay": 0.05, "MaxAttempts": 200}
+    )
+    custom = eks.describe_nodegroup(clusterName=cluster, nodegroupName="custom")["nodegroup"]
+    check(
+        custom["amiType"] == "CUSTOM" and custom["releaseVersion"] == image,
+        "a custom-AMI group's releaseVersion is the AMI id",
+    )
+    for extra, what in ((
+        {"releaseVersion": image}, "releaseVersion"), ({"version": custom["version"]}, "version")):
+        check(
+            error(
+                eks.update_nodegroup_version,
+                clusterName=cluster,
+                nodegroupName="custom",
+                launchTemplate={"id": custom_lt, "version": "1"},
+                **extra,
+            )
+            == ("InvalidParameterException", 400),
+            f"UpdateNodegroupVersion of a custom-AMI group with a {what} -> InvalidParameterException",
+        )
+
     check(
         error(eks.delete_cluster, name=cluster) == ("ResourceInUseException", 409),
         "DeleteCluster with node groups -> ResourceInUseException",
     )
     started = time.monotonic()
-    for n in ("gpu", "system", "by-name"):
+    for n in ("gpu", "system", "by-name", "custom"):
         check(
             eks.delete_nodegroup(clusterName=cluster, nodegroupName=n)["nodegroup"]["status"] == "DELETING",
             f"DeleteNodegroup {n} answers DELETING",
@@ -1181,11 +1224,12 @@ def nodegroups(env: Env, cluster: str, lt: str) -> None:
         "node group deletion",
     )
     # All three: by-name's deletion started last, a few ms after the others (flaky under load).
-    for n in ("system", "by-name"):
+    for n in ("system", "by-name", "custom"):
         eks.get_waiter("nodegroup_deleted").wait(
             clusterName=cluster, nodegroupName=n, WaiterConfig={"Delay": 0.05, "MaxAttempts": 200}
         )
     check(eks.list_nodegroups(clusterName=cluster)["nodegroups"] == [], "node groups gone")
+    env.ec2.delete_launch_template(LaunchTemplateId=custom_lt)
 
 
 def delete_cluster(env: Env, cluster: str) -> None:

@@ -525,3 +525,136 @@ fn an_import_id_that_names_nothing_is_a_plan_error() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("brown:nope"), "{r:?}");
 }
+
+/// Review imp-eks B1/M1/M4 (B2 through the emulator): changes applied to imported objects.
+/// A `max` change keeps the running desired size (2, not `min` 0); an add-on configuration
+/// change reaches EKS; a template label change makes a new template version that the
+/// Bottlerocket group moves to on its own Kubernetes version and pinned release; a file
+/// that leaves an add-on's version "default" imports it with no change.
+#[test]
+fn changes_to_imported_objects_apply_and_keep_what_runs() {
+    let env = Env::new();
+    let b = build(&env);
+    let text = stack(&b).replace(&format!("version = \"{}\"\n", b.agent_version), "\n");
+    env.write("brown.toml", &text);
+    let (code, _, raw) = plan_json(&env, "brown.toml");
+    assert_eq!(code, 0, "an add-on version left to \"default\" is no change on import: {raw}");
+    env.ok(&["apply", "brown.toml", "--auto-approve"]);
+    let changed = text
+        .replacen("scaling         = { min = 0, max = 4 }", "scaling         = { min = 0, max = 6 }", 1)
+        .replace("ENABLE_PREFIX_DELEGATION = \"true\"", "ENABLE_PREFIX_DELEGATION = \"false\"")
+        .replace("\"gpustack.io/pool\" = \"inference\"", "\"gpustack.io/pool\" = \"batch\"");
+    env.write("brown.toml", &changed);
+    let before = block_on(env.emu.eks().describe_nodegroup().cluster_name("brown").nodegroup_name("infer").send())
+        .unwrap()
+        .nodegroup
+        .unwrap();
+    env.ok(&["apply", "brown.toml", "--auto-approve"]);
+    let eks = env.emu.eks();
+    let gpu = block_on(eks.describe_nodegroup().cluster_name("brown").nodegroup_name("gpu").send())
+        .unwrap()
+        .nodegroup
+        .unwrap();
+    let sc = gpu.scaling_config.unwrap();
+    assert_eq!((sc.min_size, sc.desired_size, sc.max_size), (Some(0), Some(2), Some(6)), "the running 2 stay");
+    let addon =
+        block_on(eks.describe_addon().cluster_name("brown").addon_name("vpc-cni").send()).unwrap().addon.unwrap();
+    assert!(addon.configuration_values.unwrap_or_default().contains("\"false\""));
+    let agent = block_on(eks.describe_addon().cluster_name("brown").addon_name("eks-pod-identity-agent").send())
+        .unwrap()
+        .addon
+        .unwrap();
+    assert_eq!(agent.addon_version.as_deref(), Some(b.agent_version.as_str()), "the installed version stays");
+    let infer = block_on(eks.describe_nodegroup().cluster_name("brown").nodegroup_name("infer").send())
+        .unwrap()
+        .nodegroup
+        .unwrap();
+    assert_eq!(infer.launch_template.unwrap().version.as_deref(), Some("2"));
+    assert_eq!((infer.version, infer.release_version), (before.version, before.release_version));
+    let r = env.run(&["plan", "brown.toml", "--detailed-exitcode"]);
+    assert_eq!(r.code, 0, "applied: {r:?}");
+}
+
+/// Issue 21 × 20: an Auto Mode cluster made with the SDK imports as `auto_mode` with no
+/// update; a launch template without metadata options imports with no `imds_hop_limit` diff.
+#[test]
+fn an_auto_mode_cluster_and_a_bare_template_import_with_no_update() {
+    use aws_sdk_eks::types::{
+        BlockStorage, ComputeConfigRequest, ElasticLoadBalancing, KubernetesNetworkConfigRequest, StorageConfigRequest,
+    };
+    let env = Env::new();
+    let b = build(&env);
+    let (ec2, eks) = (env.emu.ec2(), env.emu.eks());
+    let (subnets, role, node_role, sg) = (b.subnets.clone(), b.cluster_role.clone(), b.node_role.clone(), b.sg.clone());
+    let lt = block_on(async move {
+        eks.create_cluster()
+            .name("auto")
+            .version("1.33")
+            .role_arn(&role)
+            .resources_vpc_config(VpcConfigRequest::builder().set_subnet_ids(Some(subnets.to_vec())).build())
+            .access_config(CreateAccessConfigRequest::builder().authentication_mode(AuthenticationMode::Api).build())
+            .upgrade_policy(UpgradePolicyRequest::builder().support_type(SupportType::Standard).build())
+            .bootstrap_self_managed_addons(false)
+            .compute_config(
+                ComputeConfigRequest::builder()
+                    .enabled(true)
+                    .node_pools("general-purpose")
+                    .node_pools("system")
+                    .node_role_arn(&node_role)
+                    .build(),
+            )
+            .storage_config(
+                StorageConfigRequest::builder().block_storage(BlockStorage::builder().enabled(true).build()).build(),
+            )
+            .kubernetes_network_config(
+                KubernetesNetworkConfigRequest::builder()
+                    .elastic_load_balancing(ElasticLoadBalancing::builder().enabled(true).build())
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let data =
+            RequestLaunchTemplateData::builder().instance_type("g6.xlarge".into()).security_group_ids(sg).build();
+        let out = ec2.create_launch_template().launch_template_name("bare").launch_template_data(data);
+        out.send().await.unwrap().launch_template.unwrap().launch_template_id.unwrap()
+    });
+    let subnets = format!("[\"{}\", \"{}\"]", b.subnets[0], b.subnets[1]);
+    let text = format!(
+        r#"[stack]
+name   = "auto"
+region = "us-west-2"
+
+[import]
+"eks_cluster.auto"     = "auto"
+"launch_template.bare" = "{lt}"
+
+[eks_cluster.auto]
+name                    = "auto"
+version                 = "1.33"
+role                    = "{role}"
+subnets                 = {subnets}
+endpoint_private_access = false
+public_access_cidrs     = ["0.0.0.0/0"]
+auto_mode               = {{ enabled = true, node_pools = ["general-purpose", "system"], node_role = "{node_role}" }}
+prevent_destroy         = true
+
+[launch_template.bare]
+name            = "bare"
+instance_type   = "g6.xlarge"
+security_groups = ["{sg}"]
+"#,
+        role = b.cluster_role,
+        node_role = b.node_role,
+        sg = b.sg,
+    );
+    env.write("auto.toml", &text);
+    let (code, plan, raw) = plan_json(&env, "auto.toml");
+    for (address, action, fields) in changes(&plan) {
+        assert_eq!(action, "import", "{address}: {raw}");
+        assert!(fields.is_empty(), "{address} would change {fields:?}: {raw}");
+    }
+    assert_eq!(code, 0, "{raw}");
+    assert!(!raw.contains("computeConfig"), "Auto Mode is expressed, not a note: {raw}");
+    assert!(raw.contains("MetadataOptions"), "the unset IMDS options are said: {raw}");
+}

@@ -131,11 +131,16 @@ pub fn from_data(
         if !n.groups().is_empty() {
             a.insert("security_groups".into(), strs(n.groups()));
         }
-        let extra = n.associate_public_ip_address().is_some()
-            || n.subnet_id().is_some()
-            || n.network_interface_id().is_some()
-            || n.private_ip_address().is_some()
-            || n.device_index().is_some_and(|i| i != 0);
+        // Anything on the interface but its groups (botocore ec2
+        // `LaunchTemplateInstanceNetworkInterfaceSpecification`): the next version would drop it.
+        let mut rest = n.clone();
+        rest.groups = None;
+        rest.device_index = rest.device_index.filter(|i| *i != 0);
+        // `DeleteOnTermination = true` is what the primary interface EC2 makes for top-level
+        // SecurityGroupIds has (the one gpustack's next version gets): no loss. (EC2 UG
+        // `network-interfaces`, from memory: not re-read in this session.)
+        rest.delete_on_termination = rest.delete_on_termination.filter(|d| !*d);
+        let extra = rest != aws_sdk_ec2::types::LaunchTemplateInstanceNetworkInterfaceSpecification::builder().build();
         if extra {
             keep(&mut un, "NetworkInterfaces[0]", format!("{n:?}"));
         }
@@ -174,6 +179,16 @@ pub fn from_data(
             v.insert("encrypted".into(), Value::Bool(ebs.encrypted() == Some(true)));
             if let Some(k) = ebs.kms_key_id() {
                 v.insert("kms_key".into(), Value::str(k));
+            }
+            let root_rest = [
+                ("SnapshotId", ebs.snapshot_id().map(str::to_string)),
+                ("VolumeInitializationRate", ebs.volume_initialization_rate().map(|r| r.to_string())),
+                ("EbsCardIndex", ebs.ebs_card_index().map(|r| r.to_string())),
+            ];
+            for (field, val) in root_rest {
+                if let Some(val) = val {
+                    keep(&mut un, &format!("BlockDeviceMappings /dev/xvda {field}"), val);
+                }
             }
             a.insert("root_volume".into(), Value::Table(v));
         } else {
@@ -237,11 +252,21 @@ pub fn from_data(
             keep(&mut un, "Placement", format!("{p:?}"));
         }
     }
+    // A template without a hop limit is the template API's default, 1 (botocore ec2
+    // `LaunchTemplateInstanceMetadataOptionsRequest.HttpPutResponseHopLimit`: "Default: 1"),
+    // which is also the file's default: no diff. What an instance then really gets can come
+    // from the account's IMDS defaults or the AMI's `ImdsSupport` first (EC2 UG
+    // `configuring-instance-metadata-options`, order of precedence), so the note says so.
+    let unset = "unset: the instance takes the account's IMDS defaults (GetInstanceMetadataDefaults), else the AMI's ImdsSupport, else the API's (HttpTokens optional, hop limit 1); gpustack's next version writes HttpTokens required, hop limit imds_hop_limit";
     match d.metadata_options() {
         Some(m) => {
-            if let Some(h) = m.http_put_response_hop_limit() {
-                a.insert("imds_hop_limit".into(), Value::Int(h.into()));
-            }
+            match m.http_put_response_hop_limit() {
+                Some(h) => a.insert("imds_hop_limit".into(), Value::Int(h.into())),
+                None => {
+                    un.push(("MetadataOptions.HttpPutResponseHopLimit".into(), unset.into()));
+                    a.insert("imds_hop_limit".into(), Value::Int(1))
+                }
+            };
             if m.http_tokens() != Some(&LaunchTemplateHttpTokensState::Required) {
                 // gpustack always requires IMDSv2: the next version would too.
                 un.push(("MetadataOptions.HttpTokens".into(), format!("{:?}", m.http_tokens().map(|t| t.as_str()))));
@@ -249,8 +274,19 @@ pub fn from_data(
             if let Some(t) = m.instance_metadata_tags() {
                 un.push(("MetadataOptions.InstanceMetadataTags".into(), t.as_str().into()));
             }
+            // gpustack writes the endpoint enabled and no IPv6 endpoint: a template that says
+            // otherwise is kept (review imp-eks M3).
+            if let Some(e) = m.http_endpoint().filter(|e| e.as_str() == "disabled") {
+                keep(&mut un, "MetadataOptions.HttpEndpoint", e.as_str().into());
+            }
+            if let Some(e) = m.http_protocol_ipv6().filter(|e| e.as_str() == "enabled") {
+                keep(&mut un, "MetadataOptions.HttpProtocolIpv6", e.as_str().into());
+            }
         }
-        None => un.push(("MetadataOptions".into(), "unset (IMDSv1 allowed)".into())),
+        None => {
+            un.push(("MetadataOptions".into(), unset.into()));
+            a.insert("imds_hop_limit".into(), Value::Int(1));
+        }
     }
     if let Some(img) = d.image_id() {
         keep(&mut un, "ImageId", format!("{img} (a custom AMI: the node group's amiType is CUSTOM)"));
@@ -261,7 +297,29 @@ pub fn from_data(
     if let Some(k) = d.key_name() {
         keep(&mut un, "KeyName", k.into());
     }
-    let flags: [(&str, Option<String>); 8] = [
+    let flags: [(&str, Option<String>); 19] = [
+        // botocore ec2 `ResponseLaunchTemplateData` members gpustack never writes (review
+        // imp-eks M3): reported and kept, never dropped by the next version.
+        ("RamDiskId", d.ram_disk_id().map(str::to_string)),
+        ("DisableApiTermination", d.disable_api_termination().filter(|b| *b).map(|b| b.to_string())),
+        ("DisableApiStop", d.disable_api_stop().filter(|b| *b).map(|b| b.to_string())),
+        (
+            "InstanceInitiatedShutdownBehavior",
+            d.instance_initiated_shutdown_behavior().filter(|b| b.as_str() != "stop").map(|b| b.as_str().to_string()),
+        ),
+        ("PrivateDnsNameOptions", d.private_dns_name_options().map(|o| format!("{o:?}"))),
+        ("MaintenanceOptions", d.maintenance_options().map(|o| format!("{o:?}"))),
+        ("NetworkPerformanceOptions", d.network_performance_options().map(|o| format!("{o:?}"))),
+        ("LicenseSpecifications", Some(d.license_specifications()).filter(|l| !l.is_empty()).map(|l| format!("{l:?}"))),
+        (
+            "ElasticGpuSpecifications",
+            Some(d.elastic_gpu_specifications()).filter(|l| !l.is_empty()).map(|l| format!("{l:?}")),
+        ),
+        (
+            "ElasticInferenceAccelerators",
+            Some(d.elastic_inference_accelerators()).filter(|l| !l.is_empty()).map(|l| format!("{l:?}")),
+        ),
+        ("Operator", d.operator().map(|o| format!("{o:?}"))),
         ("EbsOptimized", d.ebs_optimized().map(|b| b.to_string())),
         ("Monitoring.Enabled", d.monitoring().and_then(|m| m.enabled()).filter(|e| *e).map(|e| e.to_string())),
         ("CpuOptions", d.cpu_options().map(|c| format!("{c:?}"))),
@@ -404,6 +462,59 @@ mod tests {
         assert_eq!(a["root_volume"].as_table().unwrap()["size_gib"], Value::Int(200));
         assert_eq!(a["node_labels"], Value::Table(BTreeMap::from([("pool".to_string(), Value::str("a"))])));
         assert_eq!(a["user_data"], Value::str(ud));
+    }
+
+    /// M3 (review imp-eks): members gpustack never writes are reported and kept.
+    #[test]
+    fn members_gpustack_never_writes_are_kept() {
+        use aws_sdk_ec2::types::{LaunchTemplateInstanceNetworkInterfaceSpecification, ShutdownBehavior};
+        let mut d = gpustack_like("");
+        d.disable_api_termination = Some(true);
+        d.instance_initiated_shutdown_behavior = Some(ShutdownBehavior::Terminate);
+        d.ram_disk_id = Some("ari-1".into());
+        d.network_interfaces = Some(vec![
+            LaunchTemplateInstanceNetworkInterfaceSpecification::builder()
+                .device_index(0)
+                .groups("sg-a")
+                .ipv6_address_count(1)
+                .build(),
+        ]);
+        let (_, _, kept) = from_data(&d, None);
+        for f in ["RamDiskId", "DisableApiTermination", "InstanceInitiatedShutdownBehavior", "NetworkInterfaces[0]"] {
+            assert!(kept.iter().any(|k| k == f), "{f}: {kept:?}");
+        }
+        d.network_interfaces = Some(vec![
+            LaunchTemplateInstanceNetworkInterfaceSpecification::builder()
+                .device_index(0)
+                .groups("sg-a")
+                .delete_on_termination(true)
+                .build(),
+        ]);
+        d.disable_api_termination = Some(false);
+        d.instance_initiated_shutdown_behavior = None;
+        d.ram_disk_id = None;
+        let (_, _, kept) = from_data(&d, None);
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+
+    /// No metadata options (or no hop limit) is the API's default hop limit 1, the file's
+    /// default too: no diff, and the note says what the instance really takes.
+    #[test]
+    fn an_unset_hop_limit_is_the_api_default_and_said() {
+        let mut d = gpustack_like("");
+        d.metadata_options = None;
+        let (a, un, _) = from_data(&d, None);
+        assert_eq!(a["imds_hop_limit"], Value::Int(1));
+        let m = un.iter().find(|(f, _)| f == "MetadataOptions").expect("reported");
+        assert!(m.1.contains("account's IMDS defaults") && m.1.contains("ImdsSupport"), "{m:?}");
+        d.metadata_options = Some(
+            LaunchTemplateInstanceMetadataOptions::builder()
+                .http_tokens(LaunchTemplateHttpTokensState::Required)
+                .build(),
+        );
+        let (a, un, _) = from_data(&d, None);
+        assert_eq!(a["imds_hop_limit"], Value::Int(1));
+        assert!(un.iter().any(|(f, _)| f == "MetadataOptions.HttpPutResponseHopLimit"), "{un:?}");
     }
 
     /// A custom AMI and a shell part are unexpressed and guard the template against updates.

@@ -223,6 +223,7 @@ fn mime_parts(text: &str, boundary: &str) -> Vec<(BTreeMap<String, String>, Stri
 fn parse_mime(text: &str, boundary: &str) -> Parsed {
     let mut out = Parsed::default();
     let mut configs = 0;
+    let mut nodeadm_parts = 0;
     for (headers, body) in mime_parts(text, boundary) {
         let ctype = headers.get("content-type").cloned().unwrap_or_default();
         let body = match headers.get("content-transfer-encoding").map(|e| e.to_ascii_lowercase()) {
@@ -238,6 +239,7 @@ fn parse_mime(text: &str, boundary: &str) -> Parsed {
             out.unexpressed.push((format!("user_data part {ctype}"), body.trim_end().to_string()));
             continue;
         }
+        nodeadm_parts += 1;
         for doc in serde_yaml_ng::Deserializer::from_str(&body) {
             let Ok(json) = <serde_json::Value as serde::Deserialize>::deserialize(doc) else {
                 out.unexpressed.push(("user_data NodeConfig".into(), body.trim_end().to_string()));
@@ -255,6 +257,11 @@ fn parse_mime(text: &str, boundary: &str) -> Parsed {
             }
             node_config(&json, &mut out);
         }
+    }
+    // Only a NodeConfig part makes it AL2023's nodeadm: an AL2 MIME (cloud-init with a
+    // `text/x-shellscript` part, amazon-eks-ami's bootstrap.sh) is not (review imp-eks m1).
+    if nodeadm_parts == 0 {
+        return out;
     }
     out.al2023 = true;
     if !out.attrs.contains_key("nodeadm") && !out.attrs.contains_key("local_storage") {
@@ -496,6 +503,28 @@ mod tests {
             assert!(back.unexpressed.is_empty() && !back.al2023, "{text}");
             assert_eq!(userdata::render(&back.attrs).unwrap().unwrap(), text);
         }
+    }
+
+    /// m1/m2 (review imp-eks): eksctl's managed-group user data on an EKS AMI as Go's
+    /// `mime/multipart` writes it (CRLF, a random boundary): a maxPods-only NodeConfig and a
+    /// preBootstrapCommands script (eksctl `pkg/nodebootstrap/al2023.go`); and an AL2 MIME with
+    /// only a script part, which is not AL2023.
+    #[test]
+    fn eksctl_crlf_mime_and_an_al2_mime_read_back() {
+        let eksctl = "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=4f1c2d9e8a7b\r\n\r\n--4f1c2d9e8a7b\r\nContent-Type: text/x-shellscript\r\n\r\n#!/bin/bash\r\nset -ex\r\necho pre\r\n--4f1c2d9e8a7b\r\nContent-Type: application/node.eks.aws\r\n\r\napiVersion: node.eks.aws/v1alpha1\r\nkind: NodeConfig\r\nspec:\r\n  kubelet:\r\n    config:\r\n      maxPods: 58\r\n\r\n--4f1c2d9e8a7b--\r\n";
+        let p = parse(eksctl);
+        assert!(p.al2023);
+        let kubelet = p.attrs["nodeadm"].as_table().unwrap()["kubelet"].clone();
+        assert_eq!(kubelet.as_table().unwrap()["config"], table(&[("maxPods", Value::Int(58))]));
+        assert!(
+            p.unexpressed.iter().any(|(f, v)| f.contains("text/x-shellscript") && v.contains("echo pre")),
+            "{:?}",
+            p.unexpressed
+        );
+        let al2 = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"==B==\"\n\n--==B==\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\n/etc/eks/bootstrap.sh brown\n--==B==--\n";
+        let p = parse(al2);
+        assert!(!p.al2023 && !p.attrs.contains_key("nodeadm"), "{:?}", p.attrs);
+        assert_eq!(p.unexpressed.len(), 1);
     }
 
     /// Every AL2023 shape `nodeadm::render` writes reads back to the same inputs.

@@ -265,7 +265,12 @@ impl Kind for NodeGroup {
             let min = t.get("min").cloned().unwrap_or(Value::Int(1));
             t.entry("min".into()).or_insert(min.clone());
             t.entry("max".into()).or_insert(min.clone());
+            let unset = !t.contains_key("desired");
             t.entry("desired".into()).or_insert(min);
+            // An update sends a `desired` the file does not set never: it keeps the running size.
+            if unset {
+                inputs.insert(DESIRED_UNSET.into(), Value::Bool(true));
+            }
         }
         inputs.entry("max_unavailable".into()).or_insert(Value::Int(1));
         if let Some(Value::List(l)) = inputs.get_mut("taints") {
@@ -348,6 +353,10 @@ impl Kind for NodeGroup {
             };
         }
         self.normalize(current);
+        current.remove(DESIRED_UNSET);
+        if desired.contains_key(DESIRED_UNSET) {
+            current.insert(DESIRED_UNSET.into(), Value::Bool(true));
+        }
     }
 
     fn import_id(&self) -> Option<&'static str> {
@@ -369,7 +378,16 @@ impl Kind for NodeGroup {
         if let Some(d) = n.disk_size() {
             observed.attrs.insert("disk_size".into(), Value::Int(d.into()));
         }
-        let unexpressed = unexpressed_of(&n, &mut observed.attrs);
+        let mut unexpressed = unexpressed_of(&n, &mut observed.attrs);
+        // A group whose Kubernetes version lags the cluster's (control plane upgraded, groups
+        // not yet): the language has no node-group version; an update keeps the group's
+        // (`update::version_and_release`), and the note says it lags.
+        let running = super::eks_cluster::describe(ctx, cluster).await?.and_then(|c| c.version);
+        if let (Some(v), Some(c)) = (n.version(), running.as_deref())
+            && v != c
+        {
+            unexpressed.push(("version".into(), format!("{v} (the cluster runs {c}; updates keep {v})")));
+        }
         observed.attrs.insert(IMPORTED.into(), Value::Bool(true));
         Ok(Some(Imported { observed, unexpressed }))
     }
@@ -625,6 +643,10 @@ fn observe(n: &Nodegroup, all: &BTreeMap<String, String>) -> Observed {
 /// Marks the current inputs of an import (`import` puts it in the observed attributes,
 /// `current` carries it, `settle` takes it out): not an attribute, never diffed or stored.
 const IMPORTED: &str = "~imported";
+/// In the inputs when the file leaves `scaling.desired` out (`normalize` fills in `min`):
+/// an update then keeps the running desired size (`update::kept_scaling`). Not an attribute,
+/// so never a field diff.
+pub(super) const DESIRED_UNSET: &str = "~desired_unset";
 
 /// What DescribeNodegroup shows that the stack language cannot say, as (field, value); takes
 /// out of `attrs` what the file cannot write (a CUSTOM AMI type, a symbolic template version).
@@ -787,6 +809,50 @@ mod tests {
         let mut cur = NodeGroup.current(&recorded, &observe(&described(), &BTreeMap::new()).attrs);
         NodeGroup.settle(&mut cur, &recorded);
         assert_eq!(cur["release_version"], Value::str("1.33.0-20250101"), "drift from a recorded release shows");
+    }
+
+    /// B1 (review imp-eks): a scaling change keeps the running desired size unless the file
+    /// sets `desired` and changed it; the running size moves only into the new [min, max].
+    #[test]
+    fn an_update_keeps_the_running_desired_size() {
+        let with = |min: i64, desired: Option<i64>, max: i64| {
+            let mut t = BTreeMap::from([("min".to_string(), Value::Int(min)), ("max".to_string(), Value::Int(max))]);
+            if let Some(d) = desired {
+                t.insert("desired".into(), Value::Int(d));
+            }
+            let mut a = Attrs::from([("scaling".to_string(), Value::Table(t))]);
+            NodeGroup.normalize(&mut a);
+            a
+        };
+        let sent = |old: &Attrs, new: &Attrs, live| {
+            let s = update::kept_scaling(old, new, live);
+            (s.min_size().unwrap(), s.desired_size().unwrap(), s.max_size().unwrap())
+        };
+        // No `desired` in the file: max 4 → 6 with 2 running keeps 2 (was: min, 0).
+        assert_eq!(sent(&with(0, None, 4), &with(0, None, 6), Some(2)), (0, 2, 6));
+        // A higher min lifts the running size; a lower max caps it.
+        assert_eq!(sent(&with(0, None, 4), &with(3, None, 6), Some(2)), (3, 3, 6));
+        assert_eq!(sent(&with(0, None, 4), &with(0, None, 1), Some(2)), (0, 1, 1));
+        // `desired` set and unchanged: the autoscaler's 5 stays.
+        assert_eq!(sent(&with(0, Some(2), 8), &with(0, Some(2), 6), Some(5)), (0, 5, 6));
+        // `desired` set and changed: the file's, as written.
+        assert_eq!(sent(&with(0, Some(2), 8), &with(0, Some(1), 8), Some(5)), (0, 1, 8));
+    }
+
+    /// B2 (review imp-eks): a pinned release goes with the group's own Kubernetes version (a
+    /// group lagging the cluster keeps its minor); a custom AMI sends neither.
+    #[test]
+    fn a_version_update_keeps_the_groups_kubernetes_version() {
+        let mut n = described();
+        n.version = Some("1.32".into());
+        assert_eq!(
+            update::version_and_release(Some(&n), "latest"),
+            (Some("1.32".into()), Some("1.33.0-20250101".into()))
+        );
+        assert_eq!(update::version_and_release(Some(&n), "1.33.0-20250202"), (None, Some("1.33.0-20250202".into())));
+        n.ami_type = Some(AmiTypes::Custom);
+        n.release_version = Some("ami-0123".into());
+        assert_eq!(update::version_and_release(Some(&n), "latest"), (None, None));
     }
 
     /// SSH access, a percentage and a custom AMI are unexpressed, never dropped silently.

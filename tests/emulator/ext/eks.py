@@ -681,16 +681,31 @@ def _launch_template(ec2: Any, spec: dict[str, Any], cluster: str) -> tuple[dict
     return {"id": template.id, "name": template.name, "version": str(version.number)}, version.data
 
 
-def _release(ami_type: str, k8s: str, wanted: str | None, cluster: str) -> str | None:
-    """The release version for a node group: ``wanted`` if EKS has it, else the newest."""
+def _release(ami_type: str, k8s: str, wanted: str | None, cluster: str, image_id: str | None = None) -> str | None:
+    """The release version for a node group: ``wanted`` if EKS has it, else the newest.
+
+    A custom AMI (``image_id`` in the template, amiType CUSTOM): botocore
+    ``CreateNodegroupRequest.releaseVersion`` / ``UpdateNodegroupVersionRequest.releaseVersion``:
+    "If you specify launchTemplate, and your launch template uses a custom AMI, then don't
+    specify releaseVersion, or the node group deployment/update will fail"; and
+    ``Nodegroup.releaseVersion``: "If the node group was deployed using a launch template with
+    a custom AMI, then this is the AMI ID that was specified in the launch template".
+    """
+    if ami_type == "CUSTOM":
+        if wanted is not None:
+            raise invalid(
+                "You cannot specify a release version for a node group whose launch template uses a custom AMI",
+                cluster,
+            )
+        return image_id
     if ami_type.startswith("AL2_") and not cat.has_al2(k8s):
         raise invalid(
             f"AMI Type {ami_type} is only supported for kubernetes versions {cat.AL2_LAST_VERSION} or earlier",
             cluster,
         )
     releases = cat.node_releases(ami_type, k8s)
-    if wanted is None or ami_type == "CUSTOM":
-        return wanted or (releases[0] if releases else None)
+    if wanted is None:
+        return releases[0] if releases else None
     if wanted not in releases:
         raise invalid(
             f"Requested release version {wanted} is not valid for kubernetes version {k8s}.", cluster
@@ -738,7 +753,7 @@ def _create_nodegroup(self: EKSResponse) -> ActionResult:
                 nodegroup_name,
             )
         version = _nodegroup_version(cluster, self._get_param("version"))
-        release = _release(ami_type, version, self._get_param("releaseVersion"), cluster_name)
+        release = _release(ami_type, version, self._get_param("releaseVersion"), cluster_name, data.get("ImageId"))
         # Decided now (node_join.py), shown when the create timer ends.
         failure = node_join.join_failure(_ec2(backend), cluster, self._get_param("subnets") or [], ami_type, data)
         # moto checks the name, the cluster's status, diskSize/remoteAccess against a template, the role.
@@ -872,9 +887,20 @@ def _update_nodegroup_version(self: EKSResponse) -> ActionResult:
                 param("LaunchTemplateName", template["name"]),
                 param("LaunchTemplateVersion", template["version"]),
             ]
+        # botocore `UpdateNodegroupVersionRequest.version`: "If you specify launchTemplate, and
+        # your launch template uses a custom AMI, then don't specify version, or the node group
+        # update will fail".
+        if nodegroup.ami_type == "CUSTOM" and self._get_param("version"):
+            raise invalid(
+                "You cannot specify a Kubernetes version for a node group whose launch template uses a custom AMI",
+                cluster_name,
+                nodegroup_name,
+            )
         # Without a version EKS moves the group to the cluster's, and to its newest release.
         version = _nodegroup_version(cluster, self._get_param("version"))
-        release = _release(nodegroup.ami_type, version, self._get_param("releaseVersion"), cluster_name)
+        release = _release(
+            nodegroup.ami_type, version, self._get_param("releaseVersion"), cluster_name, data.get("ImageId")
+        )
         nodegroup.version = version
         params.append(param("Version", version))
         if release is not None:
