@@ -272,6 +272,14 @@ pub async fn generate(ctx: &Ctx, req: &Request, progress: &(dyn Fn(&str) + Sync)
         add("eks_access_entry", &format!("{name}:{principal}"), &hint);
     }
     for p in listed(pods, "pod_identity_association", &mut unlisted) {
+        // Review imp-gen M3: "If defined, the association is owned by an Amazon EKS add-on"
+        // (botocore eks `PodIdentityAssociationSummary.ownerArn`); the add-on's import reads it
+        // as `eks_addon.pod_identity`, so importing it again would manage it twice.
+        if let (Some(owner), Some(id)) = (p.owner_arn(), p.association_id()) {
+            let why = format!("owned by the add-on {owner}: its `pod_identity` says it");
+            unlisted.push(("pod_identity_association".to_string(), format!("{name}:{id}"), why));
+            continue;
+        }
         if let Some(id) = p.association_id() {
             let hint = format!("{}_{}", p.namespace().unwrap_or_default(), p.service_account().unwrap_or_default());
             add("pod_identity_association", &format!("{name}:{id}"), &hint);

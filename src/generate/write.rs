@@ -362,6 +362,13 @@ pub fn render(found: &[Found], opts: &Options) -> String {
          # (which only tags each object gpustack:stack and gpustack:address).",
         opts.cluster
     );
+    if opts.prevent_destroy && found.iter().any(|f| PROTECTED.contains(&f.kind.name())) {
+        // Review imp-gen m1: destroy refuses (one error per protected address) until released.
+        let _ = writeln!(
+            s,
+            "# The cluster and any purchases carry prevent_destroy = true: `gpustack destroy` refuses\n# until you delete those lines (or set them to false) and run `gpustack apply` once."
+        );
+    }
     s.push_str("\n[stack]\n");
     let _ = writeln!(s, "name   = {}", lit_str(&opts.stack_name));
     let _ = writeln!(s, "region = {}", lit_str(&opts.region));
@@ -625,6 +632,7 @@ mod tests {
         assert!(text.contains("role            = \"${iam_role.cluster-role.arn}\""), "{text}");
         assert!(text.contains("cluster = \"${eks_cluster.prod.name}\""), "{text}");
         assert!(text.contains("prevent_destroy = true"), "{text}");
+        assert!(text.contains("`gpustack destroy` refuses\n# until you delete those lines"), "{text}");
         assert!(text.contains("# not expressible: encryption_config = kms key\\nx"), "{text}");
         // The cluster refers to its additional group; the group's rule naming the cluster's own
         // group would close a circle and stays literal.
@@ -657,7 +665,7 @@ mod tests {
         twin.imported.observed.outputs.clear();
         found.push(twin);
         let text = render(&found, &Options { prevent_destroy: false, ..opts() });
-        assert!(!text.contains("prevent_destroy"), "{text}");
+        assert!(!text.contains("prevent_destroy") && !text.contains("destroy` refuses"), "{text}");
         assert!(text.contains("[eks_addon.vpc-cni]") && text.contains("[eks_addon.vpc-cni_2]"), "{text}");
     }
 

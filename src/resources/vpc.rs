@@ -65,6 +65,8 @@ impl Kind for Vpc {
             "ec2:DeleteRouteTable",
             "ec2:DescribeRouteTables",
             "ec2:DisassociateRouteTable",
+            // Delete: route tables no subnet owns go once no subnet is left.
+            "ec2:DescribeSubnets",
             "ec2:AssociateVpcCidrBlock",
             "ec2:DisassociateVpcCidrBlock",
             // `[import]`: custom network ACLs are reported as what the language cannot say.
@@ -282,6 +284,7 @@ impl Kind for Vpc {
             .into());
         }
         remove_gateways(ctx, address, id).await?;
+        remove_orphan_tables(ctx, id).await?;
         ctx.call(Service::Ec2, "DeleteVpc", ctx.ec2.delete_vpc().vpc_id(id).send()).await.absent_ok()?;
         Ok(())
     }
@@ -619,6 +622,37 @@ async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
 
 /// Removes the VPC's public route tables and its gateways: those attached to it and
 /// any unattached one tagged with its address (left by an interrupted create).
+/// Route tables left with no subnet once the stack's subnets are gone (an imported VPC's
+/// private table shared by several subnets, terraform-aws-modules/vpc `single_nat_gateway`:
+/// no subnet owns it, review imp-gen B1): DeleteVpc refuses while any non-main table is
+/// left ("you must … delete all … route tables associated with the VPC", botocore ec2
+/// `DeleteVpc`). Only once the VPC has no subnet left (else it is in use and DeleteVpc says
+/// so); DescribeSubnets' `MaxResults` is 5 at least (botocore).
+async fn remove_orphan_tables(ctx: &Ctx, vpc: &str) -> Result<()> {
+    let filter = || Filter::builder().name("vpc-id").values(vpc).build();
+    let call = ctx.ec2.describe_subnets().filters(filter()).max_results(5);
+    let left = ctx.call(Service::Ec2, "DescribeSubnets", call.send()).await?;
+    if !left.subnets().is_empty() {
+        return Ok(());
+    }
+    let pages = ctx.ec2.describe_route_tables().filters(filter()).into_paginator().send();
+    let tables =
+        ctx.all_pages(Service::Ec2, "DescribeRouteTables", pages, |p| p.route_tables.unwrap_or_default()).await?;
+    for rt in tables.iter().filter(|rt| !rt.associations().iter().any(|a| a.main().unwrap_or(false))) {
+        for a in rt.associations() {
+            if let Some(aid) = a.route_table_association_id() {
+                let request = ctx.ec2.disassociate_route_table().association_id(aid);
+                ctx.call(Service::Ec2, "DisassociateRouteTable", request.send()).await.absent_ok()?;
+            }
+        }
+        if let Some(id) = rt.route_table_id() {
+            let request = ctx.ec2.delete_route_table().route_table_id(id);
+            ctx.call(Service::Ec2, "DeleteRouteTable", request.send()).await.absent_ok()?;
+        }
+    }
+    Ok(())
+}
+
 async fn remove_gateways(ctx: &Ctx, address: &str, vpc: &str) -> Result<()> {
     for rt in public_route_tables(ctx, vpc).await? {
         for a in rt.associations().iter().filter(|a| !a.main().unwrap_or(false)) {

@@ -48,6 +48,12 @@ fn has_igw(stack: &Stack, subnet: &Resource) -> bool {
 fn through_nat(stack: &Stack, subnet: &Resource) -> Result<(), String> {
     let Some(nat) = referenced(stack, subnet, "nat_gateway", "nat_gateway") else { return Ok(()) };
     let Some(home) = referenced(stack, nat, "subnet", "subnet") else { return Ok(()) };
+    // An imported home subnet is read, not written: its file may not say `public` (a
+    // terraform-aws-modules/vpc public subnet has MapPublicIpOnLaunch off), so its gateway is
+    // taken on trust like one outside the stack.
+    if stack.import_of(&home.address).is_some() {
+        return Ok(());
+    }
     let why = if !is_public(home) {
         "is not public"
     } else if !has_igw(stack, home) {

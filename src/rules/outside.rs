@@ -105,6 +105,16 @@ impl<'a> Net<'a> {
         let id = match e.as_single_ref() {
             Some(x) => {
                 let s = self.stack.get(&x.address).filter(|s| s.kind.name() == "subnet")?;
+                // An imported subnet is judged by what EC2 says of it, like an `existing` one:
+                // its file attributes (`public`, `nat_gateway`) cannot say every live layout
+                // (a private route table shared by many subnets, a public subnet without
+                // MapPublicIpOnLaunch whose NAT gateway still reaches the internet gateway).
+                if let Some(import) = self.stack.import_of(&s.address) {
+                    return Some(match self.outside.subnets.get(&import.id) {
+                        Some(f) => SubnetView::Facts(f),
+                        None => SubnetView::Unknown(s.address.clone()),
+                    });
+                }
                 if !crate::resources::existing::is_existing(s) {
                     return Some(SubnetView::Stack(s));
                 }
@@ -196,7 +206,10 @@ pub async fn read(
     for (r, attr) in subnet_users(stack) {
         subnet_ids.extend(literal_ids(r, attr, "subnet-"));
         for e in &items(r, attr) {
-            if let Some(id) = e.as_single_ref().and_then(|x| out.ids.get(&x.address))
+            let id = e
+                .as_single_ref()
+                .and_then(|x| out.ids.get(&x.address).or_else(|| stack.import_of(&x.address).map(|i| &i.id)));
+            if let Some(id) = id
                 && id.starts_with("subnet-")
             {
                 subnet_ids.insert(id.clone());
@@ -453,7 +466,14 @@ fn vpc_of(net: &Net, s: &SubnetView) -> Option<String> {
         SubnetView::Stack(r) => {
             let x = r.attrs.get("vpc")?;
             match x.as_single_ref() {
-                Some(x) => Some(net.outside.ids.get(&x.address).cloned().unwrap_or_else(|| x.address.clone())),
+                Some(x) => Some(
+                    net.outside
+                        .ids
+                        .get(&x.address)
+                        .or_else(|| net.stack.import_of(&x.address).map(|i| &i.id))
+                        .cloned()
+                        .unwrap_or_else(|| x.address.clone()),
+                ),
                 None => x.as_literal().and_then(Value::as_str).map(str::to_string),
             }
         }

@@ -1317,3 +1317,33 @@ fn auto_on_a_template_that_names_its_ami_type_is_refused() {
     assert!(d.help.starts_with("set ami_type = \"AL2023_x86_64_NVIDIA\" on the node group too"), "{d:?}");
     absent(&offline(&stack(lt, "ami_type = \"AL2023_x86_64_NVIDIA\"", "")), "has ami_type \"auto\"");
 }
+
+/// Review imp-gen B1: an imported subnet is judged by the live routes a refreshing plan reads,
+/// not by its file's `public`/`nat_gateway` (terraform-aws-modules/vpc shares one private
+/// route table among its private subnets, which `subnet` cannot say, and leaves
+/// MapPublicIpOnLaunch off on its public subnets, where the NAT gateways live).
+#[test]
+fn an_imported_subnet_is_judged_by_its_live_routes() {
+    use crate::rules::outside::DefaultRoute;
+    // subnet.a private, no NAT in the file; subnet.b (the NAT's home) not public in the file.
+    let imports = "\n[import]\n\"subnet.a\" = \"subnet-0a\"\n\"subnet.b\" = \"subnet-0b\"\n";
+    let text = no_nat(GPU_LT, "", imports).replace("public            = true\n", "");
+    // Without the import the file's words decide: refused offline.
+    the(&offline(&no_nat(GPU_LT, "", "")), "is private with no NAT gateway and no VPC endpoints");
+    // Imported: offline only a note (nothing was read), no refusal.
+    let f = offline(&text);
+    no_errors(&f);
+    the(&f, "the egress rule did not check 1 subnet the stack does not define (subnet.a) offline");
+    // At plan time: a shared NAT route is a way out; no route at all is refused as for any read subnet.
+    no_errors(&online(&text, with_subnets(vec![outside_subnet("subnet-0a", "us-west-2a", DefaultRoute::Nat, &[])])));
+    let d = the(
+        &online(&text, with_subnets(vec![outside_subnet("subnet-0a", "us-west-2a", DefaultRoute::None, &[])])),
+        "`node_group.n` runs in subnet-0a (us-west-2a, 10.1.0.0/20 in vpc-0ther), which has no route to the internet",
+    );
+    assert!(d.error);
+    // A stack subnet routed through a NAT gateway whose imported home says nothing of `public`.
+    let through =
+        stack(GPU_LT, "", "\n[import]\n\"subnet.b\" = \"subnet-0b\"\n").replace("public            = true\n", "");
+    absent(&offline(&through), "is not public");
+    the(&offline(&stack(GPU_LT, "", "").replace("public            = true\n", "")), "is not public");
+}

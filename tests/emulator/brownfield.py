@@ -19,7 +19,9 @@ vpc `single_nat_gateway`, eks `eks_managed_node_groups` with a launch template i
   node group on a launch template that targets the ODCR with AL2023 NodeConfig MIME user data,
   labels and a taint; add-ons vpc-cni, coredns, kube-proxy, eks-pod-identity-agent; an access
   entry for an operator role (with the cluster-admin policy); a Pod Identity association.
-* terraform: 10.0.0.0/16 with two public and two private subnets and a single NAT gateway; the
+* terraform: 10.0.0.0/16 with two public and two private subnets (public ones without
+  MapPublicIpOnLaunch) and a single NAT gateway behind ONE shared private route table
+  (``terraform-per-az``: a NAT gateway and private table per zone); the
   IAM OIDC provider of the cluster's issuer; a Capacity Block bought in the first zone; a
   Bottlerocket NVIDIA node group (CAPACITY_BLOCK) on a launch template that targets the block
   with Bottlerocket TOML user data; add-ons vpc-cni, coredns, kube-proxy.
@@ -67,7 +69,15 @@ def role(iam, name: str, service: str, policies: list[str], path: str = "/") -> 
     return arn
 
 
-def network(ec2, name: str, cidr: str, public: list[str], private: list[str], zones: list[str]) -> dict:
+def network(
+    ec2, name: str, cidr: str, public: list[str], private: list[str], zones: list[str], layout: str = "eksctl"
+) -> dict:
+    """``layout``: "eksctl" (public subnets MapPublicIpOnLaunch, one NAT, one private table per
+    private subnet); "single" (terraform-aws-modules/vpc ``single_nat_gateway = true``: ONE
+    private table ``{name}-private`` shared by every private subnet, "There are as many routing
+    tables as the number of NAT gateways", vpc main.tf "Private routes"); "per_az"
+    (``one_nat_gateway_per_az = true``: a NAT and a private table per zone). terraform-aws-modules
+    public subnets leave ``map_public_ip_on_launch`` at its default ``false`` (vpc variables.tf)."""
     vpc = ec2.create_vpc(CidrBlock=cidr, TagSpecifications=tags("vpc", Name=f"{name}-vpc"))["Vpc"]["VpcId"]
     ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsSupport={"Value": True})
     ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
@@ -85,15 +95,23 @@ def network(ec2, name: str, cidr: str, public: list[str], private: list[str], zo
             AvailabilityZone=zones[i],
             TagSpecifications=tags("subnet", Name=f"{name}-public-{zones[i][-1]}", **{"kubernetes.io/role/elb": "1"}),
         )["Subnet"]["SubnetId"]
-        ec2.modify_subnet_attribute(SubnetId=s, MapPublicIpOnLaunch={"Value": True})
+        if layout == "eksctl":
+            ec2.modify_subnet_attribute(SubnetId=s, MapPublicIpOnLaunch={"Value": True})
         ec2.associate_route_table(RouteTableId=public_rt, SubnetId=s)
         out["public"].append(s)
-    eip = ec2.allocate_address(Domain="vpc", TagSpecifications=tags("elastic-ip", Name=f"{name}-nat"))
-    out["eip"] = eip["AllocationId"]
-    nat = ec2.create_nat_gateway(
-        SubnetId=out["public"][0], AllocationId=eip["AllocationId"], TagSpecifications=tags("natgateway", Name=f"{name}-nat")
-    )["NatGateway"]["NatGatewayId"]
-    out["nat"] = nat
+    nats = []
+    for i in range(len(public) if layout == "per_az" else 1):
+        suffix = f"-{zones[i]}" if layout != "eksctl" else ""
+        eip = ec2.allocate_address(Domain="vpc", TagSpecifications=tags("elastic-ip", Name=f"{name}{suffix}-nat"))
+        nats.append(
+            ec2.create_nat_gateway(
+                SubnetId=out["public"][i],
+                AllocationId=eip["AllocationId"],
+                TagSpecifications=tags("natgateway", Name=f"{name}{suffix}-nat"),
+            )["NatGateway"]["NatGatewayId"]
+        )
+    out["nat"] = nats
+    shared = None
     for i, block in enumerate(private):
         s = ec2.create_subnet(
             VpcId=vpc,
@@ -103,13 +121,18 @@ def network(ec2, name: str, cidr: str, public: list[str], private: list[str], zo
                 "subnet", Name=f"{name}-private-{zones[i][-1]}", **{"kubernetes.io/role/internal-elb": "1"}
             ),
         )["Subnet"]["SubnetId"]
-        rt = ec2.create_route_table(
-            VpcId=vpc, TagSpecifications=tags("route-table", Name=f"{name}-private-{zones[i][-1]}")
-        )["RouteTable"]["RouteTableId"]
-        ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+        if layout == "single" and shared is not None:
+            rt = shared
+        else:
+            rt_name = f"{name}-private" if layout == "single" else f"{name}-private-{zones[i]}"
+            rt = ec2.create_route_table(VpcId=vpc, TagSpecifications=tags("route-table", Name=rt_name))
+            rt = rt["RouteTable"]["RouteTableId"]
+            nat = nats[i] if layout == "per_az" else nats[0]
+            ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+            out["route_tables"].append(rt)
+            shared = rt
         ec2.associate_route_table(RouteTableId=rt, SubnetId=s)
         out["private"].append(s)
-        out["route_tables"].append(rt)
     return out
 
 
@@ -237,9 +260,11 @@ def eksctl(ec2, iam, eks, name: str) -> dict:
     }
 
 
-def terraform(ec2, iam, eks, name: str) -> dict:
+def terraform(ec2, iam, eks, name: str, layout: str = "single") -> dict:
     zones = ["us-west-2a", "us-west-2b"]
-    net = network(ec2, name, "10.0.0.0/16", ["10.0.0.0/20", "10.0.16.0/20"], ["10.0.64.0/18", "10.0.128.0/18"], zones)
+    net = network(
+        ec2, name, "10.0.0.0/16", ["10.0.0.0/20", "10.0.16.0/20"], ["10.0.64.0/18", "10.0.128.0/18"], zones, layout
+    )
     cluster_role = role(iam, f"{name}-cluster-20260101", "eks.amazonaws.com", ["AmazonEKSClusterPolicy"])
     node_role = role(
         iam,
@@ -314,7 +339,7 @@ def terraform(ec2, iam, eks, name: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
-    ap.add_argument("--scenario", choices=["eksctl", "terraform"], required=True)
+    ap.add_argument("--scenario", choices=["eksctl", "terraform", "terraform-per-az"], required=True)
     ap.add_argument("--cluster", required=True)
     a = ap.parse_args()
     req = urllib.request.Request(
@@ -322,7 +347,10 @@ def main() -> None:
     )
     urllib.request.urlopen(req).read()
     ec2, iam, eks = clients(a.endpoint)
-    built = (eksctl if a.scenario == "eksctl" else terraform)(ec2, iam, eks, a.cluster)
+    if a.scenario == "eksctl":
+        built = eksctl(ec2, iam, eks, a.cluster)
+    else:
+        built = terraform(ec2, iam, eks, a.cluster, "per_az" if a.scenario == "terraform-per-az" else "single")
     print(json.dumps(built))
 
 

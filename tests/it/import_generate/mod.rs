@@ -198,6 +198,25 @@ fn terraform_cluster_with_a_capacity_block_round_trips_and_keeps_the_block() {
     assert_eq!(remaining, want);
 }
 
+/// Review imp-gen B1: terraform-aws-modules/vpc with `one_nat_gateway_per_az` (a NAT gateway in
+/// each public subnet, which has MapPublicIpOnLaunch off) plans clean too, and destroys whole.
+#[test]
+fn terraform_vpc_with_a_nat_gateway_per_zone_round_trips() {
+    let env = Env::new();
+    let built = brownfield(&env, "terraform-per-az", "tf-az");
+    env.emu.reset_requests();
+    let text = round_trip(&env, "tf-az", &["--no-prevent-destroy"]);
+    let imported = imports(&text);
+    assert_eq!(imported.iter().filter(|a| a.starts_with("nat_gateway.")).count(), 2, "{imported:?}\n{text}");
+    env.ok(&["destroy", "stack.toml", "--auto-approve"]);
+    let remaining = leftovers(&env, &built);
+    let block = built["capacity_blocks"][0].as_str().unwrap();
+    let mut want =
+        vec![format!("capacity_block {block}"), format!("iam_role {}", built["outside"]["roles"][0].as_str().unwrap())];
+    want.sort();
+    assert_eq!(remaining, want);
+}
+
 #[test]
 fn generate_refuses_to_overwrite_and_names_an_unknown_cluster() {
     let env = Env::new();
