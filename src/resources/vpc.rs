@@ -611,9 +611,14 @@ async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
         rt.tags().iter().any(|t| t.key() == Some(PUBLIC_ROUTES) && t.value() == Some("true"))
             && tags::ec2_map(rt.tags()).get(tags::STACK).map(String::as_str) == Some(ctx.stack.as_str())
     };
-    out.extend(
-        tables.iter().filter(|rt| !is_main(rt) && !public(rt)).filter_map(|rt| rt.route_table_id()).map(str::to_string),
-    );
+    // Tables block only while subnets are left: once none is, the VPC's leftover tables (a
+    // private table shared by imported subnets, review imp-gen B1) go with it
+    // (`remove_orphan_tables`).
+    if !out.is_empty() {
+        out.extend(
+            tables.iter().filter(|rt| !is_main(rt) && !public(rt)).filter_map(|rt| rt.route_table_id()).map(str::to_string),
+        );
+    }
     out.extend(
         groups.iter().filter(|g| g.group_name() != Some("default")).filter_map(|g| g.group_id()).map(str::to_string),
     );
