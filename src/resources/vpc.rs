@@ -614,7 +614,7 @@ async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
     // Tables block only while subnets are left: once none is, the VPC's leftover tables (a
     // private table shared by imported subnets, review imp-gen B1) go with it
     // (`remove_orphan_tables`).
-    if !out.is_empty() {
+    if !subnets.is_empty() {
         out.extend(
             tables.iter().filter(|rt| !is_main(rt) && !public(rt)).filter_map(|rt| rt.route_table_id()).map(str::to_string),
         );
