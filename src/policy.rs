@@ -709,7 +709,7 @@ pub fn document(stack: &Stack) -> Json {
             }
         }
         for arn in literal {
-            if arn.starts_with("arn:") && !passed.iter().any(|p| *p == arn) {
+            if arn.starts_with("arn:") && !passed.contains(&arn) {
                 passed.push(arn);
             }
         }

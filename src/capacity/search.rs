@@ -489,7 +489,7 @@ fn spot(
     };
     let mut priced = 0;
     for (zone, zone_id) in zone_list {
-        let Some(hourly) = book.spot_hourly(region, Some(zone), name).map(f64::from) else { continue };
+        let Some(hourly) = book.spot_hourly(region, Some(zone), name) else { continue };
         let mut row = hourly_row(s, ask, region, Some(zone), t, hourly);
         row.placement_score = scores.and_then(|s| s.iter().find(|(id, _)| id == zone_id).map(|(_, n)| *n));
         row.notes.push("interruptible (2-minute notice)".into());
@@ -534,7 +534,7 @@ fn on_demand(
         Some(Err(e)) => return f.missing.push(Missing::new(s, name, region, Reason::Unpriced, e.clone())),
         None => return,
     };
-    let Some(hourly) = book.on_demand_hourly(region, name).map(f64::from) else {
+    let Some(hourly) = book.on_demand_hourly(region, name) else {
         let why = format!("no On-Demand price for {name} in {region} ({})", book.source());
         return f.missing.push(Missing::new(s, name, region, Reason::Unpriced, why));
     };

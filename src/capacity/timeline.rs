@@ -147,7 +147,7 @@ impl Reservation {
     pub fn is_active(&self, now: Timestamp) -> bool {
         let started = self.start.is_none_or(|s| s <= now);
         let not_ended = self.end.is_none_or(|e| e > now);
-        started && not_ended && (self.state == "active" || self.state == "") && self.reserved_at(now)
+        started && not_ended && (self.state == "active" || self.state.is_empty()) && self.reserved_at(now)
     }
 
     /// Whether `at` falls in one of a split plan's reserved stretches (always, for one stretch).

@@ -172,7 +172,7 @@ pub fn instance_types(stack: &Stack) -> Vec<String> {
         match r.kind.name() {
             "node_group" | "self_managed_node_group" => out.extend(group_types(stack, r)),
             "karpenter_pool" => out.extend(strings(lit(r, "instance_types"))),
-            "capacity_reservation" if r.attrs.get("existing").is_none() => out.extend(lit_str(r, "instance_type")),
+            "capacity_reservation" if !r.attrs.contains_key("existing") => out.extend(lit_str(r, "instance_type")),
             _ => {}
         }
     }
@@ -183,7 +183,7 @@ pub fn instance_types(stack: &Stack) -> Vec<String> {
 pub fn prices_anything(stack: &Stack) -> bool {
     stack.resources.iter().any(|r| {
         matches!(r.kind.name(), "node_group" | "self_managed_node_group" | "karpenter_pool")
-            || (r.kind.name() == "capacity_reservation" && r.attrs.get("existing").is_none())
+            || (r.kind.name() == "capacity_reservation" && !r.attrs.contains_key("existing"))
     })
 }
 
@@ -278,7 +278,7 @@ pub fn estimate(stack: &Stack, plan: &Plan, book: &PriceBook) -> Cost {
         items.extend(item);
     }
     for r in
-        stack.resources.iter().filter(|r| r.kind.name() == "capacity_reservation" && r.attrs.get("existing").is_none())
+        stack.resources.iter().filter(|r| r.kind.name() == "capacity_reservation" && !r.attrs.contains_key("existing"))
     {
         items.push(reservation(stack, r, book, region, &items));
     }

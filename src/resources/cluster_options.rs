@@ -114,7 +114,7 @@ pub fn auto_mode_delete_note(old: &Attrs) -> Option<String> {
     Some(format!(
         "Auto Mode: EKS deletes its nodes and load balancers with the cluster (EKS UG delete-cluster); delete \
          LoadBalancer Services and Ingresses first so nothing recreates them; {}",
-        leftovers(&super::str_attr(old, "name"))
+        leftovers(super::str_attr(old, "name"))
     ))
 }
 
@@ -131,7 +131,7 @@ pub fn auto_mode_notes(old: &Attrs, new: &Attrs, changed: &[String]) -> Vec<Stri
                  install the vpc-cni, kube-proxy and coredns add-ons (eks_addon) before or with this change: the cluster \
                  was created without them (bootstrapSelfManagedAddons = false), so nodes left or added later have no pod \
                  networking or DNS (botocore eks CreateClusterRequest.bootstrapSelfManagedAddons)",
-                leftovers(&super::str_attr(new, "name"))
+                leftovers(super::str_attr(new, "name"))
             ),
         ],
         (None, Some(_)) => vec![

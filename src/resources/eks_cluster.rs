@@ -777,10 +777,10 @@ fn unexpressed_of(c: &Cluster) -> Vec<(String, String)> {
             format!("EKS Auto Mode capabilities not all on or all off: compute {compute}, block storage {storage}, load balancing {elb}"),
         ));
     }
-    if let Some(net) = c.kubernetes_network_config() {
-        if let Some(v6) = net.service_ipv6_cidr().filter(|v| !v.is_empty()) {
-            out.push(("kubernetesNetworkConfig.serviceIpv6Cidr".into(), v6.to_string()));
-        }
+    if let Some(net) = c.kubernetes_network_config()
+        && let Some(v6) = net.service_ipv6_cidr().filter(|v| !v.is_empty())
+    {
+        out.push(("kubernetesNetworkConfig.serviceIpv6Cidr".into(), v6.to_string()));
     }
     if let Some(r) = c.remote_network_config()
         && (!r.remote_node_networks().is_empty() || !r.remote_pod_networks().is_empty())

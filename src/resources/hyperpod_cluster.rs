@@ -580,13 +580,15 @@ async fn health_checks_done(ctx: &Ctx, id: &str) -> Result<()> {
         let nodes = ctx
             .all_pages(Service::SageMaker, "ListClusterNodes", pages, |p| p.cluster_node_summaries.unwrap_or_default())
             .await?;
-        Ok(nodes
-            .iter()
-            .filter(|n| {
-                n.instance_status().and_then(|s| s.status()).map(|s| s.as_str()) == Some("DeepHealthCheckInProgress")
-            })
-            .count())
-        .map(Some)
+        Ok(Some(
+            nodes
+                .iter()
+                .filter(|n| {
+                    n.instance_status().and_then(|s| s.status()).map(|s| s.as_str())
+                        == Some("DeepHealthCheckInProgress")
+                })
+                .count(),
+        ))
     };
     until_status(
         &format!("deep health checks of HyperPod cluster {id}"),

@@ -539,10 +539,7 @@ pub async fn search(ctx: &Ctx, inp: &Attrs) -> Result<Vec<TrainingPlanOffering>>
         let furthest = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(56 * 24 + hours);
         latest_end = latest_end.max(furthest);
     }
-    let target = match inp.get("target").and_then(Value::as_str) {
-        Some(t) => t,
-        None => "hyperpod-cluster",
-    };
+    let target = inp.get("target").and_then(Value::as_str).unwrap_or("hyperpod-cluster");
     let call = ctx
         .sagemaker
         .search_training_plan_offerings()

@@ -280,8 +280,7 @@ impl Kind for Vpc {
                      again; `{address}` and its internet gateway were not changed",
                     blockers.join(", ")
                 ),
-            }
-            .into());
+            });
         }
         remove_gateways(ctx, address, id).await?;
         remove_orphan_tables(ctx, id).await?;
@@ -616,7 +615,11 @@ async fn foreign_dependencies(ctx: &Ctx, vpc: &str) -> Result<Vec<String>> {
     // (`remove_orphan_tables`).
     if !subnets.is_empty() {
         out.extend(
-            tables.iter().filter(|rt| !is_main(rt) && !public(rt)).filter_map(|rt| rt.route_table_id()).map(str::to_string),
+            tables
+                .iter()
+                .filter(|rt| !is_main(rt) && !public(rt))
+                .filter_map(|rt| rt.route_table_id())
+                .map(str::to_string),
         );
     }
     out.extend(

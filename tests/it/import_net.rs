@@ -207,9 +207,9 @@ fn an_eksctl_network_imports_with_no_update_for_a_file_that_says_the_same() {
 
     // The VPC: DNS on, its gateway routed from the public table.
     let vpc = import(&ctx, "vpc", &b.vpc);
-    let same = format!(
-        "[vpc.main]\ncidr_block = \"192.168.0.0/16\"\ninternet_gateway = true\ntags = {{ Name = \"eksctl-vpc\" }}\n"
-    );
+    let same =
+        "[vpc.main]\ncidr_block = \"192.168.0.0/16\"\ninternet_gateway = true\ntags = { Name = \"eksctl-vpc\" }\n"
+            .to_string();
     assert_eq!(changed(kind("vpc").unwrap(), &vpc, &file_inputs(&same, "vpc.main")), Vec::<String>::new());
     let other = same.replace("eksctl-vpc", "renamed");
     assert_eq!(changed(kind("vpc").unwrap(), &vpc, &file_inputs(&other, "vpc.main")), ["tags"]);
@@ -595,19 +595,18 @@ fn write_eksctl_file(env: &Env, b: &Brownfield) {
             "[subnet.{name}]\nvpc = \"${{vpc.main.id}}\"\ncidr_block = \"{cidr}\"\navailability_zone = \"{zone}\"\ntags = {{ Name = \"{cidr}\" }}\n{extra}\n",
         ) + &format!("# {id}\n")
     };
-    let mut file = format!(
-        r#"[stack]
+    let mut file = r#"[stack]
 name   = "brown"
 region = "us-west-2"
 
 [vpc.main]
 cidr_block       = "192.168.0.0/16"
 internet_gateway = true
-tags             = {{ Name = "eksctl-vpc" }}
+tags             = { Name = "eksctl-vpc" }
 
 [nat_gateway.main]
-subnet = "${{subnet.public_a.id}}"
-tags   = {{ Name = "eksctl-nat" }}
+subnet = "${subnet.public_a.id}"
+tags   = { Name = "eksctl-nat" }
 
 [iam_role.node]
 name             = "eksctl-node"
@@ -616,7 +615,7 @@ managed_policies = ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"]
 instance_profile = true
 
 "#
-    );
+    .to_string();
     file += &subnet("public_a", &b.public[0], "192.168.0.0/19", "us-west-2a", "public = true");
     file += &subnet("public_b", &b.public[1], "192.168.32.0/19", "us-west-2b", "public = true");
     file += &subnet(

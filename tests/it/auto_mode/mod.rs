@@ -172,7 +172,7 @@ fn the_example_applies_reads_compute_back_renders_valid_pools_and_moves_a_reserv
     run(&["manifests", "--out", "k8s2"], moved);
     let train = documents(&files(&env.path("k8s2"))["auto-mode/train.yaml"]);
     assert_eq!(train[0]["spec"]["capacityReservationSelectorTerms"], serde_json::json!([{ "id": spare }]));
-    assert_eq!(auto_mode_of(&cluster(&env, &name)).0, true, "compute config unchanged");
+    assert!(auto_mode_of(&cluster(&env, &name)).0, "compute config unchanged");
     let (valid, report) = validate_manifests(&env.path("k8s2"));
     assert!(valid, "{report}");
 

@@ -168,7 +168,7 @@ prevent_destroy = true
     env.emu.reset_requests();
     let plan = env.run(&["plan", "s.toml", "--detailed-exitcode"]);
     assert_eq!(plan.code, 0, "a clean import, max_upfront_usd guards nothing here:\n{plan:?}");
-    assert!(plan.stdout.contains(&format!("= capacity_block.train")), "{plan:?}");
+    assert!(plan.stdout.contains(&"= capacity_block.train".to_string()), "{plan:?}");
     assert!(!plan.stdout.contains("purchase"), "never shown as a purchase: {plan:?}");
     env.ok(&["apply", "s.toml", "--auto-approve"]);
     let calls = env.emu.requests();
