@@ -11,11 +11,7 @@ use crate::stack::{Diagnostic, Stack};
 /// `gpustack:address`, nothing else (CreateTags adds or overwrites the keys given and leaves
 /// the object's other tags alone: EC2 API reference `CreateTags`).
 pub async fn tag_ec2(ctx: &Ctx, id: &str, address: &str) -> Result<()> {
-    let tags = [(tags::STACK, ctx.stack.as_str()), (tags::ADDRESS, address)]
-        .map(|(k, v)| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build());
-    let call = ctx.ec2.create_tags().resources(id).set_tags(Some(tags.to_vec()));
-    ctx.call(Service::Ec2, "CreateTags", call.send()).await?;
-    Ok(())
+    super::import_ec2::tag(ctx, &[id.to_string()], address, &[]).await
 }
 
 /// `Kind::tag_imported` for a SageMaker object (by ARN): `sagemaker:AddTags` with the two
